@@ -1,0 +1,86 @@
+# Makefile of the uprobe receiver. Every target that needs system packages
+# installs them itself (Debian); run as root.
+
+GO          ?= go
+CLANG       := clang-14
+OCB_VERSION := v0.164.0
+BUILD_DIR   := _build
+DISTRO      := $(BUILD_DIR)/otelcol-uprobe
+DEMO_DIR    := $(BUILD_DIR)/demo
+FUZZTIME    ?= 10s
+
+# Debian packages: pinned compiler for the BPF object (clang-14, llvm-14),
+# libbpf headers, <sys/sdt.h> for the test programs, bpftrace for comparisons.
+APT_PACKAGES := clang-14 llvm-14 libbpf-dev linux-libc-dev systemtap-sdt-dev gcc make bpftrace
+
+.PHONY: all deps generate check-generate test test-unit test-distro fuzz build run demo clean
+
+all: test
+
+# deps installs the Debian packages the build and the tests need, running
+# apt-get update first when a package has no install candidate.
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y --no-install-recommends $$missing || { apt-get update && apt-get install -y --no-install-recommends $$missing; }; \
+	fi
+
+# generate rebuilds the committed generated code: the BPF engine (bpf2go with
+# clang-14, pinned in go.mod's tool block) and mdatagen's output.
+generate: deps
+	cd internal/bpfobj && $(GO) generate ./...
+	cd receiver && $(GO) generate ./...
+
+# check-generate fails when the committed generated code is stale.
+check-generate: generate
+	@git diff --exit-code -- internal/bpfobj receiver/internal receiver/documentation.md receiver/generated_component_test.go receiver/generated_package_test.go \
+		|| { echo "generated code is out of date: run make generate and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- internal/bpfobj receiver)" \
+		|| { git status --porcelain -- internal/bpfobj receiver; echo "untracked generated files"; exit 1; }
+
+# test runs every test: unit, fuzz smoke, privileged kernel tests (as root)
+# and the built distro against the demo program.
+test: test-unit fuzz test-distro
+
+test-unit: deps
+	$(GO) vet ./...
+	$(GO) test -count=1 ./...
+
+# fuzz runs every fuzz target briefly.
+fuzz:
+	@set -e; for pkg in ./internal/usdt ./internal/fetch ./internal/config; do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+			echo "fuzz $$pkg $$f"; \
+			$(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg; \
+		done; \
+	done
+
+# build builds the collector distribution with ocb.
+build: $(DISTRO)
+
+$(DISTRO): builder-config.yaml go.mod go.sum $(shell find receiver internal -name '*.go' -o -name '*.o')
+	$(GO) run go.opentelemetry.io/collector/cmd/builder@$(OCB_VERSION) --config builder-config.yaml
+
+# demo builds the demo program traced by make run and the distro test.
+demo: deps
+	mkdir -p $(DEMO_DIR)
+	gcc -O2 -g -fPIC -shared -o $(DEMO_DIR)/libdemo.so testdata/demo/demolib.c
+	gcc -O2 -g -Itestdata/demo -o $(DEMO_DIR)/demo testdata/demo/demo.c -L$(DEMO_DIR) -ldemo -Wl,-rpath,$(abspath $(DEMO_DIR))
+
+test-distro: build demo
+	OTELCOL_UPROBE_BIN=$(abspath $(DISTRO)) UPROBE_DEMO_DIR=$(abspath $(DEMO_DIR)) \
+		$(GO) test -count=1 -run TestDistro -v ./internal/distrotest
+
+# run starts the demo program and the distro tracing it; spans and metrics
+# appear on stdout through the debug exporter. Ctrl-C stops both.
+run: build demo
+	@$(DEMO_DIR)/demo --loop 500 & demo=$$!; \
+	trap "kill $$demo 2>/dev/null" EXIT INT TERM; \
+	UPROBE_DEMO_DIR=$(abspath $(DEMO_DIR)) $(DISTRO) --config testdata/demo/collector.yaml
+
+clean:
+	rm -rf $(BUILD_DIR)

@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * abi.h is the one source of truth for everything the BPF engine and the Go
+ * receiver exchange: limits, enums, the per-site spec filled from Go, the
+ * per-probe and per-span statistics, and the ring-buffer span record.
+ * The Go side is generated from this file by bpf2go (-type); a layout test in
+ * internal/bpfobj checks sizes and offsets. Never duplicate a value by hand.
+ */
+#ifndef UPROBE_ABI_H
+#define UPROBE_ABI_H
+
+/* abi_limit bounds every array and loop in the engine. */
+enum abi_limit {
+	/* Values fetched at one site for one role (entry or exit). */
+	ABI_MAX_FETCHES = 8,
+	/* Pointer dereferences in one fetch. */
+	ABI_MAX_DEREFS = 4,
+	/* Open spans per thread; deeper entries are counted, not recorded. */
+	ABI_MAX_DEPTH = 16,
+	/* Bytes of fetched values (entry and exit together) in one span record. */
+	ABI_DATA_CAP = 1024,
+	/* Largest string or byte capture, including the terminating NUL. */
+	ABI_STRING_MAX = 256,
+	/* log2 latency buckets per span: bucket i counts durations in (2^i, 2^(i+1)] ns. */
+	ABI_HIST_BUCKETS = 64,
+};
+
+/* reg_slot numbers the 8-byte slots of the x86-64 struct pt_regs. */
+enum reg_slot {
+	REG_R15 = 0,
+	REG_R14 = 1,
+	REG_R13 = 2,
+	REG_R12 = 3,
+	REG_BP = 4,
+	REG_BX = 5,
+	REG_R11 = 6,
+	REG_R10 = 7,
+	REG_R9 = 8,
+	REG_R8 = 9,
+	REG_AX = 10,
+	REG_CX = 11,
+	REG_DX = 12,
+	REG_SI = 13,
+	REG_DI = 14,
+	REG_ORIG_AX = 15,
+	REG_IP = 16,
+	REG_CS = 17,
+	REG_FLAGS = 18,
+	REG_SP = 19,
+	REG_SS = 20,
+	REG_SLOT_COUNT = 21,
+};
+
+/* fetch_base says where a fetch starts. */
+enum fetch_base {
+	FETCH_BASE_NONE = 0,     /* unused slot */
+	FETCH_BASE_REGISTER = 1, /* value of base_reg */
+	FETCH_BASE_CONSTANT = 2, /* value of disp alone */
+};
+
+/* fetch_kind says what a fetch stores in the record. */
+enum fetch_kind {
+	FETCH_KIND_INT = 1,    /* 8 bytes, little endian, zero-extended from read_size */
+	FETCH_KIND_STRING = 2, /* u16 length (without NUL), the bytes, padding to 8 */
+	FETCH_KIND_BYTES = 3,  /* exactly max_len bytes, padding to 8 */
+};
+
+/* site_flag says which roles a site plays besides counting its hits. */
+enum site_flag {
+	SITE_ENTRY = 1, /* opens span entry_span */
+	SITE_EXIT = 2,  /* closes span exit_span */
+};
+
+/*
+ * fetch_op is one compiled fetch expression. The engine computes
+ *   v = base + disp + index_reg * scale
+ * then, for each of deref_count offsets, v = *(v + offset) read from user
+ * memory: 8 bytes for every dereference but the last of an INT fetch, which
+ * reads read_size bytes. STRING and BYTES fetches then read at address v.
+ */
+struct fetch_op {
+	__s64 disp;
+	__s64 deref_offsets[ABI_MAX_DEREFS];
+	__u8 base;        /* enum fetch_base */
+	__u8 base_reg;    /* enum reg_slot */
+	__u8 index_reg;   /* enum reg_slot, used when scale != 0 */
+	__u8 scale;       /* 0, 1, 2, 4 or 8 */
+	__u8 deref_count; /* 0..ABI_MAX_DEREFS */
+	__u8 kind;        /* enum fetch_kind */
+	__u8 read_size;   /* 1, 2, 4 or 8: bytes of the last dereference of an INT */
+	__u8 pad;
+	__u16 max_len;    /* STRING: buffer bytes including NUL; BYTES: bytes */
+	__u16 pad2;
+	__u32 pad3;
+};
+
+/*
+ * site is the spec of one attached location, selected by the BPF cookie of
+ * the uprobe link. Entry fetches are stored in the open frame, exit fetches
+ * appended at exit; both travel in one span record.
+ */
+struct site {
+	__u32 probe_id;   /* index into probe_stats */
+	__u32 entry_span; /* index into span_stats, valid with SITE_ENTRY */
+	__u32 exit_span;  /* index into span_stats, valid with SITE_EXIT */
+	__u8 flags;       /* enum site_flag */
+	__u8 entry_fetch_count;
+	__u8 exit_fetch_count;
+	__u8 pad;
+	struct fetch_op entry[ABI_MAX_FETCHES];
+	struct fetch_op exit[ABI_MAX_FETCHES];
+};
+
+/* probe_stats counts, per CPU, what happened at the sites of one probe. */
+struct probe_stats {
+	__u64 hits; /* every time any site of the probe fired */
+	__u64 lost; /* span records the ring buffer refused at this (exit) probe */
+};
+
+/* span_stats aggregates, per CPU, the completed spans of one span definition. */
+struct span_stats {
+	__u64 count;      /* completed spans (recorded or not) */
+	__u64 sum_ns;     /* sum of their durations */
+	__u64 lost;       /* records the ring buffer refused */
+	__u64 unmatched;  /* exits with no open entry on the thread */
+	__u64 abandoned;  /* open spans discarded because an outer span closed first */
+	__u64 overflow;   /* entries deeper than ABI_MAX_DEPTH, not recorded */
+	__u64 no_state;   /* entries dropped because task storage could not be had */
+	__u64 buckets[ABI_HIST_BUCKETS];
+};
+
+/* record_flag marks conditions of one span record. */
+enum record_flag {
+	RECORD_TRUNCATED = 1, /* a fetch did not fit in ABI_DATA_CAP */
+};
+
+/*
+ * span_record is the head of one ring-buffer record, followed by entry_len
+ * bytes of entry values and exit_len bytes of exit values, in site fetch
+ * order. Times are CLOCK_MONOTONIC nanoseconds (bpf_ktime_get_ns).
+ */
+struct span_record {
+	__u64 start_ns;
+	__u64 end_ns;
+	__u64 parent_start_ns; /* start of the enclosing open span on the thread, 0 for a root */
+	__u64 root_start_ns;   /* start of the outermost open span on the thread */
+	__u32 pid;             /* thread group id, in the initial pid namespace */
+	__u32 tid;             /* thread id, in the initial pid namespace */
+	__u32 span;            /* span definition index */
+	__u32 entry_site;
+	__u32 exit_site;
+	__u16 entry_len;
+	__u16 exit_len;
+	__u16 depth; /* open spans below this one on the thread */
+	__u8 flags;  /* enum record_flag */
+	__u8 entry_failed; /* bit i: entry fetch i failed and stored nothing */
+	__u8 exit_failed;  /* bit i: exit fetch i failed and stored nothing */
+	__u8 pad[3];
+};
+
+#endif /* UPROBE_ABI_H */

@@ -1,0 +1,98 @@
+package bpfobj
+
+import "github.com/cilium/ebpf"
+
+// The ABI types, generated from bpf/abi.h. Their layout is checked against the
+// object's BTF by TestLayout.
+type (
+	// SpanRecord is the head of one ring-buffer record: one completed span.
+	SpanRecord = engineSpanRecord
+	// Site is the spec of one attached location, selected by its BPF cookie.
+	Site = engineSite
+	// FetchOp is one compiled fetch expression.
+	FetchOp = engineFetchOp
+	// ProbeStats is the per-CPU value of the probes map.
+	ProbeStats = engineProbeStats
+	// SpanStats is the per-CPU value of the spans map.
+	SpanStats = engineSpanStats
+	// RegSlot numbers the 8-byte slots of the x86-64 struct pt_regs.
+	RegSlot = engineRegSlot
+)
+
+// Limits of the engine (enum abi_limit).
+const (
+	// MaxFetches is the number of values one site fetches for one role.
+	MaxFetches = int(engineAbiLimitABI_MAX_FETCHES)
+	// MaxDerefs is the number of pointer dereferences of one fetch.
+	MaxDerefs = int(engineAbiLimitABI_MAX_DEREFS)
+	// MaxDepth is the number of open spans per thread.
+	MaxDepth = int(engineAbiLimitABI_MAX_DEPTH)
+	// DataCap is the number of bytes of fetched values in one span record.
+	DataCap = int(engineAbiLimitABI_DATA_CAP)
+	// StringMax is the largest string or byte capture, in bytes including the NUL.
+	StringMax = int(engineAbiLimitABI_STRING_MAX)
+	// HistBuckets is the number of log2 latency buckets per span definition.
+	HistBuckets = int(engineAbiLimitABI_HIST_BUCKETS)
+)
+
+// Fetch bases (enum fetch_base).
+const (
+	FetchBaseRegister = uint8(engineFetchBaseFETCH_BASE_REGISTER)
+	FetchBaseConstant = uint8(engineFetchBaseFETCH_BASE_CONSTANT)
+)
+
+// Fetch kinds (enum fetch_kind).
+const (
+	FetchKindInt    = uint8(engineFetchKindFETCH_KIND_INT)
+	FetchKindString = uint8(engineFetchKindFETCH_KIND_STRING)
+	FetchKindBytes  = uint8(engineFetchKindFETCH_KIND_BYTES)
+)
+
+// Site flags (enum site_flag).
+const (
+	SiteEntry = uint8(engineSiteFlagSITE_ENTRY)
+	SiteExit  = uint8(engineSiteFlagSITE_EXIT)
+)
+
+// Record flags (enum record_flag).
+const (
+	RecordTruncated = uint8(engineRecordFlagRECORD_TRUNCATED)
+)
+
+// Register slots (enum reg_slot).
+const (
+	RegR15 = engineRegSlotREG_R15
+	RegR14 = engineRegSlotREG_R14
+	RegR13 = engineRegSlotREG_R13
+	RegR12 = engineRegSlotREG_R12
+	RegBP  = engineRegSlotREG_BP
+	RegBX  = engineRegSlotREG_BX
+	RegR11 = engineRegSlotREG_R11
+	RegR10 = engineRegSlotREG_R10
+	RegR9  = engineRegSlotREG_R9
+	RegR8  = engineRegSlotREG_R8
+	RegAX  = engineRegSlotREG_AX
+	RegCX  = engineRegSlotREG_CX
+	RegDX  = engineRegSlotREG_DX
+	RegSI  = engineRegSlotREG_SI
+	RegDI  = engineRegSlotREG_DI
+	RegIP  = engineRegSlotREG_IP
+	RegSP  = engineRegSlotREG_SP
+)
+
+// Names of the engine's programs and maps in the collection spec.
+const (
+	ProgramCountHit = engineProgCountHit
+	ProgramSiteHit  = engineProgSiteHit
+	MapSites        = engineMapSites
+	MapProbes       = engineMapProbes
+	MapSpans        = engineMapSpans
+	MapRecords      = engineMapRecords
+	MapTaskStates   = engineMapTaskStates
+)
+
+// Spec returns a fresh copy of the engine's collection spec, parsed from the
+// embedded object. The caller owns it and may resize its maps before loading.
+func Spec() (*ebpf.CollectionSpec, error) {
+	return loadEngine()
+}

@@ -1,0 +1,306 @@
+// Package config declares what users write under targets: in the receiver's
+// collector configuration, parses probe references (usdt:PROVIDER:NAME,
+// uprobe:SYMBOL[+OFFSET], uretprobe:SYMBOL) and checks everything that can be
+// checked without reading the traced files, reporting every problem at once.
+// It is pure Go: no ELF files are opened and no kernel is touched.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+
+	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
+	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
+)
+
+// Target is one traced ELF file (an executable or a shared library) and the
+// spans and counters to take from it.
+type Target struct {
+	// Path is the absolute path of the traced file.
+	Path string `mapstructure:"path"`
+	// PID restricts the probes to one process; 0 traces every process that
+	// maps the file, now and later.
+	PID int `mapstructure:"pid"`
+	// ServiceName is the service.name resource attribute; it defaults to the
+	// base name of Path.
+	ServiceName string `mapstructure:"service_name"`
+	// Spans are the entry/exit pairs that become spans.
+	Spans []Span `mapstructure:"spans"`
+	// Counters are probe references that are only counted.
+	Counters []string `mapstructure:"counters"`
+}
+
+// Span defines one kind of span: where it opens, where it closes, and what
+// to capture at each end.
+type Span struct {
+	// Name is the span name.
+	Name string `mapstructure:"name"`
+	// Entry is the probe that opens the span (usdt: or uprobe:).
+	Entry string `mapstructure:"entry"`
+	// Exit is the probe that closes it (usdt:, uretprobe: or uprobe:).
+	Exit string `mapstructure:"exit"`
+	// Function is shorthand for entry uprobe:FUNCTION and exit uretprobe:FUNCTION.
+	Function string `mapstructure:"function"`
+	// Attributes maps attribute keys to fetch expressions evaluated at entry.
+	Attributes map[string]string `mapstructure:"attributes"`
+	// ExitAttributes maps attribute keys to fetch expressions evaluated at exit.
+	ExitAttributes map[string]string `mapstructure:"exit_attributes"`
+}
+
+// ServiceNameOrDefault returns ServiceName, or the base name of Path when it is empty.
+func (t Target) ServiceNameOrDefault() string {
+	if t.ServiceName != "" {
+		return t.ServiceName
+	}
+	return filepath.Base(t.Path)
+}
+
+// Probes returns the entry and exit references of the span, with Function expanded.
+func (s Span) Probes() (entry, exit string) {
+	if s.Function != "" {
+		return "uprobe:" + s.Function, "uretprobe:" + s.Function
+	}
+	return s.Entry, s.Exit
+}
+
+// Attribute is one captured value of a span: its key and parsed expression.
+type Attribute struct {
+	Key  string
+	Expr fetch.Expr
+}
+
+// SortedAttributes parses the expressions of m and returns them sorted by key,
+// the order in which they are fetched and stored.
+func SortedAttributes(m map[string]string) ([]Attribute, error) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]Attribute, 0, len(keys))
+	var errs []error
+	for _, k := range keys {
+		e, err := fetch.Parse(m[k])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("attribute %q: %w", k, err))
+			continue
+		}
+		out = append(out, Attribute{Key: k, Expr: e})
+	}
+	return out, errors.Join(errs...)
+}
+
+// role says at which end of a span an expression is evaluated.
+type role uint8
+
+const (
+	atEntry role = iota
+	atExit
+)
+
+// Validate checks every target and returns all problems joined, each prefixed
+// with where it is (targets[0].spans[1].attributes["key"]: …).
+func Validate(targets []Target) error {
+	if len(targets) == 0 {
+		return errors.New("targets: at least one target is required")
+	}
+	var errs []error
+	for i, t := range targets {
+		errs = append(errs, t.validate(fmt.Sprintf("targets[%d]", i))...)
+	}
+	return errors.Join(errs...)
+}
+
+func (t Target) validate(where string) []error {
+	var errs []error
+	add := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf(where+": "+format, args...))
+	}
+	switch {
+	case t.Path == "":
+		add("path is required")
+	case !filepath.IsAbs(t.Path):
+		add("path %q must be absolute", t.Path)
+	}
+	if t.PID < 0 {
+		add("pid %d must be 0 (every process) or a process id", t.PID)
+	}
+	if len(t.Spans) == 0 && len(t.Counters) == 0 {
+		add("nothing to trace: add spans or counters")
+	}
+
+	names := map[string]int{}
+	entries := map[string]string{} // canonical probe → span name
+	exits := map[string]string{}
+	for i, s := range t.Spans {
+		sw := fmt.Sprintf("%s.spans[%d]", where, i)
+		if s.Name != "" {
+			if j, dup := names[s.Name]; dup {
+				errs = append(errs, fmt.Errorf("%s: duplicate span name %q (also spans[%d])", sw, s.Name, j))
+			} else {
+				names[s.Name] = i
+			}
+		}
+		entry, exit, serrs := s.validate(sw)
+		errs = append(errs, serrs...)
+		if entry != "" {
+			if other, dup := entries[entry]; dup {
+				errs = append(errs, fmt.Errorf("%s: probe %s already opens span %q", sw, entry, other))
+			}
+			entries[entry] = s.Name
+		}
+		if exit != "" {
+			if other, dup := exits[exit]; dup {
+				errs = append(errs, fmt.Errorf("%s: probe %s already closes span %q", sw, exit, other))
+			}
+			exits[exit] = s.Name
+		}
+	}
+
+	counters := map[string]int{}
+	for i, c := range t.Counters {
+		cw := fmt.Sprintf("%s.counters[%d]", where, i)
+		p, err := ParseProbe(c)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", cw, err))
+			continue
+		}
+		if j, dup := counters[p.String()]; dup {
+			errs = append(errs, fmt.Errorf("%s: probe %s is already counted (counters[%d])", cw, p, j))
+			continue
+		}
+		counters[p.String()] = i
+	}
+	return errs
+}
+
+// validate checks one span and returns the canonical entry and exit
+// references when they parse.
+func (s Span) validate(where string) (entry, exit string, errs []error) {
+	add := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf(where+": "+format, args...))
+	}
+	if s.Name == "" {
+		add("name is required")
+	}
+	var entryProbe, exitProbe Probe
+	var entryOK, exitOK bool
+	switch {
+	case s.Function != "" && (s.Entry != "" || s.Exit != ""):
+		add("function and entry/exit are exclusive: use one or the other")
+	case s.Function != "":
+		if err := checkSymbol(s.Function); err != nil {
+			add("function: %v", err)
+		}
+		entryProbe = Probe{Kind: KindUprobe, Symbol: s.Function}
+		exitProbe = Probe{Kind: KindUretprobe, Symbol: s.Function}
+		entryOK, exitOK = true, true
+	case s.Entry == "" && s.Exit != "":
+		add("exit without entry: add entry (usdt:… or uprobe:…)")
+	case s.Entry == "":
+		add("entry and exit (or function) are required")
+	case s.Exit == "":
+		add("entry without exit: add exit (usdt:… or uretprobe:…), or use function: for a whole function")
+	}
+	if s.Function == "" && s.Entry != "" {
+		p, err := ParseProbe(s.Entry)
+		switch {
+		case err != nil:
+			add("entry: %v", err)
+		case p.Kind == KindUretprobe:
+			add("entry: %s is a return probe; a span opens at usdt: or uprobe:", p)
+		default:
+			entryProbe, entryOK = p, true
+		}
+	}
+	if s.Function == "" && s.Exit != "" {
+		p, err := ParseProbe(s.Exit)
+		if err != nil {
+			add("exit: %v", err)
+		} else {
+			exitProbe, exitOK = p, true
+		}
+	}
+	if entryOK && exitOK && entryProbe.String() == exitProbe.String() {
+		add("entry and exit are the same probe %s", entryProbe)
+	}
+
+	checkAttrs := func(field string, m map[string]string, r role, p Probe, pOK bool) {
+		if len(m) > bpfobj.MaxFetches {
+			add("%s: %d attributes, at most %d per span end", field, len(m), bpfobj.MaxFetches)
+		}
+		attrs, err := SortedAttributes(m)
+		if err != nil {
+			errs = append(errs, prefixEach(where+"."+field, err)...)
+		}
+		for _, a := range attrs {
+			if a.Key == "" {
+				add("%s: empty attribute key", field)
+			}
+			if err := checkExpr(a.Expr, r, p, pOK); err != nil {
+				add("%s[%q]: %v", field, a.Key, err)
+			}
+		}
+	}
+	checkAttrs("attributes", s.Attributes, atEntry, entryProbe, entryOK)
+	checkAttrs("exit_attributes", s.ExitAttributes, atExit, exitProbe, exitOK)
+	for k := range s.ExitAttributes {
+		if _, dup := s.Attributes[k]; dup {
+			add("exit_attributes[%q]: key is also in attributes", k)
+		}
+	}
+	if entryOK {
+		entry = entryProbe.String()
+	}
+	if exitOK {
+		exit = exitProbe.String()
+	}
+	return entry, exit, errs
+}
+
+// checkExpr checks what can be checked of one expression before the traced
+// file is read: where retval and argN make sense and the engine's limits.
+func checkExpr(e fetch.Expr, r role, p Probe, pOK bool) error {
+	if e.Root == fetch.RootRetval {
+		if r == atEntry {
+			return fmt.Errorf("%q: retval is only known at exit", e.Text)
+		}
+		if pOK && p.Kind != KindUretprobe {
+			return fmt.Errorf("%q: retval needs a uretprobe: exit (this exit is %s)", e.Text, p)
+		}
+	}
+	if e.Root == fetch.RootArg && pOK {
+		switch {
+		case p.Kind == KindUretprobe:
+			return fmt.Errorf("%q: arguments are gone when a function returns; capture arg%d in attributes (at entry)", e.Text, e.Arg)
+		case p.Kind == KindUprobe && p.Offset != 0 && e.Arg >= 6:
+			return fmt.Errorf("%q: stack argument arg%d is only known at the function's first instruction", e.Text, e.Arg)
+		}
+	}
+	// A USDT argument in memory costs one more dereference; the resolver
+	// checks that once it has read the argument specs.
+	if len(e.Derefs) > bpfobj.MaxDerefs {
+		return fmt.Errorf("%q: %d dereferences, at most %d", e.Text, len(e.Derefs), bpfobj.MaxDerefs)
+	}
+	if (e.Type.Kind == fetch.KindString || e.Type.Kind == fetch.KindBytes) && int(e.Type.MaxLen) > bpfobj.StringMax {
+		return fmt.Errorf("%q: %s is longer than the %d-byte capture limit", e.Text, e.Type, bpfobj.StringMax)
+	}
+	return nil
+}
+
+// prefixEach splits a joined error and prefixes every part.
+func prefixEach(prefix string, err error) []error {
+	var parts []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		parts = j.Unwrap()
+	} else {
+		parts = []error{err}
+	}
+	out := make([]error, len(parts))
+	for i, p := range parts {
+		out[i] = fmt.Errorf("%s: %w", prefix, p)
+	}
+	return out
+}

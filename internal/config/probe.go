@@ -1,0 +1,124 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ProbeKind is the kind of a probe reference.
+type ProbeKind uint8
+
+// The probe kinds a reference can name.
+const (
+	// KindUSDT is a USDT probe: usdt:PROVIDER:NAME.
+	KindUSDT ProbeKind = iota + 1
+	// KindUprobe is a uprobe at a function or inside one: uprobe:SYMBOL or uprobe:SYMBOL+0xOFF.
+	KindUprobe
+	// KindUretprobe is a return probe of a function: uretprobe:SYMBOL.
+	KindUretprobe
+)
+
+// String returns the reference prefix of the kind, e.g. "usdt".
+func (k ProbeKind) String() string {
+	switch k {
+	case KindUSDT:
+		return "usdt"
+	case KindUprobe:
+		return "uprobe"
+	case KindUretprobe:
+		return "uretprobe"
+	}
+	return "unknown"
+}
+
+// Probe is a parsed probe reference.
+type Probe struct {
+	Kind     ProbeKind
+	Provider string // KindUSDT
+	Name     string // KindUSDT
+	Symbol   string // KindUprobe, KindUretprobe
+	Offset   uint64 // KindUprobe: bytes from the start of Symbol
+}
+
+// String returns the canonical reference: "usdt:p:n", "uprobe:f", "uprobe:f+0x10", "uretprobe:f".
+// Two references that name the same probe have the same canonical form.
+func (p Probe) String() string {
+	switch p.Kind {
+	case KindUSDT:
+		return "usdt:" + p.Provider + ":" + p.Name
+	case KindUprobe:
+		if p.Offset != 0 {
+			return fmt.Sprintf("uprobe:%s+%#x", p.Symbol, p.Offset)
+		}
+		return "uprobe:" + p.Symbol
+	case KindUretprobe:
+		return "uretprobe:" + p.Symbol
+	}
+	return ""
+}
+
+// ParseProbe parses a probe reference as written in the configuration.
+func ParseProbe(ref string) (Probe, error) {
+	kind, rest, ok := strings.Cut(ref, ":")
+	if !ok {
+		return Probe{}, fmt.Errorf("probe %q: want usdt:PROVIDER:NAME, uprobe:SYMBOL[+OFFSET] or uretprobe:SYMBOL", ref)
+	}
+	switch kind {
+	case "usdt":
+		provider, name, ok := strings.Cut(rest, ":")
+		if !ok || provider == "" || name == "" || strings.Contains(name, ":") {
+			return Probe{}, fmt.Errorf("probe %q: want usdt:PROVIDER:NAME", ref)
+		}
+		if err := checkName(provider); err != nil {
+			return Probe{}, fmt.Errorf("probe %q: provider: %w", ref, err)
+		}
+		if err := checkName(name); err != nil {
+			return Probe{}, fmt.Errorf("probe %q: name: %w", ref, err)
+		}
+		return Probe{Kind: KindUSDT, Provider: provider, Name: name}, nil
+	case "uprobe":
+		sym, off, hasOff := strings.Cut(rest, "+")
+		if err := checkSymbol(sym); err != nil {
+			return Probe{}, fmt.Errorf("probe %q: %w", ref, err)
+		}
+		p := Probe{Kind: KindUprobe, Symbol: sym}
+		if hasOff {
+			v, err := strconv.ParseUint(off, 0, 64)
+			if err != nil {
+				return Probe{}, fmt.Errorf("probe %q: offset %q is not a number (want e.g. +0x10 or +16)", ref, off)
+			}
+			p.Offset = v
+		}
+		return p, nil
+	case "uretprobe":
+		if strings.Contains(rest, "+") {
+			return Probe{}, fmt.Errorf("probe %q: a return probe takes no offset", ref)
+		}
+		if err := checkSymbol(rest); err != nil {
+			return Probe{}, fmt.Errorf("probe %q: %w", ref, err)
+		}
+		return Probe{Kind: KindUretprobe, Symbol: rest}, nil
+	}
+	return Probe{}, fmt.Errorf("probe %q: unknown probe kind %q (want usdt, uprobe or uretprobe)", ref, kind)
+}
+
+func checkName(s string) error {
+	if s == "" {
+		return errors.New("empty")
+	}
+	for _, r := range s {
+		if r <= ' ' || r == 0x7f {
+			return fmt.Errorf("%q contains a space or control character", s)
+		}
+	}
+	return nil
+}
+
+func checkSymbol(s string) error {
+	if s == "" {
+		return errors.New("empty symbol")
+	}
+	return checkName(s)
+}

@@ -1,0 +1,96 @@
+// Package event holds the plain Go values the tracer hands to the rest of the
+// receiver: completed spans as the engine recorded them, in batches, and
+// snapshots of the engine's counters. It has no BPF or pdata types.
+package event
+
+// Span is one completed span as the engine recorded it. Times are
+// CLOCK_MONOTONIC nanoseconds; ids index the Plan the tracer was opened with.
+type Span struct {
+	StartNs, EndNs uint64
+	// ParentStartNs is the start of the enclosing open span on the same
+	// thread, 0 for a root; RootStartNs the start of the outermost one.
+	ParentStartNs, RootStartNs uint64
+	PID, TID                   uint32
+	// Def is the span definition id; EntrySite and ExitSite are site ids.
+	Def, EntrySite, ExitSite uint32
+	// Depth is the number of open spans below this one on its thread.
+	Depth uint16
+	// Truncated says some fetched value did not fit in the record.
+	Truncated bool
+	// EntryFailed and ExitFailed have bit i set when fetch i of that end
+	// stored nothing (unreadable memory).
+	EntryFailed, ExitFailed uint8
+	// Entry and Exit are the stored values of each end, in fetch order. They
+	// belong to the Batch and are valid until it is reset.
+	Entry, Exit []byte
+}
+
+// Batch is a bounded, reusable set of spans read in one drain.
+type Batch struct {
+	Spans  []Span
+	chunks [][]byte
+	cur    int
+}
+
+// arenaChunk is the size of each block of stored values a Batch keeps.
+const arenaChunk = 256 << 10
+
+// Reset empties the batch, keeping its memory.
+func (b *Batch) Reset() {
+	b.Spans = b.Spans[:0]
+	for i := range b.chunks {
+		b.chunks[i] = b.chunks[i][:0]
+	}
+	b.cur = 0
+}
+
+// Copy stores a copy of p in the batch's memory and returns it. Earlier
+// copies stay valid until Reset.
+func (b *Batch) Copy(p []byte) []byte {
+	if len(p) == 0 {
+		return nil
+	}
+	for {
+		if b.cur == len(b.chunks) {
+			b.chunks = append(b.chunks, make([]byte, 0, max(arenaChunk, len(p))))
+		}
+		c := b.chunks[b.cur]
+		if cap(c)-len(c) >= len(p) {
+			n := len(c)
+			c = append(c, p...)
+			b.chunks[b.cur] = c
+			return c[n:len(c):len(c)]
+		}
+		b.cur++
+	}
+}
+
+// ProbeCounts are the engine's counters of one probe, summed over CPUs.
+type ProbeCounts struct {
+	// Hits counts every time any location of the probe fired.
+	Hits uint64
+	// Lost counts span records the ring buffer refused at this (exit) probe.
+	Lost uint64
+}
+
+// SpanCounts aggregate the completed spans of one span definition, summed over CPUs.
+type SpanCounts struct {
+	Count, SumNs, Lost uint64
+	// Unmatched counts exits with no open entry on their thread.
+	Unmatched uint64
+	// Abandoned counts open spans dropped because an enclosing span closed first.
+	Abandoned uint64
+	// Overflow counts entries deeper than the engine's per-thread stack.
+	Overflow uint64
+	// NoState counts entries dropped because per-thread storage could not be had.
+	NoState uint64
+	// Buckets[i] counts durations in (2^i, 2^(i+1)] ns; Buckets[0] also
+	// holds durations of 0 and 1 ns.
+	Buckets []uint64
+}
+
+// Stats is a snapshot of every counter, indexed by probe id and span id.
+type Stats struct {
+	Probes []ProbeCounts
+	Spans  []SpanCounts
+}

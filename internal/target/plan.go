@@ -1,0 +1,155 @@
+// Package target turns the configured targets into a Plan: the deterministic
+// spec of every probe, span definition, attach site and compiled fetch, read
+// from the traced ELF files (their own class, byte order and machine, never
+// the host's) and the configuration. It opens files but never touches the
+// kernel: internal/tracer turns a Plan into kernel objects.
+package target
+
+import (
+	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
+	"github.com/otel-uprobe/uprobereceiver/internal/regs"
+)
+
+// Plan is everything the tracer attaches, indexed the way the engine indexes
+// it: probe ids, span ids and site ids are positions in these slices.
+type Plan struct {
+	Targets     []Target
+	Probes      []Probe
+	Spans       []Span
+	Sites       []Site
+	Attachments []Attachment
+}
+
+// Target is one resolved traced file.
+type Target struct {
+	// Path is the traced file as configured.
+	Path string
+	// PID restricts attachments to one process; 0 means every process.
+	PID int
+	// ServiceName is the service.name resource attribute of its telemetry.
+	ServiceName string
+	// Executable is true for a program (ET_EXEC, or ET_DYN with an
+	// interpreter): processes that map it run it. False for a shared library.
+	Executable bool
+}
+
+// Probe is one probe reference of one target; hits and losses are counted per probe.
+type Probe struct {
+	Target int
+	// Ref is the reference as written in the configuration, e.g. "usdt:postgresql:query__start".
+	Ref string
+	// Kind is the parsed kind of Ref.
+	Kind config.ProbeKind
+	// Locations is the number of attach locations the probe resolved to.
+	Locations int
+}
+
+// Span is one span definition.
+type Span struct {
+	Target int
+	Name   string
+	// Entry and Exit are probe ids.
+	Entry, Exit int
+}
+
+// Site is one location that opens or closes spans; its id is the BPF cookie
+// of its attachment.
+type Site struct {
+	// Probe is the probe id whose hits the site counts.
+	Probe int
+	// EntrySpan and ExitSpan are span ids, or -1 when the site has no such role.
+	EntrySpan, ExitSpan int
+	// Entry and Exit are the fetches run for each role, in attribute-key order.
+	Entry, Exit []Fetch
+}
+
+// Program selects the engine program an attachment runs.
+type Program uint8
+
+const (
+	// ProgramCount counts hits; the cookie is the probe id.
+	ProgramCount Program = iota + 1
+	// ProgramSite runs a site's spec; the cookie is the site id.
+	ProgramSite
+)
+
+// Attachment is one uprobe or uretprobe to create.
+type Attachment struct {
+	Path string
+	// FileOffset is the file offset of the probed instruction (for a
+	// uretprobe, of the function's first instruction).
+	FileOffset uint64
+	// Address is the virtual address of the same instruction, for messages.
+	Address uint64
+	// RefCtrOffset is the file offset of the USDT semaphore, 0 if none.
+	RefCtrOffset uint64
+	// Return makes it a uretprobe.
+	Return bool
+	PID    int
+	// Program and Cookie select what runs and with which spec.
+	Program Program
+	Cookie  uint64
+	// Probe is the probe id, for messages and self-telemetry.
+	Probe int
+}
+
+// Base says where a fetch starts.
+type Base uint8
+
+const (
+	// BaseRegister starts from the value of a register.
+	BaseRegister Base = iota + 1
+	// BaseConstant starts from Disp alone.
+	BaseConstant
+)
+
+// StoreKind says what a fetch stores in the span record.
+type StoreKind uint8
+
+const (
+	// StoreInt stores 8 bytes.
+	StoreInt StoreKind = iota + 1
+	// StoreString stores a NUL-terminated string of at most MaxLen bytes.
+	StoreString
+	// StoreBytes stores exactly MaxLen bytes.
+	StoreBytes
+)
+
+// Fetch is one compiled fetch expression: how the engine reads the value
+// (v = Base + Disp + Index*Scale, then one read per dereference) and how user
+// space turns the stored bytes into an attribute.
+type Fetch struct {
+	// Key is the attribute key.
+	Key string
+	// Text is the expression as configured.
+	Text string
+
+	Base     Base
+	Register regs.Register // BaseRegister
+	Index    regs.Register // with Scale != 0
+	Scale    uint8
+	Disp     int64
+	// Derefs are the offsets of the dereferences, in order.
+	Derefs []int64
+	Store  StoreKind
+	// ReadSize is the number of bytes the last dereference of a StoreInt reads.
+	ReadSize uint8
+	// MaxLen bounds StoreString (bytes including the NUL) and sizes StoreBytes.
+	MaxLen uint16
+
+	Value Value
+}
+
+// Value says how a stored integer becomes an attribute value.
+type Value struct {
+	// Type is the attribute's type: the configured one, or the default.
+	Type fetch.Type
+	// FromArg is true when the stored integer is a USDT argument's own value:
+	// it is first cut to ArgSize bytes after a right shift of Shift bits and
+	// sign-extended when ArgSigned, then converted to Type.
+	FromArg   bool
+	ArgSize   uint8
+	ArgSigned bool
+	Shift     uint8
+}

@@ -1,0 +1,183 @@
+// Package testutil helps the receiver's tests: it builds the C programs in
+// testdata with gcc, drives the demo program over its stdin, and makes
+// privileged tests fail instead of skipping when CI=true.
+package testutil
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// InCI reports whether the tests run in CI, where nothing may be skipped.
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// SkipOrFail skips the test, or fails it in CI.
+func SkipOrFail(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if InCI() {
+		t.Fatalf("CI=true and this test cannot run: "+format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
+// RequireRoot skips the test unless it runs as root (and fails it in CI).
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		SkipOrFail(t, "needs root to load BPF programs and attach uprobes")
+	}
+}
+
+// RepoRoot returns the repository's top directory.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// Testdata returns the path of a file under testdata/.
+func Testdata(parts ...string) string {
+	return filepath.Join(append([]string{RepoRoot(), "testdata"}, parts...)...)
+}
+
+// Gcc runs gcc with args in dir and fails the test on error; without gcc
+// it skips (fails in CI).
+func Gcc(t testing.TB, dir string, args ...string) {
+	t.Helper()
+	if _, err := exec.LookPath("gcc"); err != nil {
+		SkipOrFail(t, "gcc not found")
+	}
+	cmd := exec.Command("gcc", args...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// DemoBuild is a build of testdata/demo.
+type DemoBuild struct {
+	Dir string
+	// Program is the demo executable; Library is libdemo.so, which it loads.
+	Program, Library string
+}
+
+// BuildDemo builds testdata/demo into a temporary directory with the given
+// optimization flag ("-O2" gives register arguments, "-O0" stack ones).
+func BuildDemo(t testing.TB, opt string) DemoBuild {
+	t.Helper()
+	if _, err := os.Stat("/usr/include/x86_64-linux-gnu/sys/sdt.h"); err != nil {
+		if _, err2 := os.Stat("/usr/include/sys/sdt.h"); err2 != nil {
+			SkipOrFail(t, "<sys/sdt.h> not found: run make deps (systemtap-sdt-dev)")
+		}
+	}
+	dir := t.TempDir()
+	src := Testdata("demo")
+	b := DemoBuild{Dir: dir, Program: filepath.Join(dir, "demo"), Library: filepath.Join(dir, "libdemo.so")}
+	Gcc(t, dir, opt, "-g", "-fPIC", "-shared", "-o", b.Library, filepath.Join(src, "demolib.c"))
+	Gcc(t, dir, opt, "-g", "-I", src, "-o", b.Program, filepath.Join(src, "demo.c"),
+		"-L", dir, "-ldemo", "-Wl,-rpath,"+dir)
+	return b
+}
+
+// Demo is a running demo process driven over its stdin.
+type Demo struct {
+	t     testing.TB
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	lines chan string
+	PID   int
+}
+
+// StartDemo starts program and waits for it to say it is ready.
+func StartDemo(t testing.TB, program string) *Demo {
+	t.Helper()
+	cmd := exec.Command(program)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", program, err)
+	}
+	d := &Demo{t: t, cmd: cmd, in: in, lines: make(chan string, 16)}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			d.lines <- sc.Text()
+		}
+		close(d.lines)
+	}()
+	t.Cleanup(d.Stop)
+	line := d.expect("ready ")
+	if _, err := fmt.Sscanf(line, "ready %d", &d.PID); err != nil {
+		t.Fatalf("demo said %q", line)
+	}
+	return d
+}
+
+// expect waits for the next line, which must start with prefix.
+func (d *Demo) expect(prefix string) string {
+	d.t.Helper()
+	select {
+	case line, ok := <-d.lines:
+		if !ok {
+			d.t.Fatalf("demo exited while waiting for %q", prefix)
+		}
+		if !strings.HasPrefix(line, prefix) {
+			d.t.Fatalf("demo said %q, want %q…", line, prefix)
+		}
+		return line
+	case <-time.After(30 * time.Second):
+		d.t.Fatalf("demo did not say %q within 30s", prefix)
+	}
+	return ""
+}
+
+// Run runs n iterations and waits until they are done.
+func (d *Demo) Run(n int) {
+	d.t.Helper()
+	fmt.Fprintf(d.in, "go %d\n", n)
+	d.expect(fmt.Sprintf("done %d", n))
+}
+
+// Semaphores returns the demo's three USDT semaphores (query__start,
+// query__done, tick) as the process itself reads them.
+func (d *Demo) Semaphores() [3]int {
+	d.t.Helper()
+	fmt.Fprintln(d.in, "sem")
+	var s [3]int
+	line := d.expect("sem ")
+	if _, err := fmt.Sscanf(line, "sem %d %d %d", &s[0], &s[1], &s[2]); err != nil {
+		d.t.Fatalf("demo said %q", line)
+	}
+	return s
+}
+
+// Stop ends the process.
+func (d *Demo) Stop() {
+	if d.cmd.ProcessState != nil {
+		return
+	}
+	fmt.Fprintln(d.in, "exit")
+	d.in.Close()
+	done := make(chan struct{})
+	go func() { _ = d.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-done
+	}
+}

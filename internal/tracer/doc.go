@@ -1,0 +1,7 @@
+// Package tracer is the receiver's one door to the kernel: it checks kernel
+// features, loads the pre-compiled engine from internal/bpfobj sized for a
+// target.Plan, fills the site specs, attaches every uprobe (all or nothing),
+// drains the span ring buffer in batches and reads the per-CPU counters. It is
+// the only package that imports cilium/ebpf's link and ringbuf facilities.
+// Needs Linux 5.15 with BTF, and root or CAP_SYS_ADMIN.
+package tracer

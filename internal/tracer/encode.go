@@ -1,0 +1,100 @@
+package tracer
+
+import (
+	"fmt"
+
+	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
+	"github.com/otel-uprobe/uprobereceiver/internal/regs"
+	"github.com/otel-uprobe/uprobereceiver/internal/target"
+)
+
+// slots maps each register to its x86-64 pt_regs slot.
+var slots = map[regs.Register]bpfobj.RegSlot{
+	regs.RAX: bpfobj.RegAX, regs.RBX: bpfobj.RegBX, regs.RCX: bpfobj.RegCX, regs.RDX: bpfobj.RegDX,
+	regs.RSI: bpfobj.RegSI, regs.RDI: bpfobj.RegDI, regs.RBP: bpfobj.RegBP, regs.RSP: bpfobj.RegSP,
+	regs.R8: bpfobj.RegR8, regs.R9: bpfobj.RegR9, regs.R10: bpfobj.RegR10, regs.R11: bpfobj.RegR11,
+	regs.R12: bpfobj.RegR12, regs.R13: bpfobj.RegR13, regs.R14: bpfobj.RegR14, regs.R15: bpfobj.RegR15,
+	regs.RIP: bpfobj.RegIP,
+}
+
+// encodeSite converts a planned site into the engine's spec.
+func encodeSite(s target.Site) (bpfobj.Site, error) {
+	var out bpfobj.Site
+	out.ProbeId = uint32(s.Probe)
+	if len(s.Entry) > bpfobj.MaxFetches || len(s.Exit) > bpfobj.MaxFetches {
+		return out, fmt.Errorf("more than %d fetches at one end", bpfobj.MaxFetches)
+	}
+	if s.EntrySpan >= 0 {
+		out.Flags |= bpfobj.SiteEntry
+		out.EntrySpan = uint32(s.EntrySpan)
+	}
+	if s.ExitSpan >= 0 {
+		out.Flags |= bpfobj.SiteExit
+		out.ExitSpan = uint32(s.ExitSpan)
+	}
+	out.EntryFetchCount = uint8(len(s.Entry))
+	out.ExitFetchCount = uint8(len(s.Exit))
+	for i, f := range s.Entry {
+		op, err := encodeFetch(f)
+		if err != nil {
+			return out, fmt.Errorf("attribute %q: %w", f.Key, err)
+		}
+		out.Entry[i] = op
+	}
+	for i, f := range s.Exit {
+		op, err := encodeFetch(f)
+		if err != nil {
+			return out, fmt.Errorf("attribute %q: %w", f.Key, err)
+		}
+		out.Exit[i] = op
+	}
+	return out, nil
+}
+
+func encodeFetch(f target.Fetch) (bpfobj.FetchOp, error) {
+	var op bpfobj.FetchOp
+	op.Disp = f.Disp
+	switch f.Base {
+	case target.BaseRegister:
+		slot, ok := slots[f.Register]
+		if !ok {
+			return op, fmt.Errorf("register %v has no pt_regs slot", f.Register)
+		}
+		op.Base, op.BaseReg = bpfobj.FetchBaseRegister, uint8(slot)
+	case target.BaseConstant:
+		op.Base = bpfobj.FetchBaseConstant
+	default:
+		return op, fmt.Errorf("unknown fetch base %d", f.Base)
+	}
+	if f.Scale != 0 {
+		slot, ok := slots[f.Index]
+		if !ok {
+			return op, fmt.Errorf("index register %v has no pt_regs slot", f.Index)
+		}
+		op.IndexReg, op.Scale = uint8(slot), f.Scale
+	}
+	if len(f.Derefs) > bpfobj.MaxDerefs {
+		return op, fmt.Errorf("%d dereferences, at most %d", len(f.Derefs), bpfobj.MaxDerefs)
+	}
+	op.DerefCount = uint8(len(f.Derefs))
+	copy(op.DerefOffsets[:], f.Derefs)
+	switch f.Store {
+	case target.StoreInt:
+		op.Kind = bpfobj.FetchKindInt
+		op.ReadSize = f.ReadSize
+		if op.ReadSize == 0 {
+			op.ReadSize = 8
+		}
+	case target.StoreString:
+		op.Kind = bpfobj.FetchKindString
+	case target.StoreBytes:
+		op.Kind = bpfobj.FetchKindBytes
+	default:
+		return op, fmt.Errorf("unknown store kind %d", f.Store)
+	}
+	if int(f.MaxLen) > bpfobj.StringMax {
+		return op, fmt.Errorf("capture of %d bytes exceeds %d", f.MaxLen, bpfobj.StringMax)
+	}
+	op.MaxLen = f.MaxLen
+	return op, nil
+}

@@ -1,0 +1,100 @@
+package usdt
+
+import (
+	"cmp"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/otel-uprobe/uprobereceiver/internal/elfaddr"
+)
+
+// ErrUnsupportedArch is wrapped by Location.ArgsErr when the file is not
+// x86-64: argument specs are parsed for x86-64 only.
+var ErrUnsupportedArch = errors.New("argument specs of this architecture are not supported")
+
+// Probe is every site of one provider:name probe.
+type Probe struct {
+	// Provider and Name name the probe: provider:name.
+	Provider, Name string
+	// Locations are the probe's sites, in note order.
+	Locations []Location
+}
+
+// String returns "provider:name".
+func (p Probe) String() string { return p.Provider + ":" + p.Name }
+
+// Location is one call site of a probe.
+type Location struct {
+	// Address is the virtual address of the site.
+	Address uint64
+	// FileOffset is the file offset of the site, where a uprobe attaches.
+	FileOffset uint64
+	// SemaphoreAddress is the virtual address of the semaphore, 0 if none.
+	SemaphoreAddress uint64
+	// SemaphoreFileOffset is the file offset of the semaphore (the
+	// uprobe's reference-counter offset), 0 if none.
+	SemaphoreFileOffset uint64
+	// ArgsText is the argument specs as written in the note.
+	ArgsText string
+	// Args is ArgsText parsed; nil when ArgsErr != nil.
+	Args []Arg
+	// ArgsErr says why ArgsText did not parse (an unsupported form, or a
+	// file that is not x86-64, see ErrUnsupportedArch); the site is still
+	// listed.
+	ArgsErr error
+}
+
+// Probes groups Notes(f) by provider and name, sorted by provider then
+// name, with each probe's sites in note order, and converts every site's
+// and semaphore's virtual address into a file offset through f's PT_LOAD
+// segments. Argument specs are parsed only when f.Machine is EM_X86_64;
+// otherwise each Location.ArgsErr wraps ErrUnsupportedArch. It returns an
+// error only for structural problems: a malformed note, or a virtual address
+// outside every PT_LOAD segment. It returns nil, nil when f has no
+// .note.stapsdt section.
+func Probes(f *elf.File) ([]Probe, error) {
+	notes, err := Notes(f)
+	if err != nil {
+		return nil, err
+	}
+	if len(notes) == 0 {
+		return nil, nil
+	}
+	type key struct{ provider, name string }
+	index := map[key]int{}
+	var probes []Probe
+	for _, n := range notes {
+		loc := Location{
+			Address:          n.Address,
+			SemaphoreAddress: n.SemaphoreAddress,
+			ArgsText:         n.Args,
+		}
+		if loc.FileOffset, err = elfaddr.FileOffset(f.Progs, n.Address); err != nil {
+			return nil, fmt.Errorf("locate site of %s:%s: %w", n.Provider, n.Name, err)
+		}
+		if n.SemaphoreAddress != 0 {
+			if loc.SemaphoreFileOffset, err = elfaddr.FileOffset(f.Progs, n.SemaphoreAddress); err != nil {
+				return nil, fmt.Errorf("locate semaphore of %s:%s: %w", n.Provider, n.Name, err)
+			}
+		}
+		if f.Machine == elf.EM_X86_64 {
+			loc.Args, loc.ArgsErr = ParseArgs(n.Args)
+		} else {
+			loc.ArgsErr = fmt.Errorf("parse arguments %q: %w: %v", n.Args, ErrUnsupportedArch, f.Machine)
+		}
+		k := key{n.Provider, n.Name}
+		i, ok := index[k]
+		if !ok {
+			i = len(probes)
+			index[k] = i
+			probes = append(probes, Probe{Provider: n.Provider, Name: n.Name})
+		}
+		probes[i].Locations = append(probes[i].Locations, loc)
+	}
+	slices.SortFunc(probes, func(a, b Probe) int {
+		return cmp.Or(cmp.Compare(a.Provider, b.Provider), cmp.Compare(a.Name, b.Name))
+	})
+	return probes, nil
+}

@@ -1,0 +1,70 @@
+package receiver
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadata"
+)
+
+// Config is the receiver's configuration.
+type Config struct {
+	metadata.MetricsBuilderConfig `mapstructure:",squash"`
+
+	// Targets are the traced files and what to take from each.
+	Targets []config.Target `mapstructure:"targets"`
+	// FlushInterval is how often completed spans are drained from the ring
+	// buffer and handed to the pipeline (the kernel never wakes the reader).
+	FlushInterval time.Duration `mapstructure:"flush_interval"`
+	// CollectionInterval is how often the kernel's counters and histograms
+	// are read and emitted as metrics; a final snapshot is emitted at shutdown.
+	CollectionInterval time.Duration `mapstructure:"collection_interval"`
+	// RingBufferSize is the size in bytes of the span ring buffer shared by
+	// all CPUs: a power of two of at least one page.
+	RingBufferSize int `mapstructure:"ring_buffer_size"`
+	// MaxBatchSpans bounds the spans handed to the pipeline in one call.
+	MaxBatchSpans int `mapstructure:"max_batch_spans"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+// Defaults of the receiver's settings.
+const (
+	defaultFlushInterval      = 10 * time.Millisecond
+	defaultCollectionInterval = 10 * time.Second
+	defaultRingBufferSize     = 8 << 20
+	defaultMaxBatchSpans      = 8192
+)
+
+func createDefaultConfig() *Config {
+	return &Config{
+		MetricsBuilderConfig: metadata.DefaultMetricsBuilderConfig(),
+		FlushInterval:        defaultFlushInterval,
+		CollectionInterval:   defaultCollectionInterval,
+		RingBufferSize:       defaultRingBufferSize,
+		MaxBatchSpans:        defaultMaxBatchSpans,
+	}
+}
+
+// Validate reports every problem of the configuration at once.
+func (c *Config) Validate() error {
+	errs := []error{config.Validate(c.Targets)}
+	if c.FlushInterval < time.Millisecond || c.FlushInterval > time.Second {
+		errs = append(errs, fmt.Errorf("flush_interval %v: want 1ms to 1s", c.FlushInterval))
+	}
+	if c.CollectionInterval < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("collection_interval %v: want at least 100ms", c.CollectionInterval))
+	}
+	page := os.Getpagesize()
+	if c.RingBufferSize < page || c.RingBufferSize&(c.RingBufferSize-1) != 0 || c.RingBufferSize > 1<<30 {
+		errs = append(errs, fmt.Errorf("ring_buffer_size %d: want a power of two from %d (one page) to 1073741824", c.RingBufferSize, page))
+	}
+	if c.MaxBatchSpans < 1 || c.MaxBatchSpans > 1<<20 {
+		errs = append(errs, fmt.Errorf("max_batch_spans %d: want 1 to 1048576", c.MaxBatchSpans))
+	}
+	return errors.Join(errs...)
+}

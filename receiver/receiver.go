@@ -1,0 +1,292 @@
+package receiver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componentstatus"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/receiver"
+	"go.opentelemetry.io/collector/receiver/receiverhelper"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+
+	"github.com/otel-uprobe/uprobereceiver/internal/event"
+	"github.com/otel-uprobe/uprobereceiver/internal/spans"
+	"github.com/otel-uprobe/uprobereceiver/internal/target"
+	"github.com/otel-uprobe/uprobereceiver/internal/tracer"
+	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadata"
+)
+
+// transport names how the receiver gets its data, for the collector's
+// accepted/refused counts.
+const transport = "ebpf"
+
+// uprobeReceiver is one shared instance: it owns the tracer and the two
+// background goroutines (drain and metrics) between Start and Shutdown.
+type uprobeReceiver struct {
+	cfg      *Config
+	set      receiver.Settings
+	onDone   func()
+	obs      *receiverhelper.ObsReport
+	tel      *metadata.TelemetryBuilder
+	hostName string
+
+	traces  consumer.Traces
+	metrics consumer.Metrics
+
+	startOnce, shutdownOnce sync.Once
+	startErr                error
+	started                 bool
+	cancel                  context.CancelFunc
+	wg                      sync.WaitGroup
+
+	// Set in Start, then owned by the goroutines until Shutdown.
+	host      component.Host
+	tracer    *tracer.Tracer
+	plan      *target.Plan
+	builder   *spans.Builder
+	batch     event.Batch
+	emitter   *metricsEmitter
+	unhealthy bool
+	reported  spans.Counts
+}
+
+func newReceiver(cfg *Config, set receiver.Settings, onDone func()) (*uprobeReceiver, error) {
+	obs, err := receiverhelper.NewObsReport(receiverhelper.ObsReportSettings{
+		ReceiverID:             set.ID,
+		Transport:              transport,
+		ReceiverCreateSettings: set,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating obsreport: %w", err)
+	}
+	tel, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return nil, fmt.Errorf("creating self-telemetry: %w", err)
+	}
+	host, _ := os.Hostname()
+	return &uprobeReceiver{cfg: cfg, set: set, onDone: onDone, obs: obs, tel: tel, hostName: host}, nil
+}
+
+func (r *uprobeReceiver) setTraces(next consumer.Traces)   { r.traces = next }
+func (r *uprobeReceiver) setMetrics(next consumer.Metrics) { r.metrics = next }
+
+// Start resolves the targets, loads the engine and attaches every probe, all
+// or nothing, then starts draining spans and reading counters in the
+// background. Both pipelines call it; only the first call does the work.
+func (r *uprobeReceiver) Start(_ context.Context, host component.Host) error {
+	r.startOnce.Do(func() { r.startErr = r.start(host) })
+	return r.startErr
+}
+
+func (r *uprobeReceiver) start(host component.Host) error {
+	log := r.set.Logger
+	plan, err := target.Resolve(r.cfg.Targets)
+	if err != nil {
+		return fmt.Errorf("resolving targets: %w", err)
+	}
+	tr, err := tracer.Open(plan, tracer.Options{RingBufferSize: r.cfg.RingBufferSize})
+	if err != nil {
+		var ae *tracer.AttachError
+		if errors.As(err, &ae) {
+			for _, f := range ae.Failures {
+				log.Error("Probe not attached; nothing stays attached",
+					zap.String("probe", f.Probe), zap.String("path", f.Attachment.Path),
+					zap.String("file_offset", fmt.Sprintf("%#x", f.Attachment.FileOffset)), zap.Error(f.Err))
+				r.tel.ReceiverUprobeAttachFailures.Add(context.Background(), 1,
+					metric.WithAttributes(attribute.String("probe.name", f.Probe)))
+			}
+		}
+		return err
+	}
+	offset, err := tracer.WallClockOffset()
+	if err != nil {
+		return errors.Join(fmt.Errorf("reading clocks: %w", err), tr.Close())
+	}
+	var salt [16]byte
+	_, _ = rand.Read(salt[:])
+
+	r.host, r.tracer, r.plan = host, tr, plan
+	r.builder = spans.NewBuilder(spans.Settings{
+		Plan:         plan,
+		WallOffsetNs: offset,
+		Salt:         [2]uint64{binary.LittleEndian.Uint64(salt[:8]), binary.LittleEndian.Uint64(salt[8:])},
+		HostName:     r.hostName,
+		ScopeName:    metadata.ScopeName,
+		ScopeVersion: r.set.BuildInfo.Version,
+		Executable:   newExecutableCache(4096).lookup,
+	})
+	r.emitter = newMetricsEmitter(r.cfg.MetricsBuilderConfig, r.set, plan, r.hostName)
+	r.started = true
+
+	locations := 0
+	for _, p := range plan.Probes {
+		locations += p.Locations
+	}
+	log.Info("Probes attached", zap.Int("targets", len(plan.Targets)), zap.Int("probes", len(plan.Probes)),
+		zap.Int("spans", len(plan.Spans)), zap.Int("locations", locations))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	r.wg.Add(2)
+	go r.drainLoop(ctx)
+	go r.metricsLoop(ctx)
+	return nil
+}
+
+// drainLoop hands completed spans to the pipeline every FlushInterval.
+func (r *uprobeReceiver) drainLoop(ctx context.Context) {
+	defer r.wg.Done()
+	tick := time.NewTicker(r.cfg.FlushInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			r.drain(ctx)
+		}
+	}
+}
+
+// drain moves every span now in the ring buffer into the pipeline, in
+// batches of at most MaxBatchSpans.
+func (r *uprobeReceiver) drain(ctx context.Context) {
+	for {
+		r.batch.Reset()
+		n, malformed := r.tracer.Drain(&r.batch, r.cfg.MaxBatchSpans)
+		if malformed > 0 {
+			r.tel.ReceiverUprobeRecordsMalformed.Add(ctx, int64(malformed))
+		}
+		if n > 0 && r.traces != nil {
+			td := r.builder.Build(r.batch.Spans)
+			obsCtx := r.obs.StartTracesOp(ctx)
+			err := r.traces.ConsumeTraces(obsCtx, td)
+			r.obs.EndTracesOp(obsCtx, metadata.Type.String(), n, err)
+			r.health(err)
+		}
+		r.reportCounts(ctx)
+		if n < r.cfg.MaxBatchSpans {
+			return
+		}
+	}
+}
+
+// reportCounts adds the builder's new per-event problem counts to the self-telemetry.
+func (r *uprobeReceiver) reportCounts(ctx context.Context) {
+	c := r.builder.Counts()
+	if d := c.FetchErrors - r.reported.FetchErrors; d > 0 {
+		r.tel.ReceiverUprobeFetchErrors.Add(ctx, int64(d))
+	}
+	if d := c.Truncated - r.reported.Truncated; d > 0 {
+		r.tel.ReceiverUprobeSpansTruncated.Add(ctx, int64(d))
+	}
+	if d := c.Malformed - r.reported.Malformed; d > 0 {
+		r.tel.ReceiverUprobeRecordsMalformed.Add(ctx, int64(d))
+	}
+	r.reported = c
+}
+
+// health reports a pipeline refusal as a recoverable error, and recovery,
+// once per change. Refused spans are dropped: a probe has nobody to push back on.
+func (r *uprobeReceiver) health(err error) {
+	switch {
+	case err != nil && !r.unhealthy:
+		r.unhealthy = true
+		componentstatus.ReportStatus(r.host, componentstatus.NewRecoverableErrorEvent(err))
+	case err == nil && r.unhealthy:
+		r.unhealthy = false
+		componentstatus.ReportStatus(r.host, componentstatus.NewEvent(componentstatus.StatusOK))
+	}
+}
+
+// metricsLoop emits the kernel's counters every CollectionInterval.
+func (r *uprobeReceiver) metricsLoop(ctx context.Context) {
+	defer r.wg.Done()
+	tick := time.NewTicker(r.cfg.CollectionInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			r.collect(ctx)
+		}
+	}
+}
+
+// collect reads the kernel's counters once and emits them.
+func (r *uprobeReceiver) collect(ctx context.Context) {
+	st, err := r.tracer.Stats()
+	if err != nil {
+		r.set.Logger.Warn("Reading probe counters", zap.Error(err))
+		return
+	}
+	r.emitter.selfTelemetry(ctx, r.tel, st)
+	if r.metrics == nil {
+		return
+	}
+	md := r.emitter.emit(st, pcommon.NewTimestampFromTime(time.Now()))
+	n := md.DataPointCount()
+	obsCtx := r.obs.StartMetricsOp(ctx)
+	err = r.metrics.ConsumeMetrics(obsCtx, md)
+	r.obs.EndMetricsOp(obsCtx, metadata.Type.String(), n, err)
+}
+
+// Shutdown detaches every probe (lowering USDT semaphores), hands the
+// pipeline every span still in the ring buffer and a final metrics snapshot,
+// and unloads the engine. It is safe before Start and when called twice.
+func (r *uprobeReceiver) Shutdown(ctx context.Context) error {
+	var err error
+	r.shutdownOnce.Do(func() {
+		defer r.onDone()
+		defer r.tel.Shutdown()
+		if !r.started {
+			return
+		}
+		r.cancel()
+		r.wg.Wait()
+		err = r.tracer.Detach()
+		r.drain(ctx)
+		r.collect(ctx)
+		err = errors.Join(err, r.tracer.Close())
+	})
+	return err
+}
+
+// executableCache remembers process.executable.path of processes that map
+// a shared-library target; it is bounded and forgets everything when full.
+type executableCache struct {
+	max   int
+	paths map[uint32]string
+}
+
+func newExecutableCache(max int) *executableCache {
+	return &executableCache{max: max, paths: map[uint32]string{}}
+}
+
+func (c *executableCache) lookup(pid uint32) string {
+	if p, ok := c.paths[pid]; ok {
+		return p
+	}
+	if len(c.paths) >= c.max {
+		clear(c.paths)
+	}
+	p, err := os.Readlink("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/exe")
+	if err != nil {
+		p = ""
+	}
+	c.paths[pid] = p
+	return p
+}
