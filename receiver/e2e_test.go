@@ -13,11 +13,11 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
-	"go.opentelemetry.io/collector/receiver/receivertest"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
-	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadata"
+	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadatatest"
 )
 
 // demoTargets traces every kind of probe the demo has.
@@ -57,9 +57,10 @@ func demoTargets(b testutil.DemoBuild) []config.Target {
 }
 
 type started struct {
-	rcv     *uprobeReceiver
-	traces  *consumertest.TracesSink
-	metrics *consumertest.MetricsSink
+	rcv       *uprobeReceiver
+	traces    *consumertest.TracesSink
+	metrics   *consumertest.MetricsSink
+	telemetry *componenttest.Telemetry
 }
 
 func startReceiver(t *testing.T, targets []config.Target) started {
@@ -67,8 +68,9 @@ func startReceiver(t *testing.T, targets []config.Target) started {
 	cfg := createDefaultConfig()
 	cfg.Targets = targets
 	require.NoError(t, cfg.Validate())
-	s := started{traces: new(consumertest.TracesSink), metrics: new(consumertest.MetricsSink)}
-	set := receivertest.NewNopSettings(metadata.Type)
+	s := started{traces: new(consumertest.TracesSink), metrics: new(consumertest.MetricsSink), telemetry: componenttest.NewTelemetry()}
+	t.Cleanup(func() { require.NoError(t, s.telemetry.Shutdown(context.Background())) })
+	set := metadatatest.NewSettings(s.telemetry)
 	f := NewFactory()
 	tr, err := f.CreateTraces(context.Background(), set, cfg, s.traces)
 	require.NoError(t, err)
@@ -186,6 +188,9 @@ func testEndToEnd(t *testing.T, opt string) {
 	require.Equal(t, [3]int{0, 0, 0}, demo.Semaphores(), "semaphores after Shutdown")
 
 	spans := allSpans(s.traces)
+	accepted, err := s.telemetry.GetMetric("otelcol_receiver_accepted_spans")
+	require.NoError(t, err)
+	assert.Equal(t, int64(len(spans)), accepted.Data.(metricdata.Sum[int64]).DataPoints[0].Value, "obsreport counts the accepted spans")
 	byName := map[string][]flatSpan{}
 	for _, sp := range spans {
 		byName[sp.Name()] = append(byName[sp.Name()], sp)
@@ -270,7 +275,7 @@ func testEndToEnd(t *testing.T, opt string) {
 		"uprobe:recurse": 4 * n, "uretprobe:recurse": 4 * n,
 		"uprobe:outer": n, "uretprobe:outer": n,
 		"uprobe:inner": 2 * n, "uretprobe:inner": 2 * n,
-		"usdt:demo:tick": 2 * n,
+		"usdt:demo:tick":  2 * n,
 		"uprobe:lib_call": n, "uretprobe:lib_call": n, "usdt:demolib:call": n,
 	}, sumPoints(last, "uprobe.probe.hits"))
 	lost := sumPoints(last, "uprobe.events.lost")

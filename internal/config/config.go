@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
@@ -74,11 +75,7 @@ type Attribute struct {
 // SortedAttributes parses the expressions of m and returns them sorted by key,
 // the order in which they are fetched and stored.
 func SortedAttributes(m map[string]string) ([]Attribute, error) {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := sortedKeys(m)
 	out := make([]Attribute, 0, len(keys))
 	var errs []error
 	for _, k := range keys {
@@ -90,6 +87,15 @@ func SortedAttributes(m map[string]string) ([]Attribute, error) {
 		out = append(out, Attribute{Key: k, Expr: e})
 	}
 	return out, errors.Join(errs...)
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // role says at which end of a span an expression is evaluated.
@@ -193,6 +199,8 @@ func (s Span) validate(where string) (entry, exit string, errs []error) {
 	case s.Function != "":
 		if err := checkSymbol(s.Function); err != nil {
 			add("function: %v", err)
+		} else if strings.Contains(s.Function, "+") {
+			add("function: %q: a function name takes no offset; use entry: uprobe:SYMBOL+OFFSET with an exit", s.Function)
 		}
 		entryProbe = Probe{Kind: KindUprobe, Symbol: s.Function}
 		exitProbe = Probe{Kind: KindUretprobe, Symbol: s.Function}
@@ -231,24 +239,26 @@ func (s Span) validate(where string) (entry, exit string, errs []error) {
 		if len(m) > bpfobj.MaxFetches {
 			add("%s: %d attributes, at most %d per span end", field, len(m), bpfobj.MaxFetches)
 		}
-		attrs, err := SortedAttributes(m)
-		if err != nil {
-			errs = append(errs, prefixEach(where+"."+field, err)...)
-		}
-		for _, a := range attrs {
-			if a.Key == "" {
-				add("%s: empty attribute key", field)
+		for _, k := range sortedKeys(m) {
+			at := fmt.Sprintf("%s.%s[%q]", where, field, k)
+			if k == "" {
+				errs = append(errs, fmt.Errorf("%s: empty attribute key", at))
 			}
-			if err := checkExpr(a.Expr, r, p, pOK); err != nil {
-				add("%s[%q]: %v", field, a.Key, err)
+			e, err := fetch.Parse(m[k])
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", at, err))
+				continue
+			}
+			if err := checkExpr(e, r, p, pOK); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", at, err))
 			}
 		}
 	}
 	checkAttrs("attributes", s.Attributes, atEntry, entryProbe, entryOK)
 	checkAttrs("exit_attributes", s.ExitAttributes, atExit, exitProbe, exitOK)
-	for k := range s.ExitAttributes {
+	for _, k := range sortedKeys(s.ExitAttributes) {
 		if _, dup := s.Attributes[k]; dup {
-			add("exit_attributes[%q]: key is also in attributes", k)
+			errs = append(errs, fmt.Errorf("%s.exit_attributes[%q]: key is also in attributes", where, k))
 		}
 	}
 	if entryOK {
@@ -288,19 +298,4 @@ func checkExpr(e fetch.Expr, r role, p Probe, pOK bool) error {
 		return fmt.Errorf("%q: %s is longer than the %d-byte capture limit", e.Text, e.Type, bpfobj.StringMax)
 	}
 	return nil
-}
-
-// prefixEach splits a joined error and prefixes every part.
-func prefixEach(prefix string, err error) []error {
-	var parts []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		parts = j.Unwrap()
-	} else {
-		parts = []error{err}
-	}
-	out := make([]error, len(parts))
-	for i, p := range parts {
-		out[i] = fmt.Errorf("%s: %w", prefix, p)
-	}
-	return out
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ProbeKind is the kind of a probe reference.
@@ -85,7 +87,7 @@ func ParseProbe(ref string) (Probe, error) {
 		}
 		p := Probe{Kind: KindUprobe, Symbol: sym}
 		if hasOff {
-			v, err := strconv.ParseUint(off, 0, 64)
+			v, err := parseOffset(off)
 			if err != nil {
 				return Probe{}, fmt.Errorf("probe %q: offset %q is not a number (want e.g. +0x10 or +16)", ref, off)
 			}
@@ -104,12 +106,26 @@ func ParseProbe(ref string) (Probe, error) {
 	return Probe{}, fmt.Errorf("probe %q: unknown probe kind %q (want usdt, uprobe or uretprobe)", ref, kind)
 }
 
+// parseOffset reads a decimal number without leading zeros, or a 0x hex
+// number: no octal, binary or digit separators, which would silently change
+// the meaning of "+010".
+func parseOffset(s string) (uint64, error) {
+	if len(s) > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') && !strings.ContainsAny(s[2:], "_+-") {
+		h := s[2:]
+		return strconv.ParseUint(h, 16, 64)
+	}
+	if s == "" || (len(s) > 1 && s[0] == '0') || strings.ContainsAny(s, "_+-") {
+		return 0, strconv.ErrSyntax
+	}
+	return strconv.ParseUint(s, 10, 64)
+}
+
 func checkName(s string) error {
 	if s == "" {
 		return errors.New("empty")
 	}
 	for _, r := range s {
-		if r <= ' ' || r == 0x7f {
+		if unicode.IsSpace(r) || unicode.IsControl(r) || r == utf8.RuneError {
 			return fmt.Errorf("%q contains a space or control character", s)
 		}
 	}

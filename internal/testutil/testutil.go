@@ -152,6 +152,13 @@ func (d *Demo) Run(n int) {
 	d.expect(fmt.Sprintf("done %d", n))
 }
 
+// Deep calls recurse(n) once: n+1 nested calls.
+func (d *Demo) Deep(n int) {
+	d.t.Helper()
+	fmt.Fprintf(d.in, "deep %d\n", n)
+	d.expect(fmt.Sprintf("deep %d", n))
+}
+
 // Semaphores returns the demo's three USDT semaphores (query__start,
 // query__done, tick) as the process itself reads them.
 func (d *Demo) Semaphores() [3]int {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
@@ -159,8 +160,11 @@ func (t *Tracer) attach() error {
 		}
 		l, err := attach(eventName(ref), prog, opts)
 		if err != nil {
-			if errors.Is(err, os.ErrPermission) {
+			switch {
+			case errors.Is(err, os.ErrPermission):
 				err = fmt.Errorf("%w (%w)", ErrPermission, err)
+			case a.PID != 0 && errors.Is(err, unix.ESRCH):
+				err = fmt.Errorf("process %d does not exist (%w)", a.PID, err)
 			}
 			fail(err)
 			continue

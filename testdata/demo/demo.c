@@ -4,7 +4,8 @@
  * functions, and calls into a shared library (libdemo.so).
  *
  *   demo            reads commands on stdin: "go N" runs N iterations and
- *                   prints "done"; "sem" prints the semaphores; "exit" exits.
+ *                   prints "done N"; "deep N" calls recurse(N) and prints
+ *                   "deep N"; "sem" prints the semaphores; "exit" exits.
  *   demo --loop MS  runs one iteration every MS milliseconds, forever.
  */
 #define _SDT_HAS_SEMAPHORES 1
@@ -124,6 +125,10 @@ int main(int argc, char **argv)
 			for (int i = 0; i < n; i++)
 				iteration(i);
 			printf("done %d\n", n);
+			fflush(stdout);
+		} else if (sscanf(line, "deep %d", &n) == 1) {
+			recurse(n);
+			printf("deep %d\n", n);
 			fflush(stdout);
 		} else if (strncmp(line, "sem", 3) == 0) {
 			print_semaphores();

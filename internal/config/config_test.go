@@ -1,0 +1,390 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
+	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
+)
+
+// errLines returns the joined errors of err, one per line.
+func errLines(err error) []string {
+	if err == nil {
+		return nil
+	}
+	return strings.Split(err.Error(), "\n")
+}
+
+const bin = "/usr/lib/postgresql/15/bin/postgres"
+
+// queryTarget is a valid target to mutate.
+func queryTarget() Target {
+	return Target{
+		Path:        bin,
+		ServiceName: "postgres",
+		Spans: []Span{{
+			Name:           "pg.query",
+			Entry:          "usdt:postgresql:query__start",
+			Exit:           "usdt:postgresql:query__done",
+			Attributes:     map[string]string{"db.query.text": "arg0:string"},
+			ExitAttributes: map[string]string{"done.text": "arg0:string"},
+		}},
+		Counters: []string{"usdt:postgresql:transaction__start"},
+	}
+}
+
+// attrs returns n attributes k0..k(n-1) = expr.
+func attrs(n int, expr string) map[string]string {
+	m := map[string]string{}
+	for i := range n {
+		m[fmt.Sprintf("k%d", i)] = expr
+	}
+	return m
+}
+
+// nest wraps root in n dereferences +0(…).
+func nest(n int, root string) string {
+	return strings.Repeat("+0(", n) + root + strings.Repeat(")", n)
+}
+
+func TestValidateValid(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		targets []Target
+	}{
+		{"issue contract", []Target{{
+			Path: bin, PID: 0, ServiceName: "postgres",
+			Spans: []Span{
+				{
+					Name: "pg.query", Entry: "usdt:postgresql:query__start", Exit: "usdt:postgresql:query__done",
+					Attributes:     map[string]string{"db.query.text": "arg0:string"},
+					ExitAttributes: map[string]string{"done.text": "arg0:string"},
+				},
+				{
+					Name: "palloc", Function: "palloc",
+					Attributes:     map[string]string{"size": "arg0:u64"},
+					ExitAttributes: map[string]string{"ptr": "retval:x64"},
+				},
+			},
+			Counters: []string{"usdt:postgresql:transaction__start", "uprobe:palloc"},
+		}}},
+		{"counters only", []Target{{Path: bin, Counters: []string{"usdt:a:b"}}}},
+		{"spans only", []Target{{Path: bin, Spans: []Span{{Name: "f", Function: "f"}}}}},
+		{"a pid", []Target{{Path: bin, PID: 1234, Counters: []string{"usdt:a:b"}}}},
+		{"two targets on one file", []Target{
+			{Path: bin, Counters: []string{"usdt:a:b"}},
+			{Path: bin, PID: 7, Counters: []string{"usdt:a:b"}},
+		}},
+		{"a counter that also opens a span", []Target{{
+			Path:     bin,
+			Spans:    []Span{{Name: "work", Function: "work"}},
+			Counters: []string{"uprobe:work", "uretprobe:work"},
+		}}},
+		{"uprobe entry and uretprobe exit", []Target{{Path: bin, Spans: []Span{{
+			Name: "f", Entry: "uprobe:f", Exit: "uretprobe:f",
+			Attributes: map[string]string{"a6": "arg6", "a7": "arg7:s32", "sp": "%sp", "rip": "%rip"}, ExitAttributes: map[string]string{"r": "retval:s64", "ax": "%ax"},
+		}}}}},
+		{"inside a function: register arguments", []Target{{Path: bin, Spans: []Span{{
+			Name: "f", Entry: "uprobe:f+0x4", Exit: "uprobe:f+0x20",
+			Attributes: map[string]string{"a0": "arg0", "a5": "arg5"}, ExitAttributes: map[string]string{"a1": "arg1"},
+		}}}}},
+		{"usdt entry, uretprobe exit", []Target{{Path: bin, Spans: []Span{{
+			Name: "f", Entry: "usdt:p:start", Exit: "uretprobe:f", ExitAttributes: map[string]string{"r": "retval"},
+		}}}}},
+		{"a probe that closes one span and opens the next", []Target{{Path: bin, Spans: []Span{
+			{Name: "a", Entry: "usdt:p:one", Exit: "usdt:p:two"},
+			{Name: "b", Entry: "usdt:p:two", Exit: "usdt:p:three"},
+		}}}},
+		{"the limits exactly", []Target{{Path: bin, Spans: []Span{{
+			Name: "max", Entry: "usdt:p:start", Exit: "usdt:p:done",
+			Attributes:     attrs(bpfobj.MaxFetches, nest(bpfobj.MaxDerefs, "arg0")+fmt.Sprintf(":string[%d]", bpfobj.StringMax)),
+			ExitAttributes: map[string]string{"b": fmt.Sprintf("arg1:bytes[%d]", bpfobj.StringMax)},
+		}}}}},
+		{"a default-length string", []Target{{Path: bin, Spans: []Span{{
+			Name: "s", Entry: "usdt:p:start", Exit: "usdt:p:done", Attributes: map[string]string{"s": "arg0:string"},
+		}}}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			assert.NoError(t, Validate(c.targets))
+		})
+	}
+}
+
+func TestValidateErrors(t *testing.T) {
+	const (
+		t0  = "targets[0]"
+		s0  = "targets[0].spans[0]"
+		s1  = "targets[0].spans[1]"
+		c0  = "targets[0].counters[0]"
+		c1  = "targets[0].counters[1]"
+		pg  = "usdt:postgresql:query__start"
+		pgd = "usdt:postgresql:query__done"
+	)
+	span := func(s Span) []Target {
+		return []Target{{Path: bin, Spans: []Span{s}}}
+	}
+	for _, c := range []struct {
+		name    string
+		targets []Target
+		want    []string // every error line, exactly, in order
+	}{
+		{"no targets", nil, []string{"targets: at least one target is required"}},
+		{"empty targets", []Target{}, []string{"targets: at least one target is required"}},
+		{"empty path", []Target{{Counters: []string{"usdt:a:b"}}}, []string{t0 + ": path is required"}},
+		{"relative path", []Target{{Path: "bin/postgres", Counters: []string{"usdt:a:b"}}},
+			[]string{t0 + `: path "bin/postgres" must be absolute`}},
+		{"negative pid", []Target{{Path: bin, PID: -1, Counters: []string{"usdt:a:b"}}},
+			[]string{t0 + ": pid -1 must be 0 (every process) or a process id"}},
+		{"nothing to trace", []Target{{Path: bin}},
+			[]string{t0 + ": nothing to trace: add spans or counters"}},
+		{"nothing to trace, empty lists", []Target{{Path: bin, Spans: []Span{}, Counters: []string{}}},
+			[]string{t0 + ": nothing to trace: add spans or counters"}},
+		{"unknown probe kind in a counter", []Target{{Path: bin, Counters: []string{"kprobe:x"}}},
+			[]string{c0 + `: probe "kprobe:x": unknown probe kind "kprobe" (want usdt, uprobe or uretprobe)`}},
+		{"unknown probe kind at entry and exit",
+			span(Span{Name: "s", Entry: "kprobe:x", Exit: "kretprobe:x"}),
+			[]string{
+				s0 + `: entry: probe "kprobe:x": unknown probe kind "kprobe" (want usdt, uprobe or uretprobe)`,
+				s0 + `: exit: probe "kretprobe:x": unknown probe kind "kretprobe" (want usdt, uprobe or uretprobe)`,
+			}},
+		{"bad fetch expression in attributes",
+			span(Span{Name: "s", Entry: pg, Exit: pgd, Attributes: map[string]string{"q": "arg0:strin"}}),
+			[]string{s0 + `.attributes["q"]: fetch expression "arg0:strin" at column 6: unknown type "strin" (want u8..u64, s8..s64, x8..x64, string, string[N], bytes[N])`}},
+		{"bad fetch expression in exit_attributes",
+			span(Span{Name: "s", Entry: pg, Exit: pgd, ExitAttributes: map[string]string{"d": "+8(%di"}}),
+			[]string{s0 + `.exit_attributes["d"]: fetch expression "+8(%di" at column 7: expected ")"`}},
+		{"several bad fetch expressions, in key order",
+			span(Span{Name: "s", Entry: pg, Exit: pgd, Attributes: map[string]string{"b": "arg", "a": "%eax", "c": "arg0"}}),
+			[]string{
+				s0 + `.attributes["a"]: fetch expression "%eax" at column 1: partial register "%eax" (want the whole register %rax)`,
+				s0 + `.attributes["b"]: fetch expression "arg" at column 4: expected a number after "arg"`,
+			}},
+		{"retval in entry attributes",
+			span(Span{Name: "f", Function: "f", Attributes: map[string]string{"r": "retval"}}),
+			[]string{s0 + `.attributes["r"]: "retval": retval is only known at exit`}},
+		{"retval at a usdt exit",
+			span(Span{Name: "s", Entry: pg, Exit: pgd, ExitAttributes: map[string]string{"r": "retval:x64"}}),
+			[]string{s0 + `.exit_attributes["r"]: "retval:x64": retval needs a uretprobe: exit (this exit is usdt:postgresql:query__done)`}},
+		{"retval at a uprobe exit",
+			span(Span{Name: "s", Entry: "uprobe:f", Exit: "uprobe:f+0x10", ExitAttributes: map[string]string{"r": "retval"}}),
+			[]string{s0 + `.exit_attributes["r"]: "retval": retval needs a uretprobe: exit (this exit is uprobe:f+0x10)`}},
+		{"argN at a uretprobe",
+			span(Span{Name: "f", Function: "f", ExitAttributes: map[string]string{"a": "arg0", "b": "+8(arg1):u32"}}),
+			[]string{
+				s0 + `.exit_attributes["a"]: "arg0": arguments are gone when a function returns; capture arg0 in attributes (at entry)`,
+				s0 + `.exit_attributes["b"]: "+8(arg1):u32": arguments are gone when a function returns; capture arg1 in attributes (at entry)`,
+			}},
+		{"stack argument inside a function",
+			span(Span{Name: "s", Entry: "uprobe:f+0x4", Exit: "uretprobe:f", Attributes: map[string]string{"a": "arg6"}}),
+			[]string{s0 + `.attributes["a"]: "arg6": stack argument arg6 is only known at the function's first instruction`}},
+		{"exit without entry", span(Span{Name: "s", Exit: pgd}),
+			[]string{s0 + ": exit without entry: add entry (usdt:… or uprobe:…)"}},
+		{"entry without exit", span(Span{Name: "s", Entry: pg}),
+			[]string{s0 + ": entry without exit: add exit (usdt:… or uretprobe:…), or use function: for a whole function"}},
+		{"neither entry, exit nor function", span(Span{Name: "s"}),
+			[]string{s0 + ": entry and exit (or function) are required"}},
+		{"function together with entry", span(Span{Name: "s", Function: "f", Entry: "uprobe:f"}),
+			[]string{s0 + ": function and entry/exit are exclusive: use one or the other"}},
+		{"function together with exit", span(Span{Name: "s", Function: "f", Exit: "uretprobe:f"}),
+			[]string{s0 + ": function and entry/exit are exclusive: use one or the other"}},
+		{"function with a space", span(Span{Name: "s", Function: "f g"}),
+			[]string{s0 + `: function: "f g" contains a space or control character`}},
+		{"entry is a return probe", span(Span{Name: "s", Entry: "uretprobe:f", Exit: "uprobe:g"}),
+			[]string{s0 + ": entry: uretprobe:f is a return probe; a span opens at usdt: or uprobe:"}},
+		{"no name", span(Span{Entry: pg, Exit: pgd}),
+			[]string{s0 + ": name is required"}},
+		{"empty attribute key", span(Span{Name: "s", Entry: pg, Exit: pgd, Attributes: map[string]string{"": "arg0"}}),
+			[]string{s0 + `.attributes[""]: empty attribute key`}},
+		{"duplicate span names", []Target{{Path: bin, Spans: []Span{
+			{Name: "x", Entry: "usdt:p:a", Exit: "usdt:p:b"},
+			{Name: "x", Entry: "usdt:p:c", Exit: "usdt:p:d"},
+		}}}, []string{s1 + `: duplicate span name "x" (also spans[0])`}},
+		{"the same probe opens two spans", []Target{{Path: bin, Spans: []Span{
+			{Name: "a", Entry: "usdt:p:start", Exit: "usdt:p:b"},
+			{Name: "b", Entry: "usdt:p:start", Exit: "usdt:p:d"},
+		}}}, []string{s1 + `: probe usdt:p:start already opens span "a"`}},
+		{"a function and an entry open the same probe", []Target{{Path: bin, Spans: []Span{
+			{Name: "a", Function: "f"},
+			{Name: "b", Entry: "uprobe:f+0x0", Exit: "usdt:p:d"},
+		}}}, []string{s1 + `: probe uprobe:f already opens span "a"`}},
+		{"the same probe closes two spans", []Target{{Path: bin, Spans: []Span{
+			{Name: "a", Entry: "usdt:p:a", Exit: "usdt:p:done"},
+			{Name: "b", Entry: "usdt:p:b", Exit: "usdt:p:done"},
+		}}}, []string{s1 + `: probe usdt:p:done already closes span "a"`}},
+		{"a function and an exit close the same probe", []Target{{Path: bin, Spans: []Span{
+			{Name: "a", Function: "f"},
+			{Name: "b", Entry: "usdt:p:b", Exit: "uretprobe:f"},
+		}}}, []string{s1 + `: probe uretprobe:f already closes span "a"`}},
+		{"entry == exit", span(Span{Name: "s", Entry: pg, Exit: pg}),
+			[]string{s0 + ": entry and exit are the same probe usdt:postgresql:query__start"}},
+		{"entry == exit, spelled differently", span(Span{Name: "s", Entry: "uprobe:f+16", Exit: "uprobe:f+0x10"}),
+			[]string{s0 + ": entry and exit are the same probe uprobe:f+0x10"}},
+		{"duplicate counters", []Target{{Path: bin, Counters: []string{"usdt:a:b", "usdt:a:b"}}},
+			[]string{c1 + ": probe usdt:a:b is already counted (counters[0])"}},
+		{"duplicate counters, uprobe:f and uprobe:f+0x0", []Target{{Path: bin, Counters: []string{"uprobe:f", "uprobe:f+0x0"}}},
+			[]string{c1 + ": probe uprobe:f is already counted (counters[0])"}},
+		{"too many attributes",
+			span(Span{Name: "s", Entry: pg, Exit: pgd, Attributes: attrs(bpfobj.MaxFetches+1, "arg0")}),
+			[]string{fmt.Sprintf("%s: attributes: %d attributes, at most %d per span end", s0, bpfobj.MaxFetches+1, bpfobj.MaxFetches)}},
+		{"too many exit attributes",
+			span(Span{Name: "s", Entry: pg, Exit: pgd, ExitAttributes: attrs(bpfobj.MaxFetches+3, "arg0")}),
+			[]string{fmt.Sprintf("%s: exit_attributes: %d attributes, at most %d per span end", s0, bpfobj.MaxFetches+3, bpfobj.MaxFetches)}},
+		{"too many dereferences",
+			span(Span{Name: "s", Entry: pg, Exit: pgd, Attributes: map[string]string{"d": nest(bpfobj.MaxDerefs+1, "%di")}}),
+			[]string{fmt.Sprintf("%s.attributes[\"d\"]: %q: %d dereferences, at most %d", s0, nest(bpfobj.MaxDerefs+1, "%di"), bpfobj.MaxDerefs+1, bpfobj.MaxDerefs)}},
+		{"string above the capture limit",
+			span(Span{Name: "s", Entry: pg, Exit: pgd, Attributes: map[string]string{"q": fmt.Sprintf("arg0:string[%d]", bpfobj.StringMax+1)}}),
+			[]string{fmt.Sprintf("%s.attributes[\"q\"]: \"arg0:string[%d]\": string[%d] is longer than the %d-byte capture limit", s0, bpfobj.StringMax+1, bpfobj.StringMax+1, bpfobj.StringMax)}},
+		{"bytes above the capture limit",
+			span(Span{Name: "s", Entry: pg, Exit: pgd, ExitAttributes: map[string]string{"b": "arg0:bytes[4096]"}}),
+			[]string{fmt.Sprintf("%s.exit_attributes[\"b\"]: \"arg0:bytes[4096]\": bytes[4096] is longer than the %d-byte capture limit", s0, bpfobj.StringMax)}},
+		{"a key in both attributes and exit_attributes",
+			span(Span{Name: "s", Entry: pg, Exit: pgd, Attributes: map[string]string{"k": "arg0"}, ExitAttributes: map[string]string{"k": "arg1"}}),
+			[]string{s0 + `.exit_attributes["k"]: key is also in attributes`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := Validate(c.targets)
+			require.Error(t, err)
+			assert.Equal(t, c.want, errLines(err))
+		})
+	}
+}
+
+// TestValidateAllAtOnce checks that a configuration with many problems gets
+// every one of them in one error, in configuration order.
+func TestValidateAllAtOnce(t *testing.T) {
+	targets := []Target{
+		{
+			Path: "relative", PID: -3,
+			Spans: []Span{
+				{Name: "dup", Entry: "kprobe:x", Exit: "usdt:p:done", Attributes: map[string]string{"r": "retval", "bad": "arg0:"}},
+				{Name: "dup", Function: "f", Entry: "uprobe:f"},
+				{Name: "dup2", Exit: "usdt:p:done2"},
+				{Name: "same", Entry: "usdt:p:x", Exit: "usdt:p:x", ExitAttributes: map[string]string{"s": "arg0:string[9999]"}},
+			},
+			Counters: []string{"uprobe:f", "uprobe:f+0x0", "bogus"},
+		},
+		{Path: ""},
+		{Path: bin, Spans: []Span{{Name: "f", Function: "f", ExitAttributes: map[string]string{"a": "arg2"}}}},
+	}
+	err := Validate(targets)
+	require.Error(t, err)
+	want := []string{
+		`targets[0]: path "relative" must be absolute`,
+		`targets[0]: pid -3 must be 0 (every process) or a process id`,
+		`targets[0].spans[0]: entry: probe "kprobe:x": unknown probe kind "kprobe" (want usdt, uprobe or uretprobe)`,
+		`targets[0].spans[0].attributes["bad"]: fetch expression "arg0:" at column 6: expected a type after ":"`,
+		`targets[0].spans[0].attributes["r"]: "retval": retval is only known at exit`,
+		`targets[0].spans[1]: duplicate span name "dup" (also spans[0])`,
+		`targets[0].spans[1]: function and entry/exit are exclusive: use one or the other`,
+		`targets[0].spans[2]: exit without entry: add entry (usdt:… or uprobe:…)`,
+		`targets[0].spans[3]: entry and exit are the same probe usdt:p:x`,
+		`targets[0].spans[3].exit_attributes["s"]: "arg0:string[9999]": string[9999] is longer than the 256-byte capture limit`,
+		`targets[0].counters[1]: probe uprobe:f is already counted (counters[0])`,
+		`targets[0].counters[2]: probe "bogus": want usdt:PROVIDER:NAME, uprobe:SYMBOL[+OFFSET] or uretprobe:SYMBOL`,
+		`targets[1]: path is required`,
+		`targets[1]: nothing to trace: add spans or counters`,
+		`targets[2].spans[0].exit_attributes["a"]: "arg2": arguments are gone when a function returns; capture arg2 in attributes (at entry)`,
+	}
+	assert.Equal(t, want, errLines(err))
+
+	// Each part is its own error, reachable through errors.Join's Unwrap.
+	j, ok := err.(interface{ Unwrap() []error })
+	require.True(t, ok, "Validate joins its errors")
+	assert.Len(t, j.Unwrap(), len(want))
+}
+
+// TestValidateDeterministic checks that the same configuration always gives
+// the same error text, whatever the order of Go's map iteration.
+func TestValidateDeterministic(t *testing.T) {
+	targets := []Target{{Path: bin, Spans: []Span{{
+		Name: "s", Entry: "usdt:p:a", Exit: "usdt:p:b",
+		Attributes:     map[string]string{"k1": "arg0", "k2": "arg1", "k3": "arg2", "k4": "arg3", "r": "retval", "e": "%eax"},
+		ExitAttributes: map[string]string{"k1": "arg0", "k2": "arg1", "k3": "arg2", "k4": "arg3", "r": "retval", "e": "%eax"},
+	}}}}
+	first := Validate(targets)
+	require.Error(t, first)
+	for range 50 {
+		err := Validate(targets)
+		require.Error(t, err)
+		if !assert.Equal(t, first.Error(), err.Error(), "Validate's error text changes from call to call") {
+			break
+		}
+	}
+}
+
+func TestValidateErrorsAreSyntaxErrors(t *testing.T) {
+	err := Validate([]Target{{Path: bin, Spans: []Span{{
+		Name: "s", Entry: "usdt:p:a", Exit: "usdt:p:b", Attributes: map[string]string{"x": "arg0:u7"},
+	}}}})
+	require.Error(t, err)
+	var se *fetch.SyntaxError
+	require.True(t, errors.As(err, &se), "the fetch error is kept: %v", err)
+	assert.Equal(t, 6, se.Column)
+	assert.Contains(t, err.Error(), "at column 6")
+}
+
+func TestSortedAttributes(t *testing.T) {
+	got, err := SortedAttributes(map[string]string{"b": "arg1", "a": "arg0:string", "c": "retval:x64"})
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	assert.Equal(t, []string{"a", "b", "c"}, []string{got[0].Key, got[1].Key, got[2].Key})
+	assert.Equal(t, fetch.RootArg, got[0].Expr.Root)
+	assert.Equal(t, fetch.KindString, got[0].Expr.Type.Kind)
+	assert.Equal(t, 1, got[1].Expr.Arg)
+	assert.Equal(t, fetch.RootRetval, got[2].Expr.Root)
+
+	got, err = SortedAttributes(nil)
+	require.NoError(t, err)
+	assert.Empty(t, got)
+
+	got, err = SortedAttributes(map[string]string{"z": "nope", "ok": "arg0", "a": "arg0:"})
+	require.Error(t, err)
+	assert.Equal(t, []string{
+		`attribute "a": fetch expression "arg0:" at column 6: expected a type after ":"`,
+		`attribute "z": fetch expression "nope" at column 1: unknown name "nope" (want argN, retval, %register or OFF(EXPR))`,
+	}, errLines(err))
+	require.Len(t, got, 1, "the good ones are still returned")
+	assert.Equal(t, "ok", got[0].Key)
+}
+
+func TestSpanProbes(t *testing.T) {
+	e, x := Span{Function: "palloc"}.Probes()
+	assert.Equal(t, "uprobe:palloc", e)
+	assert.Equal(t, "uretprobe:palloc", x)
+	e, x = Span{Entry: "usdt:a:b", Exit: "usdt:a:c"}.Probes()
+	assert.Equal(t, "usdt:a:b", e)
+	assert.Equal(t, "usdt:a:c", x)
+}
+
+func TestServiceNameOrDefault(t *testing.T) {
+	assert.Equal(t, "postgres", Target{Path: bin}.ServiceNameOrDefault())
+	assert.Equal(t, "db", Target{Path: bin, ServiceName: "db"}.ServiceNameOrDefault())
+	assert.Equal(t, "libdemo.so", Target{Path: "/tmp/x/libdemo.so"}.ServiceNameOrDefault())
+}
+
+// TestValidateFunctionIsASymbol checks that function: takes a bare symbol.
+// The span expands to uprobe:FUNCTION and uretprobe:FUNCTION, which Resolve
+// parses again: with function "palloc+0x10" that is an offset into palloc
+// (where arg6 is unknown) and a uretprobe with an offset, which ParseProbe
+// rejects, yet Validate accepted the span.
+func TestValidateFunctionIsASymbol(t *testing.T) {
+	for _, fn := range []string{"palloc+0x10", "palloc+16"} {
+		targets := []Target{{Path: bin, Spans: []Span{{Name: "s", Function: fn, Attributes: map[string]string{"a": "arg6"}}}}}
+		entry, exit := targets[0].Spans[0].Probes()
+		_, entryErr := ParseProbe(entry)
+		_, exitErr := ParseProbe(exit)
+		require.NoError(t, entryErr)
+		require.Error(t, exitErr, "%s does not parse", exit)
+		err := Validate(targets)
+		if assert.Error(t, err, "Validate accepts function %q, whose exit %s does not parse", fn, exit) {
+			assert.Contains(t, err.Error(), "targets[0].spans[0]: function:")
+		}
+	}
+}

@@ -1,0 +1,180 @@
+package config
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseProbeValid(t *testing.T) {
+	for _, c := range []struct {
+		in        string
+		want      Probe
+		canonical string
+	}{
+		{"usdt:p:n", Probe{Kind: KindUSDT, Provider: "p", Name: "n"}, "usdt:p:n"},
+		{"usdt:postgresql:query__start", Probe{Kind: KindUSDT, Provider: "postgresql", Name: "query__start"}, "usdt:postgresql:query__start"},
+		{"usdt:python:function__entry", Probe{Kind: KindUSDT, Provider: "python", Name: "function__entry"}, "usdt:python:function__entry"},
+		{"uprobe:f", Probe{Kind: KindUprobe, Symbol: "f"}, "uprobe:f"},
+		{"uprobe:palloc", Probe{Kind: KindUprobe, Symbol: "palloc"}, "uprobe:palloc"},
+		{"uprobe:f+0x10", Probe{Kind: KindUprobe, Symbol: "f", Offset: 16}, "uprobe:f+0x10"},
+		{"uprobe:f+0X10", Probe{Kind: KindUprobe, Symbol: "f", Offset: 16}, "uprobe:f+0x10"},
+		{"uprobe:f+16", Probe{Kind: KindUprobe, Symbol: "f", Offset: 16}, "uprobe:f+0x10"},
+		{"uprobe:f+0", Probe{Kind: KindUprobe, Symbol: "f"}, "uprobe:f"},
+		{"uprobe:f+0x0", Probe{Kind: KindUprobe, Symbol: "f"}, "uprobe:f"},
+		{"uprobe:f+0xffffffffffffffff", Probe{Kind: KindUprobe, Symbol: "f", Offset: ^uint64(0)}, "uprobe:f+0xffffffffffffffff"},
+		{"uprobe:_ZN3foo3barEv", Probe{Kind: KindUprobe, Symbol: "_ZN3foo3barEv"}, "uprobe:_ZN3foo3barEv"},
+		{"uprobe:memcpy@GLIBC_2.2.5", Probe{Kind: KindUprobe, Symbol: "memcpy@GLIBC_2.2.5"}, "uprobe:memcpy@GLIBC_2.2.5"},
+		{"uprobe:recurse.part.0+0x4", Probe{Kind: KindUprobe, Symbol: "recurse.part.0", Offset: 4}, "uprobe:recurse.part.0+0x4"},
+		{"uretprobe:f", Probe{Kind: KindUretprobe, Symbol: "f"}, "uretprobe:f"},
+		{"uretprobe:palloc", Probe{Kind: KindUretprobe, Symbol: "palloc"}, "uretprobe:palloc"},
+	} {
+		t.Run(c.in, func(t *testing.T) {
+			p, err := ParseProbe(c.in)
+			require.NoError(t, err)
+			assert.Equal(t, c.want, p)
+			assert.Equal(t, c.canonical, p.String())
+			again, err := ParseProbe(p.String())
+			require.NoError(t, err, "the canonical form parses")
+			assert.Equal(t, p, again)
+		})
+	}
+}
+
+func TestParseProbeCanonicalEquality(t *testing.T) {
+	same := [][]string{
+		{"uprobe:f", "uprobe:f+0", "uprobe:f+0x0", "uprobe:f+0x00"},
+		{"uprobe:f+0x10", "uprobe:f+16", "uprobe:f+0X10", "uprobe:f+0x010"},
+	}
+	for _, group := range same {
+		first, err := ParseProbe(group[0])
+		require.NoError(t, err)
+		for _, ref := range group[1:] {
+			p, err := ParseProbe(ref)
+			require.NoError(t, err, ref)
+			assert.Equal(t, first, p, "%s and %s", group[0], ref)
+			assert.Equal(t, first.String(), p.String(), "%s and %s", group[0], ref)
+		}
+	}
+	// Different kinds of the same symbol are different probes.
+	up, _ := ParseProbe("uprobe:f")
+	ur, _ := ParseProbe("uretprobe:f")
+	assert.NotEqual(t, up.String(), ur.String())
+}
+
+func TestParseProbeInvalid(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want string // a part of the error text
+	}{
+		{"", "want usdt:PROVIDER:NAME, uprobe:SYMBOL[+OFFSET] or uretprobe:SYMBOL"},
+		{"palloc", "want usdt:PROVIDER:NAME, uprobe:SYMBOL[+OFFSET] or uretprobe:SYMBOL"},
+		{"kprobe:x", `unknown probe kind "kprobe" (want usdt, uprobe or uretprobe)`},
+		{"USDT:p:n", `unknown probe kind "USDT"`},
+		{"Uprobe:f", `unknown probe kind "Uprobe"`},
+		{" uprobe:f", `unknown probe kind " uprobe"`},
+		{":f", `unknown probe kind ""`},
+		{"usdt:", "want usdt:PROVIDER:NAME"},
+		{"usdt:p", "want usdt:PROVIDER:NAME"},
+		{"usdt:p:", "want usdt:PROVIDER:NAME"},
+		{"usdt::n", "want usdt:PROVIDER:NAME"},
+		{"usdt:p:n:x", "want usdt:PROVIDER:NAME"},
+		{"usdt:p q:n", "provider:"},
+		{"usdt:p:n ", "name:"},
+		{"usdt:p:n\t", "space or control character"},
+		{"usdt:p:\x7f", "space or control character"},
+		{"uprobe:", "empty symbol"},
+		{"uprobe:+0x10", "empty symbol"},
+		{"uprobe:f g", "space or control character"},
+		{"uprobe: f", "space or control character"},
+		{"uprobe:f\n", "space or control character"},
+		{"uprobe:f+", `offset "" is not a number`},
+		{"uprobe:f+x", `offset "x" is not a number`},
+		{"uprobe:f+0x", `offset "0x" is not a number`},
+		{"uprobe:f+-1", `offset "-1" is not a number`},
+		{"uprobe:f++1", `offset "+1" is not a number`},
+		{"uprobe:f+0x10+1", `offset "0x10+1" is not a number`},
+		{"uprobe:f+ 16", `offset " 16" is not a number`},
+		{"uprobe:f+16 ", `offset "16 " is not a number`},
+		{"uprobe:f+0x10000000000000000", "is not a number"},
+		{"uprobe:f+0xg", "is not a number"},
+		{"uretprobe:", "empty symbol"},
+		{"uretprobe:f+0x10", "a return probe takes no offset"},
+		{"uretprobe:f+0", "a return probe takes no offset"},
+		{"uretprobe:f g", "space or control character"},
+	} {
+		t.Run(c.in, func(t *testing.T) {
+			p, err := ParseProbe(c.in)
+			require.Error(t, err, "parsed as %#v", p)
+			assert.Contains(t, err.Error(), c.want)
+			assert.Contains(t, err.Error(), "probe ", "the error names the reference")
+			assert.Equal(t, Probe{}, p)
+		})
+	}
+}
+
+func TestProbeKindString(t *testing.T) {
+	assert.Equal(t, "usdt", KindUSDT.String())
+	assert.Equal(t, "uprobe", KindUprobe.String())
+	assert.Equal(t, "uretprobe", KindUretprobe.String())
+	assert.Equal(t, "unknown", ProbeKind(0).String())
+	assert.Equal(t, "unknown", ProbeKind(99).String())
+	assert.Equal(t, "", Probe{}.String())
+}
+
+func FuzzParseProbe(f *testing.F) {
+	for _, s := range []string{
+		"usdt:p:n", "usdt:postgresql:query__start", "uprobe:f", "uprobe:f+0x10", "uprobe:f+16",
+		"uprobe:f+0", "uretprobe:f", "kprobe:x", "usdt:p", "uretprobe:f+1", "uprobe:f+", "uprobe:a:b+0x1",
+		"uprobe:f+1_0", "uprobe:f+0b11", "uprobe:f+0o17", "usdt:a:b:c", "",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, ref string) {
+		p, err := ParseProbe(ref)
+		if err != nil {
+			if p != (Probe{}) {
+				t.Fatalf("ParseProbe(%q) failed (%v) but returned %#v", ref, err, p)
+			}
+			return
+		}
+		switch p.Kind {
+		case KindUSDT:
+			if p.Provider == "" || p.Name == "" || p.Symbol != "" || p.Offset != 0 {
+				t.Fatalf("ParseProbe(%q) = %#v", ref, p)
+			}
+		case KindUprobe:
+			if p.Symbol == "" || p.Provider != "" || p.Name != "" {
+				t.Fatalf("ParseProbe(%q) = %#v", ref, p)
+			}
+		case KindUretprobe:
+			if p.Symbol == "" || p.Offset != 0 || p.Provider != "" || p.Name != "" {
+				t.Fatalf("ParseProbe(%q) = %#v", ref, p)
+			}
+		default:
+			t.Fatalf("ParseProbe(%q) = %#v: unknown kind", ref, p)
+		}
+		s := p.String()
+		again, err := ParseProbe(s)
+		if err != nil {
+			t.Fatalf("ParseProbe(%q) = %#v, whose String %q does not parse: %v", ref, p, s, err)
+		}
+		if again != p {
+			t.Fatalf("ParseProbe(%q) = %#v, but ParseProbe(%q) = %#v", ref, p, s, again)
+		}
+		if again.String() != s {
+			t.Fatalf("String is not stable: %q then %q", s, again.String())
+		}
+	})
+}
+
+// TestParseProbeOffsetNotOctal checks that a leading zero does not make an
+// offset octal: +010 is not 8 bytes. (The fetch expressions refuse leading
+// zeros for the same reason.)
+func TestParseProbeOffsetNotOctal(t *testing.T) {
+	p, err := ParseProbe("uprobe:f+010")
+	if err == nil {
+		assert.NotEqual(t, uint64(8), p.Offset, "uprobe:f+010 parsed as octal, %s", p)
+	}
+}

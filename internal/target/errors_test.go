@@ -1,0 +1,191 @@
+package target
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+)
+
+// counting is a target that only counts refs.
+func counting(path string, refs ...string) config.Target {
+	return config.Target{Path: path, Counters: refs}
+}
+
+// resolveErr resolves targets, which must fail, and returns the error lines.
+func resolveErr(t *testing.T, targets ...config.Target) []string {
+	t.Helper()
+	plan, err := Resolve(targets)
+	require.Error(t, err)
+	require.Nil(t, plan, "no plan with an error")
+	return strings.Split(err.Error(), "\n")
+}
+
+// aarch64Copy copies path with e_machine patched to EM_AARCH64.
+func aarch64Copy(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, []byte{0x3e, 0x00}, data[18:20], "EM_X86_64, little-endian")
+	data[18], data[19] = 0xb7, 0x00
+	out := filepath.Join(t.TempDir(), "demo-aarch64")
+	require.NoError(t, os.WriteFile(out, data, 0o755))
+	return out
+}
+
+func TestResolveFileErrors(t *testing.T) {
+	b := testutil.BuildDemo(t, "-O2")
+	dir := t.TempDir()
+
+	text := filepath.Join(dir, "notes.txt")
+	require.NoError(t, os.WriteFile(text, []byte("this is not an ELF file\n"), 0o644))
+	empty := filepath.Join(dir, "empty")
+	require.NoError(t, os.WriteFile(empty, nil, 0o644))
+	missing := filepath.Join(dir, "missing")
+	arm := aarch64Copy(t, b.Program)
+
+	// A relocatable object is an ELF file, but nothing runs it.
+	src := filepath.Join(dir, "obj.c")
+	require.NoError(t, os.WriteFile(src, []byte("int f(int x) { return x + 1; }\n"), 0o644))
+	testutil.Gcc(t, dir, "-c", "-o", "obj.o", "obj.c")
+	obj := filepath.Join(dir, "obj.o")
+
+	for _, c := range []struct {
+		name string
+		path string
+		want string
+	}{
+		{"missing file", missing, fmt.Sprintf("target %s: no such file", missing)},
+		{"text file", text, fmt.Sprintf("target %s: not an ELF file (", text)},
+		{"empty file", empty, fmt.Sprintf("target %s: not an ELF file (", empty)},
+		{"aarch64 file", arm, fmt.Sprintf("target %s: ELFCLASS64 EM_AARCH64 file; only x86-64 files (ELFCLASS64, EM_X86_64) can be traced", arm)},
+		{"relocatable object", obj, fmt.Sprintf("target %s: ET_REL is neither an executable nor a shared library", obj)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lines := resolveErr(t, counting(c.path, "uprobe:f"))
+			require.Len(t, lines, 1, "one clear sentence")
+			assert.True(t, strings.HasPrefix(lines[0], c.want), "got %q, want it to start with %q", lines[0], c.want)
+		})
+	}
+}
+
+func TestResolveNotFound(t *testing.T) {
+	b := testutil.BuildDemo(t, "-O2")
+	prog := b.Program
+
+	t.Run("usdt probe", func(t *testing.T) {
+		lines := resolveErr(t, counting(prog, "usdt:demo:query_start"))
+		assert.Equal(t, []string{fmt.Sprintf(
+			"target %s: usdt:demo:query_start: no such USDT probe in the file; closest: usdt:demo:query__start, usdt:demo:query__done, usdt:demo:tick", prog)}, lines)
+	})
+	t.Run("usdt provider", func(t *testing.T) {
+		lines := resolveErr(t, counting(prog, "usdt:postgresql:query__start"))
+		require.Len(t, lines, 1)
+		assert.Contains(t, lines[0], "target "+prog+": usdt:postgresql:query__start: no such USDT probe in the file; closest: usdt:demo:query__start")
+	})
+	t.Run("usdt probe of the other file", func(t *testing.T) {
+		lines := resolveErr(t, counting(b.Library, "usdt:demo:tick"))
+		assert.Equal(t, []string{fmt.Sprintf("target %s: usdt:demo:tick: no such USDT probe in the file; closest: usdt:demolib:call", b.Library)}, lines)
+	})
+	t.Run("function", func(t *testing.T) {
+		lines := resolveErr(t, counting(prog, "uprobe:wrok"))
+		require.Len(t, lines, 1)
+		assert.True(t, strings.HasPrefix(lines[0], fmt.Sprintf("target %s: uprobe:wrok: no such function in the file; closest: uprobe:work, ", prog)), lines[0])
+		assert.Len(t, strings.Split(lines[0][strings.Index(lines[0], "closest: "):], ", "), 5, "five suggestions")
+	})
+	t.Run("return probe of a function", func(t *testing.T) {
+		lines := resolveErr(t, counting(prog, "uretprobe:count_iterations"))
+		require.Len(t, lines, 1)
+		assert.True(t, strings.HasPrefix(lines[0], fmt.Sprintf("target %s: uretprobe:count_iterations: no such function in the file; closest: uretprobe:count_iteration, ", prog)), lines[0])
+	})
+	t.Run("an imported function is not in the file", func(t *testing.T) {
+		lines := resolveErr(t, counting(prog, "uprobe:lib_call"))
+		require.Len(t, lines, 1)
+		assert.Contains(t, lines[0], "uprobe:lib_call: no such function in the file")
+	})
+	t.Run("a data symbol is not a function", func(t *testing.T) {
+		lines := resolveErr(t, counting(prog, "uprobe:iterations"))
+		require.Len(t, lines, 1)
+		assert.Contains(t, lines[0], "uprobe:iterations: no such function in the file; closest: uprobe:iteration")
+	})
+	t.Run("a file without USDT probes", func(t *testing.T) {
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "p.c"), []byte("int main(void) { return 0; }\n"), 0o644))
+		testutil.Gcc(t, dir, "-o", "p", "p.c")
+		p := filepath.Join(dir, "p")
+		lines := resolveErr(t, counting(p, "usdt:a:b"))
+		assert.Equal(t, []string{fmt.Sprintf("target %s: usdt:a:b: the file has no USDT probes", p)}, lines)
+		plan, err := Resolve([]config.Target{counting(p, "uprobe:main")})
+		require.NoError(t, err, "its functions can still be probed")
+		assert.Len(t, plan.Attachments, 1)
+	})
+	t.Run("offset beyond the function", func(t *testing.T) {
+		w := lookup(t, prog, "work")
+		require.NotZero(t, w.Size)
+		lines := resolveErr(t, counting(prog, "uprobe:work+0x1000"))
+		assert.Equal(t, []string{fmt.Sprintf("target %s: uprobe:work+0x1000: offset 0x1000 is beyond the end of work (%d bytes)", prog, w.Size)}, lines)
+		lines = resolveErr(t, counting(prog, fmt.Sprintf("uprobe:work+%d", w.Size)))
+		assert.Equal(t, []string{fmt.Sprintf("target %s: uprobe:work+%#x: offset %#x is beyond the end of work (%d bytes)", prog, w.Size, w.Size, w.Size)}, lines,
+			"the offset of the byte after the last one")
+		plan, err := Resolve([]config.Target{counting(prog, fmt.Sprintf("uprobe:work+%d", w.Size-1))})
+		require.NoError(t, err, "the last byte is inside")
+		assert.Equal(t, w.Value+w.Size-1, plan.Attachments[0].Address)
+	})
+	t.Run("a bad reference", func(t *testing.T) {
+		lines := resolveErr(t, counting(prog, "kprobe:work"))
+		assert.Equal(t, []string{fmt.Sprintf(`target %s: probe "kprobe:work": unknown probe kind "kprobe" (want usdt, uprobe or uretprobe)`, prog)}, lines)
+	})
+}
+
+// TestResolveAllErrors checks that the problems of every target are
+// reported at once.
+func TestResolveAllErrors(t *testing.T) {
+	b := testutil.BuildDemo(t, "-O2")
+	dir := t.TempDir()
+	text := filepath.Join(dir, "text")
+	require.NoError(t, os.WriteFile(text, []byte("hello"), 0o644))
+	missing := filepath.Join(dir, "missing")
+	prog := b.Program
+
+	lines := resolveErr(t,
+		counting(missing, "usdt:a:b"),
+		config.Target{
+			Path: prog,
+			Spans: []config.Span{
+				{Name: "q", Entry: "usdt:demo:query_start", Exit: "usdt:demo:query__done"},
+				{Name: "w", Function: "wrok"},
+				{Name: "ok", Function: "work", Attributes: map[string]string{"x": "arg0"}},
+			},
+			Counters: []string{"usdt:demo:tock", "uprobe:inner+0x1000"},
+		},
+		counting(text, "uprobe:f"),
+		config.Target{
+			Path:  prog,
+			Spans: []config.Span{{Name: "q", Entry: "usdt:demo:query__start", Exit: "usdt:demo:query__done", Attributes: map[string]string{"x": "arg9"}, ExitAttributes: map[string]string{"y": "arg7"}}},
+		},
+		counting(b.Library, "usdt:demolib:cal"),
+	)
+	prefixes := []string{
+		"target " + missing + ": no such file",
+		"target " + prog + ": usdt:demo:query_start: no such USDT probe in the file; closest: usdt:demo:query__start",
+		"target " + prog + ": uprobe:wrok: no such function in the file; closest: uprobe:work",
+		"target " + prog + ": uretprobe:wrok: no such function in the file; closest: uretprobe:work",
+		"target " + prog + ": usdt:demo:tock: no such USDT probe in the file; closest: usdt:demo:tick",
+		"target " + prog + ": uprobe:inner+0x1000: offset 0x1000 is beyond the end of inner",
+		"target " + text + ": not an ELF file",
+		"target " + prog + `: span "q": usdt:demo:query__start: attribute "x": "arg9": site at`,
+		"target " + prog + `: span "q": usdt:demo:query__done: attribute "y": "arg7": site at`,
+		"target " + b.Library + ": usdt:demolib:cal: no such USDT probe in the file; closest: usdt:demolib:call",
+	}
+	require.Len(t, lines, len(prefixes), "%s", strings.Join(lines, "\n"))
+	for i, p := range prefixes {
+		assert.True(t, strings.HasPrefix(lines[i], p), "line %d:\n got %q\nwant %q…", i, lines[i], p)
+	}
+}

@@ -1,0 +1,124 @@
+package target
+
+import (
+	"debug/elf"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
+)
+
+// demoTargets is the configuration of receiver/e2e_test.go: every kind of
+// probe the demo has.
+func demoTargets(b testutil.DemoBuild) []config.Target {
+	return []config.Target{
+		{
+			Path:        b.Program,
+			ServiceName: "demo",
+			Spans: []config.Span{
+				{
+					Name:  "query",
+					Entry: "usdt:demo:query__start",
+					Exit:  "usdt:demo:query__done",
+					Attributes: map[string]string{
+						"query": "arg0:string", "id": "arg1", "small": "arg2", "five": "arg3",
+					},
+					ExitAttributes: map[string]string{"done.id": "arg1", "iterations": "arg2"},
+				},
+				{
+					Name:           "work",
+					Function:       "work",
+					Attributes:     map[string]string{"n": "arg0", "label": "arg1:string"},
+					ExitAttributes: map[string]string{"ret": "retval:s64"},
+				},
+				{Name: "recurse", Function: "recurse", Attributes: map[string]string{"depth": "arg0:s32"}},
+				{Name: "outer", Function: "outer"},
+				{Name: "inner", Function: "inner", Attributes: map[string]string{"i": "arg0:u32"}},
+			},
+			Counters: []string{"usdt:demo:tick", "uprobe:work"},
+		},
+		{
+			Path:     b.Library,
+			Spans:    []config.Span{{Name: "lib_call", Function: "lib_call", Attributes: map[string]string{"i": "arg0:s32"}}},
+			Counters: []string{"usdt:demolib:call"},
+		},
+	}
+}
+
+// symbol is a symbol of an ELF file, with the file offset of its first byte
+// computed through its section (not through the program headers, as the
+// resolver does).
+type symbol struct {
+	elf.Symbol
+	FileOffset uint64
+}
+
+// lookup finds a defined symbol by name in the symbol table of path.
+func lookup(t *testing.T, path, name string) symbol {
+	t.Helper()
+	f, err := elf.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	syms, err := f.Symbols()
+	require.NoError(t, err)
+	for _, s := range syms {
+		if s.Name != name || s.Section == elf.SHN_UNDEF || int(s.Section) >= len(f.Sections) {
+			continue
+		}
+		sec := f.Sections[s.Section]
+		require.True(t, s.Value >= sec.Addr && s.Value < sec.Addr+sec.Size, "%s is inside %s", name, sec.Name)
+		return symbol{Symbol: s, FileOffset: s.Value - sec.Addr + sec.Offset}
+	}
+	t.Fatalf("no symbol %q in %s", name, path)
+	return symbol{}
+}
+
+// notes returns the USDT probes of path by "provider:name".
+func notes(t *testing.T, path string) map[string]usdt.Probe {
+	t.Helper()
+	f, err := elf.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	probes, err := usdt.Probes(f)
+	require.NoError(t, err)
+	out := map[string]usdt.Probe{}
+	for _, p := range probes {
+		out[p.String()] = p
+	}
+	return out
+}
+
+// probeIDs maps probe references to their ids in the plan.
+func probeIDs(plan *Plan) map[string]int {
+	m := map[string]int{}
+	for i, p := range plan.Probes {
+		m[p.Ref] = i
+	}
+	return m
+}
+
+// attachmentsOf returns the attachments of probe id, in plan order.
+func attachmentsOf(plan *Plan, id int) []Attachment {
+	var out []Attachment
+	for _, a := range plan.Attachments {
+		if a.Probe == id {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// fetchByKey returns the fetch of key among fs.
+func fetchByKey(t *testing.T, fs []Fetch, key string) Fetch {
+	t.Helper()
+	for _, f := range fs {
+		if f.Key == key {
+			return f
+		}
+	}
+	t.Fatalf("no fetch %q among %d", key, len(fs))
+	return Fetch{}
+}

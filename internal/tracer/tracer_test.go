@@ -1,0 +1,219 @@
+package tracer
+
+import (
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
+	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/event"
+	"github.com/otel-uprobe/uprobereceiver/internal/target"
+	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+)
+
+const testRing = 1 << 20
+
+func openDemo(t *testing.T, targets []config.Target) (*Tracer, *target.Plan) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	require.NoError(t, config.Validate(targets))
+	plan, err := target.Resolve(targets)
+	require.NoError(t, err)
+	tr, err := Open(plan, Options{RingBufferSize: testRing})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, tr.Close()) })
+	return tr, plan
+}
+
+func drainAll(t *testing.T, tr *Tracer) []event.Span {
+	t.Helper()
+	var out []event.Span
+	var b event.Batch
+	for {
+		b.Reset()
+		n, malformed := tr.Drain(&b, 1000)
+		require.Zero(t, malformed)
+		for _, s := range b.Spans {
+			s.Entry = append([]byte(nil), s.Entry...)
+			s.Exit = append([]byte(nil), s.Exit...)
+			out = append(out, s)
+		}
+		if n == 0 {
+			return out
+		}
+	}
+}
+
+func spanIndex(t *testing.T, plan *target.Plan, name string) int {
+	t.Helper()
+	for i, s := range plan.Spans {
+		if s.Name == name {
+			return i
+		}
+	}
+	t.Fatalf("no span %q", name)
+	return -1
+}
+
+func probeIndex(t *testing.T, plan *target.Plan, ref string) int {
+	t.Helper()
+	for i, p := range plan.Probes {
+		if p.Ref == ref {
+			return i
+		}
+	}
+	t.Fatalf("no probe %q", ref)
+	return -1
+}
+
+func TestCheckKernel(t *testing.T) {
+	testutil.RequireRoot(t)
+	require.NoError(t, CheckKernel(), "this kernel has everything the engine needs")
+}
+
+func TestCountOnly(t *testing.T) {
+	b := testutil.BuildDemo(t, "-O2")
+	demo := testutil.StartDemo(t, b.Program)
+	tr, plan := openDemo(t, []config.Target{{
+		Path:     b.Program,
+		Counters: []string{"usdt:demo:tick", "uprobe:inner", "uretprobe:outer"},
+	}})
+	demo.Run(7)
+	require.NoError(t, tr.Detach())
+	st, err := tr.Stats()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(14), st.Probes[probeIndex(t, plan, "usdt:demo:tick")].Hits, "two sites per iteration")
+	assert.Equal(t, uint64(14), st.Probes[probeIndex(t, plan, "uprobe:inner")].Hits)
+	assert.Equal(t, uint64(7), st.Probes[probeIndex(t, plan, "uretprobe:outer")].Hits)
+	assert.Empty(t, drainAll(t, tr), "counters make no span records")
+	demo.Run(3)
+	st2, err := tr.Stats()
+	require.NoError(t, err)
+	assert.Equal(t, st, st2, "nothing counts after Detach")
+}
+
+// An exit with no open entry is counted, and the pairing carries on.
+func TestUnmatchedExit(t *testing.T) {
+	b := testutil.BuildDemo(t, "-O2")
+	demo := testutil.StartDemo(t, b.Program)
+	// Reversed on purpose: the first query__start of a thread closes nothing.
+	tr, plan := openDemo(t, []config.Target{{
+		Path:  b.Program,
+		Spans: []config.Span{{Name: "between", Entry: "usdt:demo:query__done", Exit: "usdt:demo:query__start"}},
+	}})
+	const n = 5
+	demo.Run(n)
+	st, err := tr.Stats()
+	require.NoError(t, err)
+	sc := st.Spans[spanIndex(t, plan, "between")]
+	assert.Equal(t, uint64(1), sc.Unmatched)
+	assert.Equal(t, uint64(n-1), sc.Count)
+	assert.Len(t, drainAll(t, tr), n-1)
+}
+
+// Open spans whose exit never comes are dropped when an enclosing span
+// closes, and counted.
+func TestAbandoned(t *testing.T) {
+	b := testutil.BuildDemo(t, "-O2")
+	demo := testutil.StartDemo(t, b.Program)
+	tr, plan := openDemo(t, []config.Target{{
+		Path: b.Program,
+		Spans: []config.Span{
+			{Name: "outer", Function: "outer"},
+			// Opens at each inner() and would close at query__done, after outer returned.
+			{Name: "stray", Entry: "uprobe:inner", Exit: "usdt:demo:query__done"},
+		},
+	}})
+	const n = 4
+	demo.Run(n)
+	st, err := tr.Stats()
+	require.NoError(t, err)
+	outer, stray := st.Spans[spanIndex(t, plan, "outer")], st.Spans[spanIndex(t, plan, "stray")]
+	assert.Equal(t, uint64(n), outer.Count)
+	assert.Equal(t, uint64(2*n), stray.Abandoned, "both inner() entries of each iteration")
+	assert.Equal(t, uint64(n), stray.Unmatched, "query__done finds no open stray span")
+	assert.Zero(t, stray.Count)
+	spans := drainAll(t, tr)
+	assert.Len(t, spans, n)
+	for _, s := range spans {
+		assert.Equal(t, uint32(spanIndex(t, plan, "outer")), s.Def)
+		assert.Zero(t, s.ParentStartNs, "an abandoned span is nobody's parent")
+	}
+}
+
+// Recursion deeper than the per-thread stack records the outermost
+// MaxDepth spans and counts the rest; pairing stays right.
+func TestOverflow(t *testing.T) {
+	b := testutil.BuildDemo(t, "-O0")
+	demo := testutil.StartDemo(t, b.Program)
+	tr, plan := openDemo(t, []config.Target{{
+		Path:  b.Program,
+		Spans: []config.Span{{Name: "recurse", Function: "recurse", Attributes: map[string]string{"depth": "arg0:s32"}}},
+	}})
+	const depth = 20 // 21 nested calls
+	demo.Deep(depth)
+	demo.Deep(2) // after the overflow, pairing still works
+	st, err := tr.Stats()
+	require.NoError(t, err)
+	sc := st.Spans[spanIndex(t, plan, "recurse")]
+	extra := depth + 1 - bpfobj.MaxDepth
+	assert.Equal(t, uint64(extra), sc.Overflow)
+	assert.Equal(t, uint64(bpfobj.MaxDepth+3), sc.Count)
+	assert.Zero(t, sc.Unmatched)
+	assert.Zero(t, sc.Abandoned)
+	spans := drainAll(t, tr)
+	require.Len(t, spans, bpfobj.MaxDepth+3)
+	byStart := map[uint64]event.Span{}
+	for _, s := range spans {
+		byStart[s.StartNs] = s
+	}
+	for _, s := range spans[:bpfobj.MaxDepth] {
+		if s.Depth == 0 {
+			assert.Zero(t, s.ParentStartNs)
+			continue
+		}
+		p, ok := byStart[s.ParentStartNs]
+		require.True(t, ok)
+		assert.Equal(t, s.Depth-1, p.Depth)
+		assert.Equal(t, p.RootStartNs, s.RootStartNs)
+	}
+}
+
+// If one attachment fails, nothing stays attached and every semaphore
+// raised on the way is lowered.
+func TestOpenAllOrNothing(t *testing.T) {
+	testutil.RequireRoot(t)
+	b := testutil.BuildDemo(t, "-O2")
+	demo := testutil.StartDemo(t, b.Program)
+	targets := []config.Target{{
+		Path:     b.Program,
+		Spans:    []config.Span{{Name: "query", Entry: "usdt:demo:query__start", Exit: "usdt:demo:query__done"}},
+		Counters: []string{"usdt:demo:tick"},
+	}}
+	plan, err := target.Resolve(targets)
+	require.NoError(t, err)
+	fi, err := os.Stat(b.Program)
+	require.NoError(t, err)
+	bad := plan.Attachments[0]
+	bad.FileOffset = uint64(fi.Size()) + 4096 // the kernel refuses offsets beyond the file
+	bad.RefCtrOffset = 0
+	plan.Attachments = append(plan.Attachments, bad)
+
+	_, err = Open(plan, Options{RingBufferSize: testRing})
+	var ae *AttachError
+	require.True(t, errors.As(err, &ae), "got %v", err)
+	require.Len(t, ae.Failures, 1)
+	assert.Equal(t, "usdt:demo:query__start", ae.Failures[0].Probe)
+	assert.Contains(t, err.Error(), "attaching usdt:demo:query__start in "+b.Program)
+	assert.Equal(t, [3]int{0, 0, 0}, demo.Semaphores(), "no semaphore stays raised")
+	demo.Run(2) // and the program runs on unharmed
+}
+
+func TestOpenRejectsBadRingSize(t *testing.T) {
+	_, err := Open(&target.Plan{}, Options{RingBufferSize: 3000})
+	require.ErrorContains(t, err, "ring buffer size 3000 is not a power of two")
+}
