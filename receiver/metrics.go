@@ -2,7 +2,6 @@ package receiver
 
 import (
 	"context"
-	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -31,15 +30,16 @@ type metricsEmitter struct {
 	plan      *target.Plan
 	resources []pcommon.Resource
 	startTime pcommon.Timestamp
+	version   string
 	last      event.Stats // what self-telemetry has already been told
 }
 
-func newMetricsEmitter(cfg metadata.MetricsBuilderConfig, set receiver.Settings, plan *target.Plan, hostName string) *metricsEmitter {
-	start := pcommon.NewTimestampFromTime(time.Now())
+func newMetricsEmitter(cfg metadata.MetricsBuilderConfig, set receiver.Settings, plan *target.Plan, hostName string, start pcommon.Timestamp) *metricsEmitter {
 	e := &metricsEmitter{
 		mb:        metadata.NewMetricsBuilder(cfg, set, metadata.WithStartTime(start)),
 		plan:      plan,
 		startTime: start,
+		version:   set.BuildInfo.Version,
 	}
 	for _, t := range plan.Targets {
 		rb := e.mb.NewResourceBuilder()
@@ -101,6 +101,7 @@ func (e *metricsEmitter) durations(ti int, st event.Stats, now pcommon.Timestamp
 				e.resources[ti].CopyTo(rm.Resource())
 				*sm = rm.ScopeMetrics().AppendEmpty()
 				sm.Scope().SetName(metadata.ScopeName)
+				sm.Scope().SetVersion(e.version)
 			}
 			m = sm.Metrics().AppendEmpty()
 			m.SetName(spanDurationMetric)

@@ -127,7 +127,7 @@ func (r *uprobeReceiver) start(host component.Host) error {
 		ScopeVersion: r.set.BuildInfo.Version,
 		Executable:   newExecutableCache(4096).lookup,
 	})
-	r.emitter = newMetricsEmitter(r.cfg.MetricsBuilderConfig, r.set, plan, r.hostName)
+	r.emitter = newMetricsEmitter(r.cfg.MetricsBuilderConfig, r.set, plan, r.hostName, pcommon.NewTimestampFromTime(time.Now()))
 	r.started = true
 
 	locations := 0

@@ -33,7 +33,7 @@ func requireArgs(t *testing.T, probes map[string]usdt.Probe, name string, want .
 	l := p.Locations[0]
 	require.NoError(t, l.ArgsErr)
 	if l.ArgsText != strings.Join(want, " ") {
-		t.Skipf("this gcc gives %s the arguments %q, not %q", name, l.ArgsText, strings.Join(want, " "))
+		testutil.SkipOrFail(t, "this gcc gives %s the arguments %q, not %q", name, l.ArgsText, strings.Join(want, " "))
 	}
 	return l
 }

@@ -3,6 +3,7 @@ package target
 import (
 	"debug/elf"
 	"fmt"
+	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 	"os"
 	"testing"
 
@@ -23,7 +24,7 @@ const (
 func requireFile(t *testing.T, path string) {
 	t.Helper()
 	if _, err := os.Stat(path); err != nil {
-		t.Skipf("%s is not installed", path)
+		testutil.SkipOrFail(t, "%s is not installed", path)
 	}
 }
 

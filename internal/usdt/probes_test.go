@@ -6,6 +6,7 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"errors"
+	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -597,7 +598,7 @@ func TestRealBinaries(t *testing.T) {
 	} {
 		t.Run(filepath.Base(tt.path), func(t *testing.T) {
 			if _, err := os.Stat(tt.path); err != nil {
-				t.Skipf("%s not present: %v", tt.path, err)
+				testutil.SkipOrFail(t, "%s not present: %v", tt.path, err)
 			}
 			f := openELF(t, tt.path)
 			assert.Equal(t, tt.elfType, f.Type)

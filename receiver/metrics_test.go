@@ -1,0 +1,111 @@
+package receiver
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+
+	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/event"
+	"github.com/otel-uprobe/uprobereceiver/internal/target"
+	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadata"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func metricsPlan() *target.Plan {
+	return &target.Plan{
+		Targets: []target.Target{
+			{Path: "/usr/bin/app", ServiceName: "app", Executable: true},
+			{Path: "/usr/lib/libx.so", ServiceName: "libx.so"},
+		},
+		Probes: []target.Probe{
+			{Target: 0, Ref: "usdt:app:start", Kind: config.KindUSDT, Locations: 2},
+			{Target: 0, Ref: "usdt:app:done", Kind: config.KindUSDT, Locations: 1},
+			{Target: 0, Ref: "uprobe:tick", Kind: config.KindUprobe, Locations: 1},
+			{Target: 1, Ref: "uprobe:lib", Kind: config.KindUprobe, Locations: 1},
+			{Target: 1, Ref: "uretprobe:lib", Kind: config.KindUretprobe, Locations: 1},
+		},
+		Spans: []target.Span{
+			{Target: 0, Name: "request", Entry: 0, Exit: 1},
+			{Target: 1, Name: "lib", Entry: 3, Exit: 4},
+		},
+	}
+}
+
+func bucketsWith(counts map[int]uint64) []uint64 {
+	b := make([]uint64, 64)
+	for i, c := range counts {
+		b[i] = c
+	}
+	return b
+}
+
+func TestMetricsGolden(t *testing.T) {
+	plan := metricsPlan()
+	start := pcommon.Timestamp(1_700_000_000_000_000_000)
+	now := start + 10_000_000_000
+	e := newMetricsEmitter(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), plan, "host-1", start)
+	st := event.Stats{
+		Probes: []event.ProbeCounts{{Hits: 20}, {Hits: 19, Lost: 2}, {Hits: 7}, {Hits: 3}, {Hits: 3}},
+		Spans: []event.SpanCounts{
+			{Count: 19, SumNs: 19 * 3000, Lost: 2, Buckets: bucketsWith(map[int]uint64{11: 15, 12: 4})},
+			{Count: 3, SumNs: 300, Buckets: bucketsWith(map[int]uint64{6: 3})},
+		},
+	}
+	md := e.emit(st, now)
+
+	require.Equal(t, 2, md.ResourceMetrics().Len(), "one resource per target")
+	app := md.ResourceMetrics().At(0)
+	assert.Equal(t, map[string]any{"service.name": "app", "process.executable.path": "/usr/bin/app", "host.name": "host-1"}, app.Resource().Attributes().AsRaw())
+	assert.Equal(t, map[string]int64{"usdt:app:start": 20, "usdt:app:done": 19, "uprobe:tick": 7, "uprobe:lib": 3, "uretprobe:lib": 3}, sumPoints(md, "uprobe.probe.hits"))
+	assert.Equal(t, map[string]int64{"usdt:app:done": 2, "uretprobe:lib": 0}, sumPoints(md, "uprobe.events.lost"), "lost only for exit probes")
+	d := durations(md)
+	req := d["request"]
+	assert.Equal(t, int32(0), req.Scale())
+	assert.Equal(t, int32(11), req.Positive().Offset())
+	assert.Equal(t, []uint64{15, 4}, req.Positive().BucketCounts().AsRaw())
+	assert.Equal(t, uint64(19), req.Count())
+	assert.Equal(t, float64(19*3000), req.Sum())
+	assert.Equal(t, start, req.StartTimestamp())
+	assert.Equal(t, now, req.Timestamp())
+
+	got, err := (&pmetric.JSONMarshaler{}).MarshalMetrics(md)
+	require.NoError(t, err)
+	var pretty bytes.Buffer
+	require.NoError(t, json.Indent(&pretty, got, "", "  "))
+	golden := filepath.Join("testdata", "metrics.golden.json")
+	if *update {
+		require.NoError(t, os.WriteFile(golden, pretty.Bytes(), 0o644))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err)
+	assert.Equal(t, string(want), pretty.String())
+}
+
+func TestMetricsWithSumsDisabled(t *testing.T) {
+	cfg := metadata.DefaultMetricsBuilderConfig()
+	cfg.Metrics.UprobeProbeHits.Enabled = false
+	cfg.Metrics.UprobeEventsLost.Enabled = false
+	e := newMetricsEmitter(cfg, receivertest.NewNopSettings(metadata.Type), metricsPlan(), "", 1)
+	st := event.Stats{
+		Probes: make([]event.ProbeCounts, 5),
+		Spans:  []event.SpanCounts{{Buckets: make([]uint64, 64)}, {Count: 1, SumNs: 5, Buckets: bucketsWith(map[int]uint64{2: 1})}},
+	}
+	md := e.emit(st, 2)
+	require.Equal(t, 2, md.ResourceMetrics().Len(), "the histogram still gets its resource")
+	assert.Equal(t, 2, md.MetricCount(), "one histogram metric per target, nothing else")
+	d := durations(md)
+	assert.Equal(t, uint64(0), d["request"].Count())
+	assert.Equal(t, 0, d["request"].Positive().BucketCounts().Len(), "no buckets without spans")
+	assert.Equal(t, uint64(1), d["lib"].Count())
+}
