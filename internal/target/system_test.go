@@ -3,7 +3,6 @@ package target
 import (
 	"debug/elf"
 	"fmt"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 	"os"
 	"testing"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
+	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 )
 
 // These tests read large programs of the system when they are installed;

@@ -6,7 +6,6 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"errors"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
+	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 )
 
 const fixtureDir = "../../testdata/usdt"
