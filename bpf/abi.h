@@ -107,6 +107,12 @@ struct site {
 	__u8 entry_fetch_count;
 	__u8 exit_fetch_count;
 	__u8 pad;
+	/* Head sampling of entry_span when it opens a thread's outermost span:
+	 * recorded when a random u32 is below this; 1 << 32 records all. Nested
+	 * spans follow the outermost span's decision. */
+	__u64 sample_threshold;
+	/* Spans of exit_span shorter than this are counted but not recorded. */
+	__u64 min_duration_ns;
 	struct fetch_op entry[ABI_MAX_FETCHES];
 	struct fetch_op exit[ABI_MAX_FETCHES];
 };
@@ -126,12 +132,15 @@ struct span_stats {
 	__u64 abandoned;  /* open spans discarded because an outer span closed first */
 	__u64 overflow;   /* entries deeper than ABI_MAX_DEPTH, not recorded */
 	__u64 no_state;   /* entries dropped because task storage could not be had */
+	__u64 unsampled;  /* completed spans not recorded: their trace was not sampled */
+	__u64 short_spans; /* completed spans not recorded: shorter than min_duration_ns */
 	__u64 buckets[ABI_HIST_BUCKETS];
 };
 
 /* record_flag marks conditions of one span record. */
 enum record_flag {
 	RECORD_TRUNCATED = 1, /* a fetch did not fit in ABI_DATA_CAP */
+	RECORD_UNSAMPLED = 2, /* in the frame only: the span's trace is not sampled */
 };
 
 /*

@@ -29,6 +29,10 @@ struct abi_types {
 };
 const struct abi_types *unused_abi_types __attribute__((unused));
 
+/* emit_records is false when no traces pipeline consumes span records: the
+ * engine then only pairs, counts and aggregates. Set by the loader. */
+volatile const __u8 emit_records = 1;
+
 /* Sizes below are placeholders: the loader sets them from the plan. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -228,6 +232,14 @@ static __always_inline void span_entry(const struct pt_regs *regs, const struct 
 		f->rec.parent_start_ns = parent->rec.start_ns;
 		f->rec.root_start_ns = parent->rec.root_start_ns;
 	}
+	__u8 unsampled;
+	if (depth > 0)
+		unsampled = ts->frames[(depth - 1) & (ABI_MAX_DEPTH - 1)].rec.flags & RECORD_UNSAMPLED;
+	else
+		unsampled = !emit_records ||
+			    (s->sample_threshold <= 0xffffffffULL && bpf_get_prandom_u32() >= s->sample_threshold);
+	unsampled = unsampled ? RECORD_UNSAMPLED : 0;
+
 	f->rec.pid = pid_tgid >> 32;
 	f->rec.tid = (__u32)pid_tgid;
 	f->rec.span = s->entry_span;
@@ -239,14 +251,14 @@ static __always_inline void span_entry(const struct pt_regs *regs, const struct 
 
 	__u8 failed = 0, truncated = 0;
 	__u32 len = 0;
-	if (s->entry_fetch_count) {
+	if (s->entry_fetch_count && !unsampled) {
 		struct reg_file rf;
 		copy_regs(&rf, regs);
 		len = fetch_all(&rf, s->entry, s->entry_fetch_count, f, 0, &failed, &truncated);
 	}
 	f->rec.entry_len = len;
 	f->rec.entry_failed = failed;
-	f->rec.flags = truncated ? RECORD_TRUNCATED : 0;
+	f->rec.flags = (truncated ? RECORD_TRUNCATED : 0) | unsampled;
 
 	f->rec.start_ns = bpf_ktime_get_ns();
 	if (depth == 0)
@@ -324,6 +336,16 @@ static __always_inline void span_exit(const struct pt_regs *regs, const struct s
 	__u32 b = duration > 1 ? log2_bucket(duration - 1) : 0;
 	add(&st->buckets[b & (ABI_HIST_BUCKETS - 1)], 1);
 
+	ts->depth = found;
+	if (f->rec.flags & RECORD_UNSAMPLED) {
+		add(&st->unsampled, 1);
+		return;
+	}
+	if (duration < s->min_duration_ns) {
+		add(&st->short_spans, 1);
+		return;
+	}
+
 	f->rec.end_ns = now;
 	f->rec.exit_site = site_id;
 	__u32 entry_len = f->rec.entry_len & (ABI_DATA_CAP - 1);
@@ -347,7 +369,6 @@ static __always_inline void span_exit(const struct pt_regs *regs, const struct s
 		add(&st->lost, 1);
 		add(&ps->lost, 1);
 	}
-	ts->depth = found;
 }
 
 /* count_hit is attached to sites that only count: the cookie is the probe id. */

@@ -96,7 +96,7 @@ func (r *uprobeReceiver) start(host component.Host) error {
 	if err != nil {
 		return fmt.Errorf("resolving targets: %w", err)
 	}
-	tr, err := tracer.Open(plan, tracer.Options{RingBufferSize: r.cfg.RingBufferSize})
+	tr, err := tracer.Open(plan, tracer.Options{RingBufferSize: r.cfg.RingBufferSize, NoRecords: r.traces == nil})
 	if err != nil {
 		var ae *tracer.AttachError
 		if errors.As(err, &ae) {

@@ -57,6 +57,7 @@ const (
 // Record flags (enum record_flag).
 const (
 	RecordTruncated = uint8(engineRecordFlagRECORD_TRUNCATED)
+	RecordUnsampled = uint8(engineRecordFlagRECORD_UNSAMPLED)
 )
 
 // Register slots (enum reg_slot).
@@ -89,6 +90,7 @@ const (
 	MapSpans        = engineMapSpans
 	MapRecords      = engineMapRecords
 	MapTaskStates   = engineMapTaskStates
+	VarEmitRecords  = engineVarEmitRecords
 )
 
 // Spec returns a fresh copy of the engine's collection spec, parsed from the

@@ -67,6 +67,7 @@ type engineRecordFlag uint32
 
 const (
 	engineRecordFlagRECORD_TRUNCATED engineRecordFlag = 1
+	engineRecordFlagRECORD_UNSAMPLED engineRecordFlag = 2
 )
 
 type engineRegSlot uint32
@@ -105,6 +106,8 @@ type engineSite struct {
 	EntryFetchCount uint8
 	ExitFetchCount  uint8
 	Pad             uint8
+	SampleThreshold uint64
+	MinDurationNs   uint64
 	Entry           [8]engineFetchOp
 	Exit            [8]engineFetchOp
 }
@@ -137,15 +140,17 @@ type engineSpanRecord struct {
 }
 
 type engineSpanStats struct {
-	_         structs.HostLayout
-	Count     uint64
-	SumNs     uint64
-	Lost      uint64
-	Unmatched uint64
-	Abandoned uint64
-	Overflow  uint64
-	NoState   uint64
-	Buckets   [64]uint64
+	_          structs.HostLayout
+	Count      uint64
+	SumNs      uint64
+	Lost       uint64
+	Unmatched  uint64
+	Abandoned  uint64
+	Overflow   uint64
+	NoState    uint64
+	Unsampled  uint64
+	ShortSpans uint64
+	Buckets    [64]uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -159,6 +164,7 @@ const (
 	engineMapTaskStates     = "task_states"
 	engineProgCountHit      = "count_hit"
 	engineProgSiteHit       = "site_hit"
+	engineVarEmitRecords    = "emit_records"
 	engineVarUnusedAbiTypes = "unused_abi_types"
 )
 
@@ -223,6 +229,7 @@ type engineMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type engineVariableSpecs struct {
+	EmitRecords    *ebpf.VariableSpec `ebpf:"emit_records"`
 	UnusedAbiTypes *ebpf.VariableSpec `ebpf:"unused_abi_types"`
 }
 
@@ -267,6 +274,7 @@ func (m *engineMaps) Close() error {
 //
 // It can be passed to loadEngineObjects or ebpf.CollectionSpec.LoadAndAssign.
 type engineVariables struct {
+	EmitRecords    *ebpf.Variable `ebpf:"emit_records"`
 	UnusedAbiTypes *ebpf.Variable `ebpf:"unused_abi_types"`
 }
 

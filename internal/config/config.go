@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
@@ -48,6 +49,21 @@ type Span struct {
 	Attributes map[string]string `mapstructure:"attributes"`
 	// ExitAttributes maps attribute keys to fetch expressions evaluated at exit.
 	ExitAttributes map[string]string `mapstructure:"exit_attributes"`
+	// MinDuration drops spans shorter than this in the kernel, before they
+	// cost a ring-buffer record; they still count in the metrics.
+	MinDuration time.Duration `mapstructure:"min_duration"`
+	// SampleRatio is the share of traces this span records when it is the
+	// outermost open span on its thread (head sampling in the kernel, 0 to
+	// 1, default 1); spans nested under it follow its decision.
+	SampleRatio *float64 `mapstructure:"sample_ratio"`
+}
+
+// Ratio returns SampleRatio, or 1 when it is not set.
+func (s Span) Ratio() float64 {
+	if s.SampleRatio == nil {
+		return 1
+	}
+	return *s.SampleRatio
 }
 
 // ServiceNameOrDefault returns ServiceName, or the base name of Path when it is empty.
@@ -230,6 +246,12 @@ func (s Span) validate(where string) (entry, exit string, errs []error) {
 		} else {
 			exitProbe, exitOK = p, true
 		}
+	}
+	if s.MinDuration < 0 {
+		add("min_duration %v must not be negative", s.MinDuration)
+	}
+	if r := s.Ratio(); r < 0 || r > 1 || r != r {
+		add("sample_ratio %v must be between 0 and 1", r)
 	}
 	if entryOK && exitOK && entryProbe.String() == exitProbe.String() {
 		add("entry and exit are the same probe %s", entryProbe)

@@ -84,6 +84,9 @@ type SpanCounts struct {
 	Overflow uint64
 	// NoState counts entries dropped because per-thread storage could not be had.
 	NoState uint64
+	// Unsampled and Short count completed spans the engine did not record:
+	// their trace was not sampled, or they were shorter than the minimum.
+	Unsampled, Short uint64
 	// Buckets[i] counts durations in (2^i, 2^(i+1)] ns; Buckets[0] also
 	// holds durations of 0 and 1 ns.
 	Buckets []uint64

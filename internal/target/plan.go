@@ -51,6 +51,10 @@ type Span struct {
 	Name   string
 	// Entry and Exit are probe ids.
 	Entry, Exit int
+	// MinDurationNs and SampleRatio are the kernel-side filters of the span
+	// (see config.Span).
+	MinDurationNs uint64
+	SampleRatio   float64
 }
 
 // Site is one location that opens or closes spans; its id is the BPF cookie

@@ -213,7 +213,10 @@ func (plan *Plan) addTarget(index int, t config.Target) error {
 			continue
 		}
 		id := len(plan.Spans)
-		plan.Spans = append(plan.Spans, Span{Target: ti, Name: s.Name, Entry: entry.id, Exit: exit.id})
+		plan.Spans = append(plan.Spans, Span{
+			Target: ti, Name: s.Name, Entry: entry.id, Exit: exit.id,
+			MinDurationNs: uint64(s.MinDuration.Nanoseconds()), SampleRatio: s.Ratio(),
+		})
 		entry.entrySpan, entry.entry = id, entryAttrs
 		exit.exitSpan, exit.exit = id, exitAttrs
 	}

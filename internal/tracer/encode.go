@@ -2,6 +2,7 @@ package tracer
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
@@ -18,7 +19,7 @@ var slots = map[regs.Register]bpfobj.RegSlot{
 }
 
 // encodeSite converts a planned site into the engine's spec.
-func encodeSite(s target.Site) (bpfobj.Site, error) {
+func encodeSite(s target.Site, spans []target.Span) (bpfobj.Site, error) {
 	var out bpfobj.Site
 	out.ProbeId = uint32(s.Probe)
 	if len(s.Entry) > bpfobj.MaxFetches || len(s.Exit) > bpfobj.MaxFetches {
@@ -27,10 +28,12 @@ func encodeSite(s target.Site) (bpfobj.Site, error) {
 	if s.EntrySpan >= 0 {
 		out.Flags |= bpfobj.SiteEntry
 		out.EntrySpan = uint32(s.EntrySpan)
+		out.SampleThreshold = sampleThreshold(spans[s.EntrySpan].SampleRatio)
 	}
 	if s.ExitSpan >= 0 {
 		out.Flags |= bpfobj.SiteExit
 		out.ExitSpan = uint32(s.ExitSpan)
+		out.MinDurationNs = spans[s.ExitSpan].MinDurationNs
 	}
 	out.EntryFetchCount = uint8(len(s.Entry))
 	out.ExitFetchCount = uint8(len(s.Exit))
@@ -97,4 +100,16 @@ func encodeFetch(f target.Fetch) (bpfobj.FetchOp, error) {
 	}
 	op.MaxLen = f.MaxLen
 	return op, nil
+}
+
+// sampleThreshold converts a ratio into the engine's threshold: a trace is
+// recorded when a random u32 is below it, so 1<<32 records every one.
+func sampleThreshold(ratio float64) uint64 {
+	switch {
+	case ratio >= 1:
+		return 1 << 32
+	case ratio <= 0:
+		return 0
+	}
+	return uint64(math.Round(ratio * (1 << 32)))
 }

@@ -21,6 +21,9 @@ type Options struct {
 	// RingBufferSize is the span ring buffer's size in bytes: a power of two
 	// and a multiple of the page size.
 	RingBufferSize int
+	// NoRecords makes the engine pair, count and aggregate spans without
+	// fetching values or writing records: nobody consumes spans.
+	NoRecords bool
 }
 
 // AttachFailure is one attachment the kernel refused.
@@ -82,6 +85,9 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 	spec.Maps[bpfobj.MapProbes].MaxEntries = uint32(max(1, len(plan.Probes)))
 	spec.Maps[bpfobj.MapSpans].MaxEntries = uint32(max(1, len(plan.Spans)))
 	spec.Maps[bpfobj.MapRecords].MaxEntries = uint32(size)
+	if err := spec.Variables[bpfobj.VarEmitRecords].Set(boolByte(!opts.NoRecords)); err != nil {
+		return nil, fmt.Errorf("configuring the BPF engine: %w", err)
+	}
 
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
@@ -108,7 +114,7 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 
 	sites := coll.Maps[bpfobj.MapSites]
 	for i, s := range plan.Sites {
-		enc, err := encodeSite(s)
+		enc, err := encodeSite(s, plan.Spans)
 		if err != nil {
 			return nil, fmt.Errorf("encoding site %d of %s: %w", i, plan.Probes[s.Probe].Ref, err)
 		}
@@ -175,6 +181,13 @@ func (t *Tracer) attach() error {
 		return &AttachError{Failures: failures}
 	}
 	return nil
+}
+
+func boolByte(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // eventName makes a probe reference usable as a tracefs event name, which
@@ -265,6 +278,8 @@ func (t *Tracer) Stats() (event.Stats, error) {
 			out.Abandoned += c.Abandoned
 			out.Overflow += c.Overflow
 			out.NoState += c.NoState
+			out.Unsampled += c.Unsampled
+			out.Short += c.ShortSpans
 			for b, v := range c.Buckets {
 				out.Buckets[b] += v
 			}

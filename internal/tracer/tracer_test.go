@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -216,4 +217,93 @@ func TestOpenAllOrNothing(t *testing.T) {
 func TestOpenRejectsBadRingSize(t *testing.T) {
 	_, err := Open(&target.Plan{}, Options{RingBufferSize: 3000})
 	require.ErrorContains(t, err, "ring buffer size 3000 is not a power of two")
+}
+
+func ratio(r float64) *float64 { return &r }
+
+// Head sampling decides once per trace (the outermost span on the thread);
+// nested spans follow, and metrics still count every span.
+func TestSampling(t *testing.T) {
+	b := testutil.BuildDemo(t, "-O2")
+	demo := testutil.StartDemo(t, b.Program)
+	tr, plan := openDemo(t, []config.Target{{
+		Path: b.Program,
+		Spans: []config.Span{
+			{Name: "recurse", Function: "recurse", SampleRatio: ratio(0.5)},
+			{Name: "never", Function: "outer", SampleRatio: ratio(0)},
+			{Name: "inner", Function: "inner"}, // nested under outer: follows its decision
+		},
+	}})
+	const n = 2000
+	demo.Run(n)
+	st, err := tr.Stats()
+	require.NoError(t, err)
+	rec := st.Spans[spanIndex(t, plan, "recurse")]
+	assert.Equal(t, uint64(4*n), rec.Count, "metrics count every span")
+	never, inner := st.Spans[spanIndex(t, plan, "never")], st.Spans[spanIndex(t, plan, "inner")]
+	assert.Equal(t, uint64(n), never.Unsampled)
+	assert.Equal(t, uint64(2*n), inner.Unsampled, "nested spans follow the outer span's decision")
+
+	spans := drainAll(t, tr)
+	assert.Equal(t, 4*n, len(spans)+int(rec.Unsampled))
+	roots := 0
+	byStart := map[uint64]bool{}
+	for _, s := range spans {
+		require.Equal(t, uint32(spanIndex(t, plan, "recurse")), s.Def, "only recurse spans are recorded")
+		byStart[s.StartNs] = true
+		if s.Depth == 0 {
+			roots++
+		}
+	}
+	for _, s := range spans {
+		if s.ParentStartNs != 0 {
+			assert.True(t, byStart[s.ParentStartNs], "a sampled span's parent is sampled too")
+		}
+	}
+	assert.Equal(t, 4*roots, len(spans), "whole traces are kept or dropped")
+	// Binomial(2000, 0.5): 5 standard deviations is ±112.
+	assert.InDelta(t, n/2, roots, 112)
+}
+
+func TestMinDuration(t *testing.T) {
+	b := testutil.BuildDemo(t, "-O2")
+	demo := testutil.StartDemo(t, b.Program)
+	tr, plan := openDemo(t, []config.Target{{
+		Path: b.Program,
+		Spans: []config.Span{
+			{Name: "query", Entry: "usdt:demo:query__start", Exit: "usdt:demo:query__done"},
+			{Name: "inner", Function: "inner", MinDuration: time.Hour},
+		},
+	}})
+	demo.Run(10)
+	st, err := tr.Stats()
+	require.NoError(t, err)
+	inner := st.Spans[spanIndex(t, plan, "inner")]
+	assert.Equal(t, uint64(20), inner.Count, "short spans still count")
+	assert.Equal(t, uint64(20), inner.Short)
+	spans := drainAll(t, tr)
+	require.Len(t, spans, 10)
+	for _, s := range spans {
+		assert.Equal(t, uint32(spanIndex(t, plan, "query")), s.Def)
+	}
+}
+
+func TestNoRecords(t *testing.T) {
+	testutil.RequireRoot(t)
+	b := testutil.BuildDemo(t, "-O2")
+	demo := testutil.StartDemo(t, b.Program)
+	plan, err := target.Resolve([]config.Target{{
+		Path:  b.Program,
+		Spans: []config.Span{{Name: "recurse", Function: "recurse", Attributes: map[string]string{"d": "arg0"}}},
+	}})
+	require.NoError(t, err)
+	tr, err := Open(plan, Options{RingBufferSize: testRing, NoRecords: true})
+	require.NoError(t, err)
+	defer tr.Close()
+	demo.Run(5)
+	st, err := tr.Stats()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(20), st.Spans[0].Count)
+	assert.Equal(t, uint64(20), st.Spans[0].Unsampled)
+	assert.Empty(t, drainAll(t, tr))
 }

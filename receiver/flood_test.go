@@ -1,0 +1,77 @@
+package receiver
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadatatest"
+)
+
+// A flood far beyond the ring buffer's capacity is dropped in the kernel and
+// counted: delivered + lost = fired, exactly.
+func TestFloodDeliveredPlusLostIsFired(t *testing.T) {
+	testutil.RequireRoot(t)
+	b := testutil.BuildDemo(t, "-O2")
+	demo := testutil.StartDemo(t, b.Program)
+	cfg := createDefaultConfig()
+	cfg.RingBufferSize = 4096 // about 55 records of 72 bytes
+	cfg.FlushInterval = time.Second
+	cfg.Targets = []config.Target{{Path: b.Program, Spans: []config.Span{{Name: "recurse", Function: "recurse"}}}}
+	traces, metrics := new(consumertest.TracesSink), new(consumertest.MetricsSink)
+	f := NewFactory()
+	set := metadatatest.NewSettings(componenttest.NewTelemetry())
+	r, err := f.CreateTraces(context.Background(), set, cfg, traces)
+	require.NoError(t, err)
+	_, err = f.CreateMetrics(context.Background(), set, cfg, metrics)
+	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
+
+	const n = 200 // 800 spans: about 15 times the ring's capacity
+	demo.Run(n)
+	require.NoError(t, r.Shutdown(context.Background()))
+
+	last := metrics.AllMetrics()[len(metrics.AllMetrics())-1]
+	lost := sumPoints(last, "uprobe.events.lost")["uretprobe:recurse"]
+	fired := sumPoints(last, "uprobe.probe.hits")["uretprobe:recurse"]
+	delivered := int64(traces.SpanCount())
+	assert.Equal(t, int64(4*n), fired)
+	assert.Positive(t, lost, "the ring overflowed")
+	assert.Equal(t, fired, delivered+lost, "delivered %d + lost %d = fired %d", delivered, lost, fired)
+	assert.Equal(t, uint64(4*n), durations(last)["recurse"].Count(), "durations stay exact when records are lost")
+}
+
+// A pipeline that refuses spans never blocks the traced program: the
+// receiver drops and the collector counts the refused spans.
+func TestRefusingPipeline(t *testing.T) {
+	testutil.RequireRoot(t)
+	b := testutil.BuildDemo(t, "-O2")
+	demo := testutil.StartDemo(t, b.Program)
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	cfg := createDefaultConfig()
+	cfg.Targets = []config.Target{{Path: b.Program, Spans: []config.Span{{Name: "recurse", Function: "recurse"}}}}
+	refuse := consumertest.NewErr(consumererror.NewPermanent(errors.New("refused")))
+	r, err := NewFactory().CreateTraces(context.Background(), metadatatest.NewSettings(tel), cfg, refuse)
+	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
+	demo.Run(25)
+	require.NoError(t, r.Shutdown(context.Background()))
+	refused, err := tel.GetMetric("otelcol_receiver_refused_spans")
+	require.NoError(t, err)
+	var total int64
+	for _, dp := range refused.Data.(metricdata.Sum[int64]).DataPoints {
+		total += dp.Value
+	}
+	assert.Equal(t, int64(100), total)
+}
