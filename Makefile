@@ -13,7 +13,7 @@ FUZZTIME    ?= 10s
 # libbpf headers, <sys/sdt.h> for the test programs, bpftrace for comparisons.
 APT_PACKAGES := clang-14 llvm-14 libbpf-dev linux-libc-dev systemtap-sdt-dev gcc make bpftrace
 
-.PHONY: all deps generate check-generate test test-unit test-distro fuzz build run demo clean
+.PHONY: all deps generate check-generate test test-unit test-distro fuzz build run demo bench bench-smoke clean
 
 all: test
 
@@ -83,6 +83,17 @@ run: build demo
 	@$(DEMO_DIR)/demo --loop 500 & demo=$$!; \
 	trap "kill $$demo 2>/dev/null" EXIT INT TERM; \
 	UPROBE_DEMO_DIR=$(abspath $(DEMO_DIR)) $(DISTRO) --config testdata/demo/collector.yaml
+
+# bench measures the receiver against the kernel's floor and bpftrace and
+# writes docs/benchmarks.md and docs/benchmarks.json (several minutes).
+bench: deps build
+	mkdir -p docs
+	$(GO) run ./internal/bench -out docs -distro $(abspath $(DISTRO))
+
+# bench-smoke is the seconds-long version CI runs so that the benchmark
+# cannot rot; its numbers are not meant to be read.
+bench-smoke: deps build
+	$(GO) run ./internal/bench -smoke -distro $(abspath $(DISTRO))
 
 clean:
 	rm -rf $(BUILD_DIR)

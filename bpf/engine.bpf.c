@@ -371,9 +371,7 @@ static __always_inline void span_exit(const struct pt_regs *regs, const struct s
 	}
 }
 
-/* count_hit is attached to sites that only count: the cookie is the probe id. */
-SEC("uprobe")
-int count_hit(struct pt_regs *ctx)
+static __always_inline int count_hit_impl(struct pt_regs *ctx)
 {
 	__u32 probe_id = bpf_get_attach_cookie(ctx);
 	struct probe_stats *ps = bpf_map_lookup_elem(&probes, &probe_id);
@@ -383,9 +381,7 @@ int count_hit(struct pt_regs *ctx)
 	return 0;
 }
 
-/* site_hit is attached to sites that open or close spans: the cookie is the site id. */
-SEC("uprobe")
-int site_hit(struct pt_regs *ctx)
+static __always_inline int site_hit_impl(struct pt_regs *ctx)
 {
 	__u32 site_id = bpf_get_attach_cookie(ctx);
 	const struct site *s = bpf_map_lookup_elem(&sites, &site_id);
@@ -402,4 +398,36 @@ int site_hit(struct pt_regs *ctx)
 	if (s->flags & SITE_ENTRY)
 		span_entry(ctx, s, site_id);
 	return 0;
+}
+
+/*
+ * Each program comes twice: attached one location at a time through a perf
+ * event ("uprobe"), or many locations at once through a uprobe_multi link
+ * (Linux 6.6, "uprobe.multi"). The loader keeps the pair it uses.
+ */
+
+/* count_hit is attached to sites that only count: the cookie is the probe id. */
+SEC("uprobe")
+int count_hit(struct pt_regs *ctx)
+{
+	return count_hit_impl(ctx);
+}
+
+SEC("uprobe.multi")
+int count_hit_multi(struct pt_regs *ctx)
+{
+	return count_hit_impl(ctx);
+}
+
+/* site_hit is attached to sites that open or close spans: the cookie is the site id. */
+SEC("uprobe")
+int site_hit(struct pt_regs *ctx)
+{
+	return site_hit_impl(ctx);
+}
+
+SEC("uprobe.multi")
+int site_hit_multi(struct pt_regs *ctx)
+{
+	return site_hit_impl(ctx);
 }

@@ -83,14 +83,16 @@ const (
 
 // Names of the engine's programs and maps in the collection spec.
 const (
-	ProgramCountHit = engineProgCountHit
-	ProgramSiteHit  = engineProgSiteHit
-	MapSites        = engineMapSites
-	MapProbes       = engineMapProbes
-	MapSpans        = engineMapSpans
-	MapRecords      = engineMapRecords
-	MapTaskStates   = engineMapTaskStates
-	VarEmitRecords  = engineVarEmitRecords
+	ProgramCountHit      = engineProgCountHit
+	ProgramSiteHit       = engineProgSiteHit
+	ProgramCountHitMulti = engineProgCountHitMulti
+	ProgramSiteHitMulti  = engineProgSiteHitMulti
+	MapSites             = engineMapSites
+	MapProbes            = engineMapProbes
+	MapSpans             = engineMapSpans
+	MapRecords           = engineMapRecords
+	MapTaskStates        = engineMapTaskStates
+	VarEmitRecords       = engineVarEmitRecords
 )
 
 // Spec returns a fresh copy of the engine's collection spec, parsed from the
@@ -98,3 +100,15 @@ const (
 func Spec() (*ebpf.CollectionSpec, error) {
 	return loadEngine()
 }
+
+// FloorSpec returns a fresh copy of the benchmark floor's collection spec:
+// program ProgramFloorCount counting into the one-entry per-CPU map MapFloorHits.
+func FloorSpec() (*ebpf.CollectionSpec, error) {
+	return loadFloor()
+}
+
+// Names in the floor's collection spec.
+const (
+	ProgramFloorCount = floorProgFloorCount
+	MapFloorHits      = floorMapFloorHits
+)

@@ -163,7 +163,9 @@ const (
 	engineMapSpans          = "spans"
 	engineMapTaskStates     = "task_states"
 	engineProgCountHit      = "count_hit"
+	engineProgCountHitMulti = "count_hit_multi"
 	engineProgSiteHit       = "site_hit"
+	engineProgSiteHitMulti  = "site_hit_multi"
 	engineVarEmitRecords    = "emit_records"
 	engineVarUnusedAbiTypes = "unused_abi_types"
 )
@@ -210,8 +212,10 @@ type engineSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type engineProgramSpecs struct {
-	CountHit *ebpf.ProgramSpec `ebpf:"count_hit"`
-	SiteHit  *ebpf.ProgramSpec `ebpf:"site_hit"`
+	CountHit      *ebpf.ProgramSpec `ebpf:"count_hit"`
+	CountHitMulti *ebpf.ProgramSpec `ebpf:"count_hit_multi"`
+	SiteHit       *ebpf.ProgramSpec `ebpf:"site_hit"`
+	SiteHitMulti  *ebpf.ProgramSpec `ebpf:"site_hit_multi"`
 }
 
 // engineMapSpecs contains maps before they are loaded into the kernel.
@@ -282,14 +286,18 @@ type engineVariables struct {
 //
 // It can be passed to loadEngineObjects or ebpf.CollectionSpec.LoadAndAssign.
 type enginePrograms struct {
-	CountHit *ebpf.Program `ebpf:"count_hit"`
-	SiteHit  *ebpf.Program `ebpf:"site_hit"`
+	CountHit      *ebpf.Program `ebpf:"count_hit"`
+	CountHitMulti *ebpf.Program `ebpf:"count_hit_multi"`
+	SiteHit       *ebpf.Program `ebpf:"site_hit"`
+	SiteHitMulti  *ebpf.Program `ebpf:"site_hit_multi"`
 }
 
 func (p *enginePrograms) Close() error {
 	return _EngineClose(
 		p.CountHit,
+		p.CountHitMulti,
 		p.SiteHit,
+		p.SiteHitMulti,
 	)
 }
 

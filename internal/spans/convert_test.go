@@ -111,7 +111,7 @@ func TestPutInt(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := pcommon.NewMap()
-			putInt(m, "k", tt.v, tt.raw)
+			putInt(m, "k", tt.v, tt.raw, nil)
 			require.Equal(t, 1, m.Len())
 			got, ok := m.Get("k")
 			require.True(t, ok)
@@ -158,7 +158,7 @@ func TestPutValue(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := pcommon.NewMap()
-			n, ok := putValue(m, &tt.f, tt.data)
+			n, ok := putValue(m, &tt.f, tt.data, nil)
 			assert.Equal(t, tt.wantOK, ok)
 			if !ok {
 				assert.Equal(t, 0, m.Len(), "a malformed value puts nothing")

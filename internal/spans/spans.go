@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -54,6 +55,7 @@ type Builder struct {
 	s      Settings
 	counts Counts
 	groups map[resourceKey]ptrace.SpanSlice
+	text   arena
 }
 
 type resourceKey struct {
@@ -74,11 +76,17 @@ func (b *Builder) Counts() Counts { return b.counts }
 func (b *Builder) Build(in []event.Span) ptrace.Traces {
 	td := ptrace.NewTraces()
 	clear(b.groups)
+	b.text.reset(64 * len(in))
+	var lastKey resourceKey
+	var last ptrace.SpanSlice
 	for i := range in {
 		ev := &in[i]
 		def := b.s.Plan.Spans[ev.Def]
 		key := resourceKey{def.Target, ev.PID}
-		ss, ok := b.groups[key]
+		ss, ok := last, i > 0 && key == lastKey
+		if !ok {
+			ss, ok = b.groups[key]
+		}
 		if !ok {
 			rs := td.ResourceSpans().AppendEmpty()
 			b.resource(rs.Resource(), def.Target, ev.PID)
@@ -91,9 +99,40 @@ func (b *Builder) Build(in []event.Span) ptrace.Traces {
 			}
 			b.groups[key] = ss
 		}
+		lastKey, last = key, ss
 		b.span(ss.AppendEmpty(), ev, def)
 	}
 	return td
+}
+
+// arena holds the text of one Build's string attributes: one allocation for
+// the batch instead of one per value. Strings point into it, so bytes once
+// written are never changed; a full arena is replaced, not reused.
+type arena struct {
+	buf []byte
+}
+
+func (a *arena) reset(size int) {
+	a.buf = make([]byte, 0, max(size, 4096))
+}
+
+// str returns a string holding the bytes appended by fill.
+func (a *arena) str(fill func([]byte) []byte) string {
+	if a == nil {
+		return string(fill(nil))
+	}
+	start := len(a.buf)
+	grown := fill(a.buf)
+	if n := len(grown) - start; cap(grown) != cap(a.buf) && n > 0 {
+		// fill outgrew the arena and moved it: keep writing in a new one.
+		a.buf = grown[start:len(grown):len(grown)]
+		return unsafe.String(&a.buf[0], n)
+	}
+	a.buf = grown
+	if len(grown) == start {
+		return ""
+	}
+	return unsafe.String(&a.buf[start], len(grown)-start)
 }
 
 func (b *Builder) resource(r pcommon.Resource, ti int, pid uint32) {
@@ -144,7 +183,7 @@ func (b *Builder) decode(attrs pcommon.Map, fetches []target.Fetch, data []byte,
 			b.counts.FetchErrors++
 			continue
 		}
-		n, ok := putValue(attrs, f, data)
+		n, ok := putValue(attrs, f, data, &b.text)
 		if !ok {
 			b.counts.Malformed++
 			return
@@ -155,13 +194,13 @@ func (b *Builder) decode(attrs pcommon.Map, fetches []target.Fetch, data []byte,
 
 // putValue decodes the value of f at the start of data into attrs and
 // returns the bytes it took.
-func putValue(attrs pcommon.Map, f *target.Fetch, data []byte) (int, bool) {
+func putValue(attrs pcommon.Map, f *target.Fetch, data []byte, text *arena) (int, bool) {
 	switch f.Store {
 	case target.StoreInt:
 		if len(data) < 8 {
 			return 0, false
 		}
-		putInt(attrs, f.Key, f.Value, binary.LittleEndian.Uint64(data))
+		putInt(attrs, f.Key, f.Value, binary.LittleEndian.Uint64(data), text)
 		return 8, true
 	case target.StoreString:
 		if len(data) < 2 {
@@ -174,7 +213,7 @@ func putValue(attrs pcommon.Map, f *target.Fetch, data []byte) (int, bool) {
 		}
 		raw := data[2 : 2+n]
 		if utf8.Valid(raw) {
-			attrs.PutStr(f.Key, string(raw))
+			attrs.PutStr(f.Key, text.str(func(b []byte) []byte { return append(b, raw...) }))
 		} else {
 			attrs.PutStr(f.Key, strings.ToValidUTF8(string(raw), "\uFFFD"))
 		}
@@ -193,7 +232,7 @@ func putValue(attrs pcommon.Map, f *target.Fetch, data []byte) (int, bool) {
 func align8(n int) int { return (n + 7) &^ 7 }
 
 // putInt converts a stored integer as v describes and puts it.
-func putInt(attrs pcommon.Map, key string, v target.Value, raw uint64) {
+func putInt(attrs pcommon.Map, key string, v target.Value, raw uint64, text *arena) {
 	if v.FromArg {
 		raw >>= v.Shift
 		raw = extend(raw, v.ArgSize, v.ArgSigned)
@@ -202,8 +241,8 @@ func putInt(attrs pcommon.Map, key string, v target.Value, raw uint64) {
 	case fetch.KindSigned:
 		attrs.PutInt(key, int64(extend(raw, v.Type.Size, true)))
 	case fetch.KindHex:
-		var buf [18]byte
-		attrs.PutStr(key, string(strconv.AppendUint(append(buf[:0], "0x"...), extend(raw, v.Type.Size, false), 16)))
+		x := extend(raw, v.Type.Size, false)
+		attrs.PutStr(key, text.str(func(b []byte) []byte { return strconv.AppendUint(append(b, "0x"...), x, 16) }))
 	default:
 		// Unsigned values above math.MaxInt64 wrap: OpenTelemetry has no unsigned integers.
 		attrs.PutInt(key, int64(extend(raw, v.Type.Size, false)))

@@ -188,3 +188,11 @@ func (d *Demo) Stop() {
 		<-done
 	}
 }
+
+// RequireRootOrExit ends a command that needs root, with one sentence.
+func RequireRootOrExit() {
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "this needs root: it loads BPF programs and attaches uprobes")
+		os.Exit(1)
+	}
+}

@@ -3,5 +3,6 @@
 // target.Plan, fills the site specs, attaches every uprobe (all or nothing),
 // drains the span ring buffer in batches and reads the per-CPU counters. It is
 // the only package that imports cilium/ebpf's link and ringbuf facilities.
-// Needs Linux 5.15 with BTF, and root or CAP_SYS_ADMIN.
+// Needs Linux 5.15 with BTF, and root or CAP_BPF with CAP_PERFMON (6.6 and
+// later, through uprobe_multi links) or CAP_SYS_ADMIN (older kernels).
 package tracer

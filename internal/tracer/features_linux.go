@@ -12,7 +12,7 @@ import (
 )
 
 // ErrPermission says the process may not load BPF programs or create uprobes.
-var ErrPermission = errors.New("permission denied: the uprobe receiver needs root, or CAP_SYS_ADMIN (the kernel's uprobe perf events require it; CAP_BPF with CAP_PERFMON is not enough)")
+var ErrPermission = errors.New("permission denied: the uprobe receiver needs root, or CAP_BPF with CAP_PERFMON (Linux 6.6 and later, which have uprobe_multi links), or CAP_SYS_ADMIN (older kernels, whose uprobe perf events require it)")
 
 // CheckKernel detects what the engine needs from the running kernel and
 // returns one sentence naming the first thing missing, or nil. Minimum:

@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
@@ -24,6 +25,10 @@ type Options struct {
 	// NoRecords makes the engine pair, count and aggregate spans without
 	// fetching values or writing records: nobody consumes spans.
 	NoRecords bool
+	// PerLocation attaches every location through its own perf event even
+	// when the kernel has uprobe_multi links (Linux 6.6), which attach and
+	// detach many locations at once.
+	PerLocation bool
 }
 
 // AttachFailure is one attachment the kernel refused.
@@ -55,6 +60,7 @@ func (e *AttachError) Unwrap() error { return e.Failures[0].Err }
 // Tracer owns the loaded engine, its links and its ring buffer reader.
 type Tracer struct {
 	plan     *target.Plan
+	multi    bool
 	coll     *ebpf.Collection
 	probes   *ebpf.Map
 	spans    *ebpf.Map
@@ -85,6 +91,12 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 	spec.Maps[bpfobj.MapProbes].MaxEntries = uint32(max(1, len(plan.Probes)))
 	spec.Maps[bpfobj.MapSpans].MaxEntries = uint32(max(1, len(plan.Spans)))
 	spec.Maps[bpfobj.MapRecords].MaxEntries = uint32(size)
+	multi := !opts.PerLocation && features.HaveBPFLinkUprobeMulti() == nil
+	for _, name := range []string{bpfobj.ProgramCountHit, bpfobj.ProgramSiteHit, bpfobj.ProgramCountHitMulti, bpfobj.ProgramSiteHitMulti} {
+		if isMulti := strings.HasSuffix(name, "_multi"); isMulti != multi {
+			delete(spec.Programs, name) // load only the variant in use
+		}
+	}
 	if err := spec.Variables[bpfobj.VarEmitRecords].Set(boolByte(!opts.NoRecords)); err != nil {
 		return nil, fmt.Errorf("configuring the BPF engine: %w", err)
 	}
@@ -102,6 +114,7 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 	}
 	t := &Tracer{
 		plan:   plan,
+		multi:  multi,
 		coll:   coll,
 		probes: coll.Maps[bpfobj.MapProbes],
 		spans:  coll.Maps[bpfobj.MapSpans],
@@ -132,55 +145,137 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 	return t, nil
 }
 
+// program returns the loaded program an attachment runs.
+func (t *Tracer) program(p target.Program) *ebpf.Program {
+	name := bpfobj.ProgramSiteHit
+	if p == target.ProgramCount {
+		name = bpfobj.ProgramCountHit
+	}
+	if t.multi {
+		name += "_multi"
+	}
+	return t.coll.Programs[name]
+}
+
+// attach attaches every attachment of the plan and, if any fails, reports
+// every failure; the caller then closes what did attach.
 func (t *Tracer) attach() error {
 	executables := map[string]*link.Executable{}
 	var failures []AttachFailure
-	for _, a := range t.plan.Attachments {
-		ref := t.plan.Probes[a.Probe].Ref
-		fail := func(err error) {
-			failures = append(failures, AttachFailure{Attachment: a, Probe: ref, Err: err})
+	executable := func(path string) (*link.Executable, error) {
+		if ex, ok := executables[path]; ok {
+			return ex, nil
 		}
-		ex, ok := executables[a.Path]
-		if !ok {
-			var err error
-			if ex, err = link.OpenExecutable(a.Path); err != nil {
-				fail(err)
+		ex, err := link.OpenExecutable(path)
+		if err != nil {
+			return nil, err
+		}
+		executables[path] = ex
+		return ex, nil
+	}
+	fail := func(a target.Attachment, err error) {
+		switch {
+		case errors.Is(err, os.ErrPermission):
+			err = fmt.Errorf("%w (%w)", ErrPermission, err)
+		case a.PID != 0 && (errors.Is(err, unix.ESRCH) || errors.Is(err, os.ErrNotExist)):
+			err = fmt.Errorf("process %d does not exist (%w)", a.PID, err)
+		}
+		failures = append(failures, AttachFailure{Attachment: a, Probe: t.plan.Probes[a.Probe].Ref, Err: err})
+	}
+
+	if t.multi {
+		for _, g := range groupAttachments(t.plan.Attachments) {
+			ex, err := executable(g[0].Path)
+			if err != nil {
+				for _, a := range g {
+					fail(a, err)
+				}
 				continue
 			}
-			executables[a.Path] = ex
-		}
-		prog := t.coll.Programs[bpfobj.ProgramSiteHit]
-		if a.Program == target.ProgramCount {
-			prog = t.coll.Programs[bpfobj.ProgramCountHit]
-		}
-		opts := &link.UprobeOptions{
-			Address:       a.FileOffset,
-			RefCtrOffset:  a.RefCtrOffset,
-			PID:           a.PID,
-			Cookie:        a.Cookie,
-			TraceFSPrefix: "otelcol_uprobe",
-		}
-		attach := ex.Uprobe
-		if a.Return {
-			attach = ex.Uretprobe
-		}
-		l, err := attach(eventName(ref), prog, opts)
-		if err != nil {
-			switch {
-			case errors.Is(err, os.ErrPermission):
-				err = fmt.Errorf("%w (%w)", ErrPermission, err)
-			case a.PID != 0 && errors.Is(err, unix.ESRCH):
-				err = fmt.Errorf("process %d does not exist (%w)", a.PID, err)
+			l, err := t.attachMulti(ex, g)
+			if err == nil {
+				t.links = append(t.links, l)
+				continue
 			}
-			fail(err)
-			continue
+			// Find which locations the kernel refuses, one link each.
+			for _, a := range g {
+				l, err := t.attachMulti(ex, []target.Attachment{a})
+				if err != nil {
+					fail(a, err)
+					continue
+				}
+				t.links = append(t.links, l)
+			}
 		}
-		t.links = append(t.links, l)
+	} else {
+		for _, a := range t.plan.Attachments {
+			ex, err := executable(a.Path)
+			if err != nil {
+				fail(a, err)
+				continue
+			}
+			opts := &link.UprobeOptions{
+				Address:       a.FileOffset,
+				RefCtrOffset:  a.RefCtrOffset,
+				PID:           a.PID,
+				Cookie:        a.Cookie,
+				TraceFSPrefix: "otelcol_uprobe",
+			}
+			attach := ex.Uprobe
+			if a.Return {
+				attach = ex.Uretprobe
+			}
+			l, err := attach(eventName(t.plan.Probes[a.Probe].Ref), t.program(a.Program), opts)
+			if err != nil {
+				fail(a, err)
+				continue
+			}
+			t.links = append(t.links, l)
+		}
 	}
 	if len(failures) > 0 {
 		return &AttachError{Failures: failures}
 	}
 	return nil
+}
+
+// attachMulti attaches locations that share a file, process filter,
+// direction and program through one uprobe_multi link.
+func (t *Tracer) attachMulti(ex *link.Executable, g []target.Attachment) (link.Link, error) {
+	opts := &link.UprobeMultiOptions{PID: uint32(g[0].PID)}
+	for _, a := range g {
+		opts.Addresses = append(opts.Addresses, a.FileOffset)
+		opts.RefCtrOffsets = append(opts.RefCtrOffsets, a.RefCtrOffset)
+		opts.Cookies = append(opts.Cookies, a.Cookie)
+	}
+	if g[0].Return {
+		return ex.UretprobeMulti(nil, t.program(g[0].Program), opts)
+	}
+	return ex.UprobeMulti(nil, t.program(g[0].Program), opts)
+}
+
+// groupAttachments splits attachments into the groups one uprobe_multi link
+// can carry, in order of first appearance.
+func groupAttachments(all []target.Attachment) [][]target.Attachment {
+	type key struct {
+		path    string
+		pid     int
+		ret     bool
+		program target.Program
+	}
+	index := map[key]int{}
+	var groups [][]target.Attachment
+	for _, a := range all {
+		k := key{a.Path, a.PID, a.Return, a.Program}
+		i, ok := index[k]
+		if !ok {
+			i = len(groups)
+			index[k] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], a)
+	}
+	return groups
 }
 
 func boolByte(b bool) uint8 {
@@ -296,6 +391,8 @@ func (t *Tracer) Detach() error {
 		return nil
 	}
 	t.detached = true
+	// A uprobe perf event waits for an RCU grace period when it goes (about
+	// 0.1 s each here); a uprobe_multi link waits once for all its locations.
 	errs := make([]error, 0, len(t.links))
 	for _, l := range t.links {
 		errs = append(errs, l.Close())

@@ -18,13 +18,20 @@ import (
 
 const testRing = 1 << 20
 
-func openDemo(t *testing.T, targets []config.Target) (*Tracer, *target.Plan) {
+// attachModes are the two ways the tracer attaches: uprobe_multi links
+// where the kernel has them, and one perf event per location.
+var attachModes = []struct {
+	name        string
+	perLocation bool
+}{{"multi", false}, {"per-location", true}}
+
+func openDemo(t *testing.T, targets []config.Target, perLocation ...bool) (*Tracer, *target.Plan) {
 	t.Helper()
 	testutil.RequireRoot(t)
 	require.NoError(t, config.Validate(targets))
 	plan, err := target.Resolve(targets)
 	require.NoError(t, err)
-	tr, err := Open(plan, Options{RingBufferSize: testRing})
+	tr, err := Open(plan, Options{RingBufferSize: testRing, PerLocation: len(perLocation) > 0 && perLocation[0]})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, tr.Close()) })
 	return tr, plan
@@ -77,12 +84,20 @@ func TestCheckKernel(t *testing.T) {
 }
 
 func TestCountOnly(t *testing.T) {
+	for _, mode := range attachModes {
+		t.Run(mode.name, func(t *testing.T) { testCountOnly(t, mode.perLocation) })
+	}
+}
+
+func testCountOnly(t *testing.T, perLocation bool) {
 	b := testutil.BuildDemo(t, "-O2")
 	demo := testutil.StartDemo(t, b.Program)
 	tr, plan := openDemo(t, []config.Target{{
 		Path:     b.Program,
 		Counters: []string{"usdt:demo:tick", "uprobe:inner", "uretprobe:outer"},
-	}})
+		Spans:    []config.Span{{Name: "query", Entry: "usdt:demo:query__start", Exit: "usdt:demo:query__done"}},
+	}}, perLocation)
+	assert.Equal(t, [3]int{1, 1, 2}, demo.Semaphores())
 	demo.Run(7)
 	require.NoError(t, tr.Detach())
 	st, err := tr.Stats()
@@ -90,7 +105,8 @@ func TestCountOnly(t *testing.T) {
 	assert.Equal(t, uint64(14), st.Probes[probeIndex(t, plan, "usdt:demo:tick")].Hits, "two sites per iteration")
 	assert.Equal(t, uint64(14), st.Probes[probeIndex(t, plan, "uprobe:inner")].Hits)
 	assert.Equal(t, uint64(7), st.Probes[probeIndex(t, plan, "uretprobe:outer")].Hits)
-	assert.Empty(t, drainAll(t, tr), "counters make no span records")
+	assert.Len(t, drainAll(t, tr), 7, "only the span makes records")
+	assert.Equal(t, [3]int{0, 0, 0}, demo.Semaphores(), "Detach lowers the semaphores")
 	demo.Run(3)
 	st2, err := tr.Stats()
 	require.NoError(t, err)
@@ -187,6 +203,12 @@ func TestOverflow(t *testing.T) {
 // If one attachment fails, nothing stays attached and every semaphore
 // raised on the way is lowered.
 func TestOpenAllOrNothing(t *testing.T) {
+	for _, mode := range attachModes {
+		t.Run(mode.name, func(t *testing.T) { testOpenAllOrNothing(t, mode.perLocation) })
+	}
+}
+
+func testOpenAllOrNothing(t *testing.T, perLocation bool) {
 	testutil.RequireRoot(t)
 	b := testutil.BuildDemo(t, "-O2")
 	demo := testutil.StartDemo(t, b.Program)
@@ -204,7 +226,7 @@ func TestOpenAllOrNothing(t *testing.T) {
 	bad.RefCtrOffset = 0
 	plan.Attachments = append(plan.Attachments, bad)
 
-	_, err = Open(plan, Options{RingBufferSize: testRing})
+	_, err = Open(plan, Options{RingBufferSize: testRing, PerLocation: perLocation})
 	var ae *AttachError
 	require.True(t, errors.As(err, &ae), "got %v", err)
 	require.Len(t, ae.Failures, 1)

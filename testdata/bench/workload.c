@@ -1,0 +1,116 @@
+/*
+ * workload is the program the benchmark traces. probed() and twin() are
+ * identical functions (both start with push %rbp, an instruction the kernel
+ * emulates), so the cost a probe adds is probed - twin, timed in the same run.
+ *
+ * Commands on stdin:
+ *   measure N R     R interleaved rounds of N calls to each; prints
+ *                   "ns PROBED TWIN": median nanoseconds per call
+ *   pace RATE SECS  calls probed() RATE times a second (0: as fast as it
+ *                   can) for SECS seconds; prints "paced CALLS NS" (NS: time taken)
+ *   ping            calls ping() once and prints "pong" (a tracer's probe on
+ *                   ping() tells when it is attached)
+ *   exit
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Written in assembly so that every compiler gives them the same first
+ * instruction (push %rbp) and the same length. */
+long probed(long a, long b);
+long twin(long a, long b);
+__asm__(".text\n"
+	".globl probed\n.type probed, @function\n"
+	"probed:\n\tpush %rbp\n\tmov %rsp, %rbp\n\tmov %rdi, %rax\n\txor %rsi, %rax\n\tpop %rbp\n\tret\n"
+	".size probed, .-probed\n"
+	".globl twin\n.type twin, @function\n"
+	"twin:\n\tpush %rbp\n\tmov %rsp, %rbp\n\tmov %rdi, %rax\n\txor %rsi, %rax\n\tpop %rbp\n\tret\n"
+	".size twin, .-twin\n");
+
+__attribute__((noinline)) void ping(void)
+{
+	__asm__ volatile("" ::: "memory");
+}
+
+static long long now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+volatile long sink;
+
+static void measure(long n, int rounds)
+{
+	double *p = calloc(rounds, sizeof(double)), *t = calloc(rounds, sizeof(double));
+	for (int r = 0; r < rounds; r++) {
+		long long t0 = now_ns();
+		for (long i = 0; i < n; i++)
+			sink = probed(i, r);
+		long long t1 = now_ns();
+		for (long i = 0; i < n; i++)
+			sink = twin(i, r);
+		long long t2 = now_ns();
+		p[r] = (double)(t1 - t0) / n;
+		t[r] = (double)(t2 - t1) / n;
+	}
+	qsort(p, rounds, sizeof(double), cmp);
+	qsort(t, rounds, sizeof(double), cmp);
+	printf("ns %.1f %.1f\n", p[rounds / 2], t[rounds / 2]);
+	fflush(stdout);
+	free(p);
+	free(t);
+}
+
+static void pace(long rate, double secs)
+{
+	long long start = now_ns(), end = start + (long long)(secs * 1e9), next = start;
+	long long step = rate > 0 ? 1000000000LL / rate : 0;
+	long calls = 0;
+	for (;;) {
+		long long t = now_ns();
+		if (t >= end)
+			break;
+		if (t < next)
+			continue; /* busy-wait: sleeping would not keep the rate */
+		for (int k = 0; k < 64 && (step == 0 || next <= t); k++) {
+			sink = probed(calls, k);
+			calls++;
+			next += step;
+		}
+	}
+	printf("paced %ld %lld\n", calls, now_ns() - start);
+	fflush(stdout);
+}
+
+int main(void)
+{
+	char line[128];
+	printf("ready\n");
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin)) {
+		long n, rate;
+		int r;
+		double secs;
+		if (sscanf(line, "measure %ld %d", &n, &r) == 2)
+			measure(n, r);
+		else if (sscanf(line, "pace %ld %lf", &rate, &secs) == 2)
+			pace(rate, secs);
+		else if (strncmp(line, "ping", 4) == 0) {
+			ping();
+			printf("pong\n");
+			fflush(stdout);
+		} else if (strncmp(line, "exit", 4) == 0)
+			break;
+	}
+	return 0;
+}
