@@ -67,8 +67,10 @@ enum fetch_kind {
 
 /* site_flag says which roles a site plays besides counting its hits. */
 enum site_flag {
-	SITE_ENTRY = 1, /* opens span entry_span */
-	SITE_EXIT = 2,  /* closes span exit_span */
+	SITE_ENTRY = 1,   /* opens span entry_span */
+	SITE_EXIT = 2,    /* closes span exit_span */
+	SITE_CARRIER = 4,  /* entry_span carries a trace context for the spans nested in it */
+	SITE_FUNCTION = 8, /* entry_span is a whole function: entry at its first instruction, exit at its return */
 };
 
 /*
@@ -76,7 +78,9 @@ enum site_flag {
  *   v = base + disp + index_reg * scale
  * then, for each of deref_count offsets, v = *(v + offset) read from user
  * memory: 8 bytes for every dereference but the last of an INT fetch, which
- * reads read_size bytes. STRING and BYTES fetches then read at address v.
+ * reads read_size bytes. With last_is_address, the last offset is only added
+ * (v = v + offset): "+8(%di):string" is the string at di+8, as in the
+ * kernel's probe syntax. STRING and BYTES fetches then read at address v.
  */
 struct fetch_op {
 	__s64 disp;
@@ -88,7 +92,7 @@ struct fetch_op {
 	__u8 deref_count; /* 0..ABI_MAX_DEREFS */
 	__u8 kind;        /* enum fetch_kind */
 	__u8 read_size;   /* 1, 2, 4 or 8: bytes of the last dereference of an INT */
-	__u8 pad;
+	__u8 last_is_address; /* the last dereference computes an address, reads nothing */
 	__u16 max_len;    /* STRING: buffer bytes including NUL; BYTES: bytes */
 	__u16 pad2;
 	__u32 pad3;
@@ -129,7 +133,7 @@ struct span_stats {
 	__u64 sum_ns;     /* sum of their durations */
 	__u64 lost;       /* records the ring buffer refused */
 	__u64 unmatched;  /* exits with no open entry on the thread */
-	__u64 abandoned;  /* open spans discarded because an outer span closed first */
+	__u64 abandoned;  /* open spans discarded: an outer span closed first, or their stack was unwound */
 	__u64 overflow;   /* entries deeper than ABI_MAX_DEPTH, not recorded */
 	__u64 no_state;   /* entries dropped because task storage could not be had */
 	__u64 unsampled;  /* completed spans not recorded: their trace was not sampled */
@@ -141,6 +145,7 @@ struct span_stats {
 enum record_flag {
 	RECORD_TRUNCATED = 1, /* a fetch did not fit in ABI_DATA_CAP */
 	RECORD_UNSAMPLED = 2, /* in the frame only: the span's trace is not sampled */
+	RECORD_CARRIER = 4,   /* the span carries a trace context (SITE_CARRIER at entry) */
 };
 
 /*
@@ -153,6 +158,7 @@ struct span_record {
 	__u64 end_ns;
 	__u64 parent_start_ns; /* start of the enclosing open span on the thread, 0 for a root */
 	__u64 root_start_ns;   /* start of the outermost open span on the thread */
+	__u64 context_start_ns; /* start of the nearest enclosing carrier span, 0 if none */
 	__u32 pid;             /* thread group id, in the initial pid namespace */
 	__u32 tid;             /* thread id, in the initial pid namespace */
 	__u32 span;            /* span definition index */

@@ -59,6 +59,10 @@ struct {
  * data area has room for one more string beyond ABI_DATA_CAP so that bounds
  * the verifier can see are enough. */
 struct frame {
+	__u64 sp;       /* stack pointer at entry */
+	__u8 function;  /* SITE_FUNCTION: the span is the activation of a function */
+	__u8 pad[7];
+	/* rec and data are contiguous: they leave as one ring-buffer record. */
 	struct span_record rec;
 	__u8 data[ABI_DATA_CAP + ABI_STRING_MAX + 8];
 };
@@ -135,6 +139,10 @@ __noinline __u32 fetch_one(const struct reg_file *rf, const struct fetch_op *op,
 			break;
 		__u64 addr = v + op->deref_offsets[d];
 		__u32 size = 8;
+		if (d + 1 == op->deref_count && op->last_is_address) {
+			v = addr;
+			break;
+		}
 		if (d + 1 == op->deref_count && op->kind == FETCH_KIND_INT && op->read_size < 8)
 			size = op->read_size;
 		v = 0;
@@ -202,6 +210,69 @@ static __always_inline struct span_stats *span_stats_of(__u32 span)
 	return bpf_map_lookup_elem(&spans, &span);
 }
 
+static __always_inline void abandon(struct task_state *ts, __u32 k)
+{
+	struct span_stats *ast = span_stats_of(ts->frames[k & (ABI_MAX_DEPTH - 1)].rec.span);
+
+	if (ast)
+		add(&ast->abandoned, 1);
+}
+
+/*
+ * drop_stale drops open spans whose exit can no longer come because the
+ * stack was unwound past them (longjmp, exceptions), so that they do not
+ * become the parents of everything after them on the thread:
+ *  - a function span is dead once a probe fires with the stack pointer above
+ *    the one its entry saw (its activation is gone; equal is a tail call);
+ *  - when a span opens again while one of its definition is open, at a stack
+ *    pointer at or above the one that open span's entry saw, the open one is
+ *    dead (a span can only nest in itself deeper in the stack), with
+ *    everything opened after it: "start, error, start again".
+ * Dropped spans count as abandoned, and so do entries lost to overflow.
+ */
+static __always_inline void drop_stale(struct task_state *ts, __u32 span, __u64 sp)
+{
+	__u32 depth = ts->depth;
+	int dropped = 0;
+
+	if (depth > ABI_MAX_DEPTH)
+		depth = ABI_MAX_DEPTH;
+	for (__u32 i = 0; i < ABI_MAX_DEPTH; i++) {
+		if (depth == 0)
+			break;
+		struct frame *top = &ts->frames[(depth - 1) & (ABI_MAX_DEPTH - 1)];
+		if (!top->function || top->sp >= sp)
+			break;
+		abandon(ts, depth - 1);
+		depth--;
+		dropped = 1;
+	}
+	for (__u32 i = 0; i < ABI_MAX_DEPTH; i++) {
+		if (i >= depth)
+			break;
+		__u32 k = (depth - 1 - i) & (ABI_MAX_DEPTH - 1);
+		struct frame *f = &ts->frames[k];
+		if (f->rec.span != span)
+			continue;
+		/* The innermost open span of this definition decides: outer
+		 * ones have higher stack pointers. */
+		if (f->sp <= sp) {
+			for (__u32 j = 0; j < ABI_MAX_DEPTH; j++) {
+				if (k + j >= depth)
+					break;
+				abandon(ts, k + j);
+			}
+			depth = k;
+			dropped = 1;
+		}
+		break;
+	}
+	if (dropped) {
+		ts->depth = depth;
+		ts->overflow = 0; /* deeper unrecorded entries were unwound too */
+	}
+}
+
 static __always_inline void span_entry(const struct pt_regs *regs, const struct site *s, __u32 site_id)
 {
 	struct span_stats *st = span_stats_of(s->entry_span);
@@ -215,6 +286,9 @@ static __always_inline void span_entry(const struct pt_regs *regs, const struct 
 		add(&st->no_state, 1);
 		return;
 	}
+	__u64 sp = regs->sp;
+	if (ts->depth)
+		drop_stale(ts, s->entry_span, sp);
 	if (ts->overflow || ts->depth >= ABI_MAX_DEPTH) {
 		ts->overflow++;
 		add(&st->overflow, 1);
@@ -227,10 +301,13 @@ static __always_inline void span_entry(const struct pt_regs *regs, const struct 
 
 	f->rec.parent_start_ns = 0;
 	f->rec.root_start_ns = 0;
+	f->rec.context_start_ns = 0;
 	if (depth > 0) {
 		struct frame *parent = &ts->frames[(depth - 1) & (ABI_MAX_DEPTH - 1)];
 		f->rec.parent_start_ns = parent->rec.start_ns;
 		f->rec.root_start_ns = parent->rec.root_start_ns;
+		f->rec.context_start_ns = parent->rec.flags & RECORD_CARRIER ? parent->rec.start_ns
+									 : parent->rec.context_start_ns;
 	}
 	__u8 unsampled;
 	if (depth > 0)
@@ -248,6 +325,8 @@ static __always_inline void span_entry(const struct pt_regs *regs, const struct 
 	f->rec.depth = depth;
 	f->rec.exit_len = 0;
 	f->rec.exit_failed = 0;
+	f->sp = sp;
+	f->function = s->flags & SITE_FUNCTION ? 1 : 0;
 
 	__u8 failed = 0, truncated = 0;
 	__u32 len = 0;
@@ -258,7 +337,8 @@ static __always_inline void span_entry(const struct pt_regs *regs, const struct 
 	}
 	f->rec.entry_len = len;
 	f->rec.entry_failed = failed;
-	f->rec.flags = (truncated ? RECORD_TRUNCATED : 0) | unsampled;
+	f->rec.flags = (truncated ? RECORD_TRUNCATED : 0) | unsampled |
+		       (s->flags & SITE_CARRIER ? RECORD_CARRIER : 0);
 
 	f->rec.start_ns = bpf_ktime_get_ns();
 	if (depth == 0)
@@ -319,12 +399,9 @@ static __always_inline void span_exit(const struct pt_regs *regs, const struct s
 	}
 	/* Open spans above the match never saw their exit: drop them. */
 	for (__u32 i = 0; i < ABI_MAX_DEPTH; i++) {
-		__u32 j = (found + 1 + i) & (ABI_MAX_DEPTH - 1);
 		if (found + 1 + i >= depth)
 			break;
-		struct span_stats *ast = span_stats_of(ts->frames[j].rec.span);
-		if (ast)
-			add(&ast->abandoned, 1);
+		abandon(ts, found + 1 + i);
 	}
 
 	struct frame *f = &ts->frames[found & (ABI_MAX_DEPTH - 1)];
@@ -365,7 +442,7 @@ static __always_inline void span_exit(const struct pt_regs *regs, const struct s
 	if (truncated)
 		f->rec.flags |= RECORD_TRUNCATED;
 
-	if (bpf_ringbuf_output(&records, f, sizeof(struct span_record) + end, BPF_RB_NO_WAKEUP)) {
+	if (bpf_ringbuf_output(&records, &f->rec, sizeof(struct span_record) + end, BPF_RB_NO_WAKEUP)) {
 		add(&st->lost, 1);
 		add(&ps->lost, 1);
 	}

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/component/componentstatus"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/receiverhelper"
 	"go.opentelemetry.io/otel/attribute"
@@ -169,18 +170,26 @@ func (r *uprobeReceiver) drain(ctx context.Context) {
 		if malformed > 0 {
 			r.tel.ReceiverUprobeRecordsMalformed.Add(ctx, int64(malformed))
 		}
-		if n > 0 && r.traces != nil {
-			td := r.builder.Build(r.batch.Spans)
-			obsCtx := r.obs.StartTracesOp(ctx)
-			err := r.traces.ConsumeTraces(obsCtx, td)
-			r.obs.EndTracesOp(obsCtx, metadata.Type.String(), n, err)
-			r.health(err)
+		if r.traces != nil {
+			r.deliver(ctx, r.builder.Build(r.batch.Spans))
 		}
 		r.reportCounts(ctx)
 		if n < r.cfg.MaxBatchSpans {
 			return
 		}
 	}
+}
+
+// deliver hands spans to the traces pipeline, counting them as accepted or refused.
+func (r *uprobeReceiver) deliver(ctx context.Context, td ptrace.Traces) {
+	n := td.SpanCount()
+	if n == 0 {
+		return
+	}
+	obsCtx := r.obs.StartTracesOp(ctx)
+	err := r.traces.ConsumeTraces(obsCtx, td)
+	r.obs.EndTracesOp(obsCtx, metadata.Type.String(), n, err)
+	r.health(err)
 }
 
 // reportCounts adds the builder's new per-event problem counts to the self-telemetry.
@@ -194,6 +203,12 @@ func (r *uprobeReceiver) reportCounts(ctx context.Context) {
 	}
 	if d := c.Malformed - r.reported.Malformed; d > 0 {
 		r.tel.ReceiverUprobeRecordsMalformed.Add(ctx, int64(d))
+	}
+	for o := range c.Context {
+		if d := c.Context[o] - r.reported.Context[o]; d > 0 {
+			r.tel.ReceiverUprobeTraceContexts.Add(ctx, int64(d),
+				metric.WithAttributes(attribute.String("outcome", spans.Outcome(o).String())))
+		}
 	}
 	r.reported = c
 }
@@ -259,6 +274,10 @@ func (r *uprobeReceiver) Shutdown(ctx context.Context) error {
 		r.wg.Wait()
 		err = r.tracer.Detach()
 		r.drain(ctx)
+		if r.traces != nil {
+			r.deliver(ctx, r.builder.Flush()) // spans still waiting for a trace context
+			r.reportCounts(ctx)
+		}
 		r.collect(ctx)
 		err = errors.Join(err, r.tracer.Close())
 	})

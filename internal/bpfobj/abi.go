@@ -50,8 +50,10 @@ const (
 
 // Site flags (enum site_flag).
 const (
-	SiteEntry = uint8(engineSiteFlagSITE_ENTRY)
-	SiteExit  = uint8(engineSiteFlagSITE_EXIT)
+	SiteEntry    = uint8(engineSiteFlagSITE_ENTRY)
+	SiteExit     = uint8(engineSiteFlagSITE_EXIT)
+	SiteCarrier  = uint8(engineSiteFlagSITE_CARRIER)
+	SiteFunction = uint8(engineSiteFlagSITE_FUNCTION)
 )
 
 // Record flags (enum record_flag).

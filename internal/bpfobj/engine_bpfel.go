@@ -41,20 +41,20 @@ const (
 )
 
 type engineFetchOp struct {
-	_            structs.HostLayout
-	Disp         int64
-	DerefOffsets [4]int64
-	Base         uint8
-	BaseReg      uint8
-	IndexReg     uint8
-	Scale        uint8
-	DerefCount   uint8
-	Kind         uint8
-	ReadSize     uint8
-	Pad          uint8
-	MaxLen       uint16
-	Pad2         uint16
-	Pad3         uint32
+	_             structs.HostLayout
+	Disp          int64
+	DerefOffsets  [4]int64
+	Base          uint8
+	BaseReg       uint8
+	IndexReg      uint8
+	Scale         uint8
+	DerefCount    uint8
+	Kind          uint8
+	ReadSize      uint8
+	LastIsAddress uint8
+	MaxLen        uint16
+	Pad2          uint16
+	Pad3          uint32
 }
 
 type engineProbeStats struct {
@@ -68,6 +68,7 @@ type engineRecordFlag uint32
 const (
 	engineRecordFlagRECORD_TRUNCATED engineRecordFlag = 1
 	engineRecordFlagRECORD_UNSAMPLED engineRecordFlag = 2
+	engineRecordFlagRECORD_CARRIER   engineRecordFlag = 4
 )
 
 type engineRegSlot uint32
@@ -115,28 +116,31 @@ type engineSite struct {
 type engineSiteFlag uint32
 
 const (
-	engineSiteFlagSITE_ENTRY engineSiteFlag = 1
-	engineSiteFlagSITE_EXIT  engineSiteFlag = 2
+	engineSiteFlagSITE_ENTRY    engineSiteFlag = 1
+	engineSiteFlagSITE_EXIT     engineSiteFlag = 2
+	engineSiteFlagSITE_CARRIER  engineSiteFlag = 4
+	engineSiteFlagSITE_FUNCTION engineSiteFlag = 8
 )
 
 type engineSpanRecord struct {
-	_             structs.HostLayout
-	StartNs       uint64
-	EndNs         uint64
-	ParentStartNs uint64
-	RootStartNs   uint64
-	Pid           uint32
-	Tid           uint32
-	Span          uint32
-	EntrySite     uint32
-	ExitSite      uint32
-	EntryLen      uint16
-	ExitLen       uint16
-	Depth         uint16
-	Flags         uint8
-	EntryFailed   uint8
-	ExitFailed    uint8
-	Pad           [3]uint8
+	_              structs.HostLayout
+	StartNs        uint64
+	EndNs          uint64
+	ParentStartNs  uint64
+	RootStartNs    uint64
+	ContextStartNs uint64
+	Pid            uint32
+	Tid            uint32
+	Span           uint32
+	EntrySite      uint32
+	ExitSite       uint32
+	EntryLen       uint16
+	ExitLen        uint16
+	Depth          uint16
+	Flags          uint8
+	EntryFailed    uint8
+	ExitFailed     uint8
+	Pad            [3]uint8
 }
 
 type engineSpanStats struct {

@@ -49,5 +49,5 @@ func TestLimitsFitTheRecord(t *testing.T) {
 	require.Equal(t, 0, DataCap&(DataCap-1), "DataCap is a power of two (the engine masks with it)")
 	require.Equal(t, 0, MaxDepth&(MaxDepth-1), "MaxDepth is a power of two")
 	require.LessOrEqual(t, MaxFetches, 8, "failed-fetch masks are 8 bits wide")
-	require.Equal(t, 64, int(reflect.TypeOf(SpanRecord{}).Size()), "records stay 8-aligned")
+	require.Zero(t, reflect.TypeOf(SpanRecord{}).Size()%8, "records keep their values 8-aligned")
 }

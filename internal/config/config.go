@@ -56,6 +56,21 @@ type Span struct {
 	// outermost open span on its thread (head sampling in the kernel, 0 to
 	// 1, default 1); spans nested under it follow its decision.
 	SampleRatio *float64 `mapstructure:"sample_ratio"`
+	// Kind is the span kind: internal (default), server, client, producer
+	// or consumer.
+	Kind string `mapstructure:"kind"`
+	// TraceContext names a captured string attribute (entry or exit) that
+	// carries a W3C traceparent, as the whole value or inside it (e.g. a
+	// sqlcommenter comment): the span joins that trace under that parent,
+	// and spans nested in it on the thread join the trace too.
+	TraceContext string `mapstructure:"trace_context"`
+	// TraceID and ParentSpanID are a binary carrier: expressions fetched at
+	// entry giving the raw ids (bytes[16] and bytes[8]) or their hex text.
+	TraceID      string `mapstructure:"trace_id"`
+	ParentSpanID string `mapstructure:"parent_span_id"`
+	// StatusError marks the span as an error when a value fetched at exit
+	// compares true, e.g. "retval:s64 < 0".
+	StatusError string `mapstructure:"status_error"`
 }
 
 // Ratio returns SampleRatio, or 1 when it is not set.
@@ -257,9 +272,10 @@ func (s Span) validate(where string) (entry, exit string, errs []error) {
 		add("entry and exit are the same probe %s", entryProbe)
 	}
 
+	entryFetches, exitFetches := s.Fetches()
 	checkAttrs := func(field string, m map[string]string, r role, p Probe, pOK bool) {
-		if len(m) > bpfobj.MaxFetches {
-			add("%s: %d attributes, at most %d per span end", field, len(m), bpfobj.MaxFetches)
+		if n := map[role]int{atEntry: entryFetches, atExit: exitFetches}[r]; n > bpfobj.MaxFetches {
+			add("%s: %d values to fetch, at most %d per span end (carrier ids and status_error count too)", field, n, bpfobj.MaxFetches)
 		}
 		for _, k := range sortedKeys(m) {
 			at := fmt.Sprintf("%s.%s[%q]", where, field, k)
@@ -282,6 +298,9 @@ func (s Span) validate(where string) (entry, exit string, errs []error) {
 		if _, dup := s.Attributes[k]; dup {
 			errs = append(errs, fmt.Errorf("%s.exit_attributes[%q]: key is also in attributes", where, k))
 		}
+	}
+	for _, err := range s.checkContext(exitProbe, exitOK) {
+		errs = append(errs, fmt.Errorf("%s: %w", where, err))
 	}
 	if entryOK {
 		entry = entryProbe.String()

@@ -10,7 +10,10 @@ type Span struct {
 	// ParentStartNs is the start of the enclosing open span on the same
 	// thread, 0 for a root; RootStartNs the start of the outermost one.
 	ParentStartNs, RootStartNs uint64
-	PID, TID                   uint32
+	// ContextStartNs is the start of the nearest enclosing span whose
+	// definition carries a trace context, 0 if none.
+	ContextStartNs uint64
+	PID, TID       uint32
 	// Def is the span definition id; EntrySite and ExitSite are site ids.
 	Def, EntrySite, ExitSite uint32
 	// Depth is the number of open spans below this one on its thread.

@@ -10,6 +10,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 	"unsafe"
 
@@ -17,6 +18,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
+	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/otel-uprobe/uprobereceiver/internal/target"
@@ -37,9 +39,16 @@ type Settings struct {
 	// Executable returns process.executable.path of a process of a target
 	// that is a shared library; nil leaves it unset for such targets.
 	Executable func(pid uint32) string
+	// ContextWait bounds how long a span waits for the trace context of an
+	// enclosing carrier span (default DefaultContextWait).
+	ContextWait time.Duration
+	// MaxWaiting bounds the number of waiting spans (default DefaultMaxWaiting).
+	MaxWaiting int
+	// Now is the clock of ContextWait; nil means time.Now.
+	Now func() time.Time
 }
 
-// Counts are per-event problems a Builder met, for self-telemetry.
+// Counts are per-event problems and outcomes a Builder met, for self-telemetry.
 type Counts struct {
 	// FetchErrors counts values the engine could not read (attribute left out).
 	FetchErrors uint64
@@ -47,6 +56,8 @@ type Counts struct {
 	Truncated uint64
 	// Malformed counts stored values that did not decode (attribute left out).
 	Malformed uint64
+	// Context counts trace-context outcomes, indexed by Outcome.
+	Context [outcomes]uint64
 }
 
 // Builder converts batches of engine spans into ptrace.Traces. It is not
@@ -54,8 +65,19 @@ type Counts struct {
 type Builder struct {
 	s      Settings
 	counts Counts
-	groups map[resourceKey]ptrace.SpanSlice
 	text   arena
+
+	// The output being built and its span slice per resource.
+	td      ptrace.Traces
+	groups  map[resourceKey]ptrace.SpanSlice
+	lastKey resourceKey
+	last    ptrace.SpanSlice
+	hasLast bool
+
+	// Spans waiting for an enclosing carrier span's trace context.
+	waiting      map[ctxKey]*waiting
+	waitingSpans int
+	nextDeadline time.Time
 }
 
 type resourceKey struct {
@@ -65,44 +87,292 @@ type resourceKey struct {
 
 // NewBuilder returns a Builder for the given settings.
 func NewBuilder(s Settings) *Builder {
-	return &Builder{s: s, groups: map[resourceKey]ptrace.SpanSlice{}}
+	if s.ContextWait <= 0 {
+		s.ContextWait = DefaultContextWait
+	}
+	if s.MaxWaiting <= 0 {
+		s.MaxWaiting = DefaultMaxWaiting
+	}
+	return &Builder{s: s, groups: map[resourceKey]ptrace.SpanSlice{}, waiting: map[ctxKey]*waiting{}}
 }
 
-// Counts returns the problems met so far.
+// Counts returns the problems and outcomes met so far.
 func (b *Builder) Counts() Counts { return b.counts }
 
-// Build converts spans into one ptrace.Traces with a ResourceSpans per
-// (target, process), in order of first appearance.
-func (b *Builder) Build(in []event.Span) ptrace.Traces {
-	td := ptrace.NewTraces()
+// begin starts a new output for about n spans.
+func (b *Builder) begin(n int) {
+	b.td = ptrace.NewTraces()
 	clear(b.groups)
-	b.text.reset(64 * len(in))
-	var lastKey resourceKey
-	var last ptrace.SpanSlice
+	b.hasLast = false
+	b.text.reset(64 * n)
+}
+
+// slice returns the span slice of a resource in the current output.
+func (b *Builder) slice(key resourceKey, hint int) ptrace.SpanSlice {
+	if b.hasLast && key == b.lastKey {
+		return b.last
+	}
+	ss, ok := b.groups[key]
+	if !ok {
+		rs := b.td.ResourceSpans().AppendEmpty()
+		b.resource(rs.Resource(), key.target, key.pid)
+		sc := rs.ScopeSpans().AppendEmpty()
+		sc.Scope().SetName(b.s.ScopeName)
+		sc.Scope().SetVersion(b.s.ScopeVersion)
+		ss = sc.Spans()
+		if len(b.groups) == 0 {
+			ss.EnsureCapacity(hint) // usually one process: no regrowth
+		}
+		b.groups[key] = ss
+	}
+	b.lastKey, b.last, b.hasLast = key, ss, true
+	return ss
+}
+
+// finish moves a built span into the output, unless its trace is not sampled.
+func (b *Builder) finish(sp ptrace.Span, key resourceKey, sampled bool) {
+	if !sampled {
+		b.counts.Context[ContextUnsampled]++
+		return
+	}
+	sp.MoveTo(b.slice(key, 0).AppendEmpty())
+}
+
+// Build converts spans into one ptrace.Traces with a ResourceSpans per
+// (target, process), in order of first appearance. Spans that wait for an
+// enclosing carrier span's trace context stay in the Builder until it
+// arrives (or ContextWait passes); they then leave with a later Build.
+func (b *Builder) Build(in []event.Span) ptrace.Traces {
+	b.begin(len(in))
 	for i := range in {
 		ev := &in[i]
-		def := b.s.Plan.Spans[ev.Def]
+		def := &b.s.Plan.Spans[ev.Def]
 		key := resourceKey{def.Target, ev.PID}
-		ss, ok := last, i > 0 && key == lastKey
-		if !ok {
-			ss, ok = b.groups[key]
+		if def.Carrier == target.CarrierNone && ev.ContextStartNs == 0 {
+			b.span(b.slice(key, len(in)-i).AppendEmpty(), ev, def)
+			continue
 		}
-		if !ok {
-			rs := td.ResourceSpans().AppendEmpty()
-			b.resource(rs.Resource(), def.Target, ev.PID)
-			sc := rs.ScopeSpans().AppendEmpty()
-			sc.Scope().SetName(b.s.ScopeName)
-			sc.Scope().SetVersion(b.s.ScopeVersion)
-			ss = sc.Spans()
-			if len(b.groups) == 0 {
-				ss.EnsureCapacity(len(in) - i) // usually one process: no regrowth
-			}
-			b.groups[key] = ss
+		sp := ptrace.NewSpan()
+		tc, outcome := b.span(sp, ev, def)
+		var self *ctxKey
+		if def.Carrier != target.CarrierNone {
+			b.counts.Context[outcome]++
+			self = &ctxKey{ev.PID, ev.TID, ev.StartNs}
 		}
-		lastKey, last = key, ss
-		b.span(ss.AppendEmpty(), ev, def)
+		switch {
+		case outcome == ContextFound:
+			sp.SetTraceID(tc.trace)
+			sp.SetParentSpanID(tc.parent)
+			b.finish(sp, key, tc.sampled)
+			b.resolve(*self, tc.trace, tc.sampled)
+		case ev.ContextStartNs != 0:
+			b.wait(ctxKey{ev.PID, ev.TID, ev.ContextStartNs}, waiter{span: sp, res: key, self: self})
+		default:
+			b.finish(sp, key, true)
+			b.resolve(*self, sp.TraceID(), true)
+		}
 	}
-	return td
+	b.expire(false)
+	return b.td
+}
+
+func (b *Builder) resource(r pcommon.Resource, ti int, pid uint32) {
+	t := b.s.Plan.Targets[ti]
+	attrs := r.Attributes()
+	attrs.PutStr(string(semconv.ServiceNameKey), t.ServiceName)
+	attrs.PutInt(string(semconv.ProcessPIDKey), int64(pid))
+	exe := t.Path
+	if !t.Executable {
+		exe = ""
+		if b.s.Executable != nil {
+			exe = b.s.Executable(pid)
+		}
+	}
+	if exe != "" {
+		attrs.PutStr(string(semconv.ProcessExecutablePathKey), exe)
+	}
+	if b.s.HostName != "" {
+		attrs.PutStr(string(semconv.HostNameKey), b.s.HostName)
+	}
+}
+
+var spanKinds = [...]ptrace.SpanKind{
+	config.KindInternal: ptrace.SpanKindInternal,
+	config.KindServer:   ptrace.SpanKindServer,
+	config.KindClient:   ptrace.SpanKindClient,
+	config.KindProducer: ptrace.SpanKindProducer,
+	config.KindConsumer: ptrace.SpanKindConsumer,
+}
+
+// span fills sp from ev with the derived ids and returns the trace context
+// its carrier holds, if the definition has one.
+func (b *Builder) span(sp ptrace.Span, ev *event.Span, def *target.Span) (traceContext, Outcome) {
+	sp.SetName(def.Name)
+	kind := ptrace.SpanKindInternal
+	if int(def.Kind) < len(spanKinds) && def.Kind != 0 {
+		kind = spanKinds[def.Kind]
+	}
+	sp.SetKind(kind)
+	sp.SetTraceID(b.TraceID(ev.PID, ev.TID, ev.RootStartNs))
+	sp.SetSpanID(b.SpanID(ev.PID, ev.TID, ev.StartNs))
+	if ev.ParentStartNs != 0 {
+		sp.SetParentSpanID(b.SpanID(ev.PID, ev.TID, ev.ParentStartNs))
+	}
+	sp.SetStartTimestamp(pcommon.Timestamp(int64(ev.StartNs) + b.s.WallOffsetNs))
+	sp.SetEndTimestamp(pcommon.Timestamp(int64(ev.EndNs) + b.s.WallOffsetNs))
+	entry, exit := b.s.Plan.Sites[ev.EntrySite].Entry, b.s.Plan.Sites[ev.ExitSite].Exit
+	attrs := sp.Attributes()
+	attrs.EnsureCapacity(1 + len(entry) + len(exit))
+	attrs.PutInt(string(semconv.ThreadIDKey), int64(ev.TID))
+	var h hidden
+	b.decode(attrs, entry, ev.Entry, ev.EntryFailed, &h)
+	b.decode(attrs, exit, ev.Exit, ev.ExitFailed, &h)
+	if ev.Truncated {
+		b.counts.Truncated++
+	}
+	if def.Status != nil && h.hasStatus && def.Status.Holds(h.status) {
+		sp.Status().SetCode(ptrace.StatusCodeError)
+		sp.Status().SetMessage(def.Status.String() + " (value " + strconv.FormatInt(h.status, 10) + ")")
+	}
+	switch def.Carrier {
+	case target.CarrierText:
+		if v, ok := attrs.Get(def.CarrierKey); ok && v.Type() == pcommon.ValueTypeStr {
+			return parseTraceparent(v.Str())
+		}
+		return traceContext{}, ContextMissing
+	case target.CarrierBinary:
+		if h.traceID == nil || h.parentSpanID == nil {
+			return traceContext{}, ContextMissing
+		}
+		return binaryContext(h.traceID, h.parentSpanID)
+	}
+	return traceContext{}, ContextMissing
+}
+
+// hidden holds the values fetched for a span's carrier and status.
+type hidden struct {
+	traceID, parentSpanID []byte
+	status                int64
+	hasStatus             bool
+}
+
+// read decodes a hidden value at the start of data and returns its size.
+func (h *hidden) read(f *target.Fetch, data []byte) (int, bool) {
+	n, ok := valueSize(f, data)
+	if !ok {
+		return 0, false
+	}
+	var v []byte
+	switch f.Store {
+	case target.StoreInt:
+		h.status, h.hasStatus = intValue(f.Value, binary.LittleEndian.Uint64(data)), true
+		return n, true
+	case target.StoreString:
+		v = data[2 : 2+int(binary.LittleEndian.Uint16(data))]
+	case target.StoreBytes:
+		v = data[:f.MaxLen]
+	}
+	switch f.Role {
+	case target.RoleTraceID:
+		h.traceID = v
+	case target.RoleParentSpanID:
+		h.parentSpanID = v
+	}
+	return n, true
+}
+
+// decode puts the stored values of one span end into attrs, in fetch
+// order, and the hidden ones into h.
+func (b *Builder) decode(attrs pcommon.Map, fetches []target.Fetch, data []byte, failed uint8, h *hidden) {
+	for i := range fetches {
+		f := &fetches[i]
+		if failed&(1<<i) != 0 {
+			b.counts.FetchErrors++
+			continue
+		}
+		var n int
+		var ok bool
+		if f.Role == target.RoleAttribute {
+			n, ok = putValue(attrs, f, data, &b.text)
+		} else {
+			n, ok = h.read(f, data)
+		}
+		if !ok {
+			b.counts.Malformed++
+			return
+		}
+		data = data[n:]
+	}
+}
+
+// valueSize returns the bytes the stored value of f at the start of data
+// takes, checking they are there.
+func valueSize(f *target.Fetch, data []byte) (int, bool) {
+	var size int
+	switch f.Store {
+	case target.StoreInt:
+		size = 8
+	case target.StoreString:
+		if len(data) < 2 {
+			return 0, false
+		}
+		n := int(binary.LittleEndian.Uint16(data))
+		if n >= int(f.MaxLen) {
+			return 0, false
+		}
+		size = align8(2 + n + 1)
+	case target.StoreBytes:
+		size = align8(int(f.MaxLen))
+	default:
+		return 0, false
+	}
+	return size, size <= len(data)
+}
+
+// putValue decodes the value of f at the start of data into attrs and
+// returns the bytes it took.
+func putValue(attrs pcommon.Map, f *target.Fetch, data []byte, text *arena) (int, bool) {
+	size, ok := valueSize(f, data)
+	if !ok {
+		return 0, false
+	}
+	switch f.Store {
+	case target.StoreInt:
+		putInt(attrs, f.Key, f.Value, binary.LittleEndian.Uint64(data), text)
+	case target.StoreString:
+		raw := data[2 : 2+int(binary.LittleEndian.Uint16(data))]
+		if utf8.Valid(raw) {
+			attrs.PutStr(f.Key, text.str(func(b []byte) []byte { return append(b, raw...) }))
+		} else {
+			attrs.PutStr(f.Key, strings.ToValidUTF8(string(raw), "\uFFFD"))
+		}
+	case target.StoreBytes:
+		attrs.PutEmptyBytes(f.Key).FromRaw(data[:f.MaxLen])
+	}
+	return size, true
+}
+
+func align8(n int) int { return (n + 7) &^ 7 }
+
+// intValue converts a stored integer as v describes, as a 64-bit value
+// (unsigned types keep their bits).
+func intValue(v target.Value, raw uint64) int64 {
+	if v.FromArg {
+		raw >>= v.Shift
+		raw = extend(raw, v.ArgSize, v.ArgSigned)
+	}
+	return int64(extend(raw, v.Type.Size, v.Type.Kind == fetch.KindSigned))
+}
+
+// putInt converts a stored integer as v describes and puts it.
+func putInt(attrs pcommon.Map, key string, v target.Value, raw uint64, text *arena) {
+	x := intValue(v, raw)
+	if v.Type.Kind == fetch.KindHex {
+		attrs.PutStr(key, text.str(func(b []byte) []byte { return strconv.AppendUint(append(b, "0x"...), uint64(x), 16) }))
+		return
+	}
+	// Unsigned values above math.MaxInt64 wrap: OpenTelemetry has no unsigned integers.
+	attrs.PutInt(key, x)
 }
 
 // arena holds the text of one Build's string attributes: one allocation for
@@ -133,120 +403,6 @@ func (a *arena) str(fill func([]byte) []byte) string {
 		return ""
 	}
 	return unsafe.String(&a.buf[start], len(grown)-start)
-}
-
-func (b *Builder) resource(r pcommon.Resource, ti int, pid uint32) {
-	t := b.s.Plan.Targets[ti]
-	attrs := r.Attributes()
-	attrs.PutStr(string(semconv.ServiceNameKey), t.ServiceName)
-	attrs.PutInt(string(semconv.ProcessPIDKey), int64(pid))
-	exe := t.Path
-	if !t.Executable {
-		exe = ""
-		if b.s.Executable != nil {
-			exe = b.s.Executable(pid)
-		}
-	}
-	if exe != "" {
-		attrs.PutStr(string(semconv.ProcessExecutablePathKey), exe)
-	}
-	if b.s.HostName != "" {
-		attrs.PutStr(string(semconv.HostNameKey), b.s.HostName)
-	}
-}
-
-func (b *Builder) span(sp ptrace.Span, ev *event.Span, def target.Span) {
-	sp.SetName(def.Name)
-	sp.SetKind(ptrace.SpanKindInternal)
-	sp.SetTraceID(b.TraceID(ev.PID, ev.TID, ev.RootStartNs))
-	sp.SetSpanID(b.SpanID(ev.PID, ev.TID, ev.StartNs))
-	if ev.ParentStartNs != 0 {
-		sp.SetParentSpanID(b.SpanID(ev.PID, ev.TID, ev.ParentStartNs))
-	}
-	sp.SetStartTimestamp(pcommon.Timestamp(int64(ev.StartNs) + b.s.WallOffsetNs))
-	sp.SetEndTimestamp(pcommon.Timestamp(int64(ev.EndNs) + b.s.WallOffsetNs))
-	attrs := sp.Attributes()
-	attrs.EnsureCapacity(1 + len(b.s.Plan.Sites[ev.EntrySite].Entry) + len(b.s.Plan.Sites[ev.ExitSite].Exit))
-	attrs.PutInt(string(semconv.ThreadIDKey), int64(ev.TID))
-	b.decode(attrs, b.s.Plan.Sites[ev.EntrySite].Entry, ev.Entry, ev.EntryFailed)
-	b.decode(attrs, b.s.Plan.Sites[ev.ExitSite].Exit, ev.Exit, ev.ExitFailed)
-	if ev.Truncated {
-		b.counts.Truncated++
-	}
-}
-
-// decode puts the stored values of one span end into attrs, in fetch order.
-func (b *Builder) decode(attrs pcommon.Map, fetches []target.Fetch, data []byte, failed uint8) {
-	for i := range fetches {
-		f := &fetches[i]
-		if failed&(1<<i) != 0 {
-			b.counts.FetchErrors++
-			continue
-		}
-		n, ok := putValue(attrs, f, data, &b.text)
-		if !ok {
-			b.counts.Malformed++
-			return
-		}
-		data = data[n:]
-	}
-}
-
-// putValue decodes the value of f at the start of data into attrs and
-// returns the bytes it took.
-func putValue(attrs pcommon.Map, f *target.Fetch, data []byte, text *arena) (int, bool) {
-	switch f.Store {
-	case target.StoreInt:
-		if len(data) < 8 {
-			return 0, false
-		}
-		putInt(attrs, f.Key, f.Value, binary.LittleEndian.Uint64(data), text)
-		return 8, true
-	case target.StoreString:
-		if len(data) < 2 {
-			return 0, false
-		}
-		n := int(binary.LittleEndian.Uint16(data))
-		size := align8(2 + n + 1)
-		if size > len(data) || n >= int(f.MaxLen) {
-			return 0, false
-		}
-		raw := data[2 : 2+n]
-		if utf8.Valid(raw) {
-			attrs.PutStr(f.Key, text.str(func(b []byte) []byte { return append(b, raw...) }))
-		} else {
-			attrs.PutStr(f.Key, strings.ToValidUTF8(string(raw), "\uFFFD"))
-		}
-		return size, true
-	case target.StoreBytes:
-		n := int(f.MaxLen)
-		if align8(n) > len(data) {
-			return 0, false
-		}
-		attrs.PutEmptyBytes(f.Key).FromRaw(data[:n])
-		return align8(n), true
-	}
-	return 0, false
-}
-
-func align8(n int) int { return (n + 7) &^ 7 }
-
-// putInt converts a stored integer as v describes and puts it.
-func putInt(attrs pcommon.Map, key string, v target.Value, raw uint64, text *arena) {
-	if v.FromArg {
-		raw >>= v.Shift
-		raw = extend(raw, v.ArgSize, v.ArgSigned)
-	}
-	switch v.Type.Kind {
-	case fetch.KindSigned:
-		attrs.PutInt(key, int64(extend(raw, v.Type.Size, true)))
-	case fetch.KindHex:
-		x := extend(raw, v.Type.Size, false)
-		attrs.PutStr(key, text.str(func(b []byte) []byte { return strconv.AppendUint(append(b, "0x"...), x, 16) }))
-	default:
-		// Unsigned values above math.MaxInt64 wrap: OpenTelemetry has no unsigned integers.
-		attrs.PutInt(key, int64(extend(raw, v.Type.Size, false)))
-	}
 }
 
 // extend keeps the low size bytes of raw, sign-extending them when signed.

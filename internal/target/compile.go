@@ -23,15 +23,20 @@ const (
 // u64 is the type of untyped values that are not USDT arguments.
 var u64 = fetch.Type{Kind: fetch.KindUnsigned, Size: 8}
 
-func compileAll(attrs []config.Attribute, p config.Probe, loc location, r role) ([]Fetch, error) {
-	out := make([]Fetch, 0, len(attrs))
+func compileAll(specs []fetchSpec, p config.Probe, loc location, r role) ([]Fetch, error) {
+	out := make([]Fetch, 0, len(specs))
 	var errs []error
-	for _, a := range attrs {
-		f, err := compile(a, p, loc, r)
+	for _, s := range specs {
+		f, err := compile(s.Attribute, p, loc, r)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("attribute %q: %w", a.Key, err))
+			what := fmt.Sprintf("attribute %q", s.Key)
+			if s.Role != RoleAttribute {
+				what = s.Key
+			}
+			errs = append(errs, fmt.Errorf("%s: %w", what, err))
 			continue
 		}
+		f.Role = s.Role
 		out = append(out, f)
 	}
 	return out, errors.Join(errs...)
@@ -101,8 +106,10 @@ func compile(a config.Attribute, p config.Probe, loc location, r role) (Fetch, e
 	switch typ.Kind {
 	case fetch.KindString:
 		f.Store, f.MaxLen = StoreString, typ.MaxLen
+		f.LastIsAddress = len(e.Derefs) > 0
 	case fetch.KindBytes:
 		f.Store, f.MaxLen = StoreBytes, typ.MaxLen
+		f.LastIsAddress = len(e.Derefs) > 0
 	default:
 		f.Store = StoreInt
 		f.ReadSize = typ.Size

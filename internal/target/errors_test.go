@@ -83,7 +83,7 @@ func TestResolveNotFound(t *testing.T) {
 	t.Run("usdt probe", func(t *testing.T) {
 		lines := resolveErr(t, counting(prog, "usdt:demo:query_start"))
 		assert.Equal(t, []string{fmt.Sprintf(
-			"target %s: usdt:demo:query_start: no such USDT probe in the file; closest: usdt:demo:query__start, usdt:demo:query__done, usdt:demo:tick", prog)}, lines)
+			"target %s: usdt:demo:query_start: no such USDT probe in the file; closest: usdt:demo:query__start, usdt:demo:query__done, usdt:demo:request__start, usdt:demo:request__done, usdt:demo:tick", prog)}, lines)
 	})
 	t.Run("usdt provider", func(t *testing.T) {
 		lines := resolveErr(t, counting(prog, "usdt:postgresql:query__start"))
@@ -113,7 +113,7 @@ func TestResolveNotFound(t *testing.T) {
 	t.Run("a data symbol is not a function", func(t *testing.T) {
 		lines := resolveErr(t, counting(prog, "uprobe:iterations"))
 		require.Len(t, lines, 1)
-		assert.Contains(t, lines[0], "uprobe:iterations: no such function in the file; closest: uprobe:iteration")
+		assert.Contains(t, lines[0], "uprobe:iterations: no such function in the file; closest: uprobe:iteration, uprobe:count_iteration")
 	})
 	t.Run("a file without USDT probes", func(t *testing.T) {
 		dir := t.TempDir()

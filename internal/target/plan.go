@@ -55,7 +55,45 @@ type Span struct {
 	// (see config.Span).
 	MinDurationNs uint64
 	SampleRatio   float64
+	// Kind is the span kind.
+	Kind config.SpanKind
+	// Function says the span is one activation of a function: entry at its
+	// first instruction, exit at its return. The engine then knows the span
+	// is over when the stack unwinds past it (longjmp, exceptions).
+	Function bool
+	// Carrier says where the span finds the trace context it joins.
+	Carrier Carrier
+	// CarrierKey is the attribute holding a text carrier (CarrierText).
+	CarrierKey string
+	// Status marks the span as an error when the RoleStatus value holds it.
+	Status *config.Comparison
 }
+
+// Carrier is where a span definition finds a trace context.
+type Carrier uint8
+
+const (
+	// CarrierNone: the span starts a trace or joins its enclosing span's.
+	CarrierNone Carrier = iota
+	// CarrierText: a W3C traceparent in the CarrierKey attribute's text.
+	CarrierText
+	// CarrierBinary: ids fetched by RoleTraceID and RoleParentSpanID fetches.
+	CarrierBinary
+)
+
+// Role says what a fetched value is for.
+type Role uint8
+
+const (
+	// RoleAttribute values become span attributes.
+	RoleAttribute Role = iota
+	// RoleTraceID is the trace id of a binary carrier.
+	RoleTraceID
+	// RoleParentSpanID is the parent span id of a binary carrier.
+	RoleParentSpanID
+	// RoleStatus is the value of the span's status_error condition.
+	RoleStatus
+)
 
 // Site is one location that opens or closes spans; its id is the BPF cookie
 // of its attachment.
@@ -124,8 +162,11 @@ const (
 // (v = Base + Disp + Index*Scale, then one read per dereference) and how user
 // space turns the stored bytes into an attribute.
 type Fetch struct {
-	// Key is the attribute key.
+	// Key is the attribute key (for hidden roles, the configuration field).
 	Key string
+	// Role says whether the value is an attribute or feeds the span's
+	// trace context or status.
+	Role Role
 	// Text is the expression as configured.
 	Text string
 
@@ -136,7 +177,10 @@ type Fetch struct {
 	Disp     int64
 	// Derefs are the offsets of the dereferences, in order.
 	Derefs []int64
-	Store  StoreKind
+	// LastIsAddress makes the last dereference only add its offset: the
+	// string or bytes are read at that address (kernel probe syntax).
+	LastIsAddress bool
+	Store         StoreKind
 	// ReadSize is the number of bytes the last dereference of a StoreInt reads.
 	ReadSize uint8
 	// MaxLen bounds StoreString (bytes including the NUL) and sizes StoreBytes.

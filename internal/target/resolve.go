@@ -11,6 +11,7 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/elfaddr"
+	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
 )
 
@@ -157,8 +158,82 @@ type resolvedProbe struct {
 	locations []location
 	entrySpan int
 	exitSpan  int
-	entry     []config.Attribute
-	exit      []config.Attribute
+	entry     []fetchSpec
+	exit      []fetchSpec
+}
+
+// fetchSpec is one value to fetch at one end of a span, before compiling.
+type fetchSpec struct {
+	config.Attribute
+	Role Role
+}
+
+// spanFetches lists what a span fetches at entry and at exit, attributes in
+// key order first, then the hidden values of its carrier and status.
+func spanFetches(s config.Span) (entry, exit []fetchSpec, err error) {
+	entryAttrs, err1 := config.SortedAttributes(s.Attributes)
+	exitAttrs, err2 := config.SortedAttributes(s.ExitAttributes)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, nil, err
+	}
+	for _, a := range entryAttrs {
+		entry = append(entry, fetchSpec{a, RoleAttribute})
+	}
+	for _, a := range exitAttrs {
+		exit = append(exit, fetchSpec{a, RoleAttribute})
+	}
+	hidden := func(key, text string) (config.Attribute, error) {
+		e, err := fetch.Parse(text)
+		return config.Attribute{Key: key, Expr: e}, err
+	}
+	if s.TraceID != "" {
+		tid, err1 := hidden("trace_id", s.TraceID)
+		pid, err2 := hidden("parent_span_id", s.ParentSpanID)
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, nil, err
+		}
+		entry = append(entry, fetchSpec{tid, RoleTraceID}, fetchSpec{pid, RoleParentSpanID})
+	}
+	if s.StatusError != "" {
+		c, err := config.ParseComparison(s.StatusError)
+		if err != nil {
+			return nil, nil, err
+		}
+		exit = append(exit, fetchSpec{config.Attribute{Key: "status_error", Expr: c.Expr}, RoleStatus})
+	}
+	return entry, exit, nil
+}
+
+// spanDef builds the plan's span definition of a configured span.
+func spanDef(ti int, s config.Span, entry, exit int) (Span, error) {
+	kind, err := config.ParseSpanKind(s.Kind)
+	if err != nil {
+		return Span{}, err
+	}
+	def := Span{
+		Target: ti, Name: s.Name, Entry: entry, Exit: exit,
+		MinDurationNs: uint64(s.MinDuration.Nanoseconds()), SampleRatio: s.Ratio(), Kind: kind,
+	}
+	entryRef, exitRef := s.Probes()
+	if ep, err := config.ParseProbe(entryRef); err == nil && ep.Kind == config.KindUprobe && ep.Offset == 0 {
+		if xp, err := config.ParseProbe(exitRef); err == nil && xp.Kind == config.KindUretprobe && xp.Symbol == ep.Symbol {
+			def.Function = true
+		}
+	}
+	switch {
+	case s.TraceContext != "":
+		def.Carrier, def.CarrierKey = CarrierText, s.TraceContext
+	case s.TraceID != "":
+		def.Carrier = CarrierBinary
+	}
+	if s.StatusError != "" {
+		c, err := config.ParseComparison(s.StatusError)
+		if err != nil {
+			return Span{}, err
+		}
+		def.Status = &c
+	}
+	return def, nil
 }
 
 func (plan *Plan) addTarget(index int, t config.Target) error {
@@ -206,19 +281,20 @@ func (plan *Plan) addTarget(index int, t config.Target) error {
 		if entry == nil || exit == nil {
 			continue
 		}
-		entryAttrs, err1 := config.SortedAttributes(s.Attributes)
-		exitAttrs, err2 := config.SortedAttributes(s.ExitAttributes)
-		if err := errors.Join(err1, err2); err != nil {
+		entryFetches, exitFetches, err := spanFetches(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("target %s: span %q: %w", t.Path, s.Name, err))
+			continue
+		}
+		def, err := spanDef(ti, s, entry.id, exit.id)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("target %s: span %q: %w", t.Path, s.Name, err))
 			continue
 		}
 		id := len(plan.Spans)
-		plan.Spans = append(plan.Spans, Span{
-			Target: ti, Name: s.Name, Entry: entry.id, Exit: exit.id,
-			MinDurationNs: uint64(s.MinDuration.Nanoseconds()), SampleRatio: s.Ratio(),
-		})
-		entry.entrySpan, entry.entry = id, entryAttrs
-		exit.exitSpan, exit.exit = id, exitAttrs
+		plan.Spans = append(plan.Spans, def)
+		entry.entrySpan, entry.entry = id, entryFetches
+		exit.exitSpan, exit.exit = id, exitFetches
 	}
 	for _, c := range t.Counters {
 		probe(c)

@@ -66,12 +66,12 @@ func TestResolveDemoPlan(t *testing.T) {
 			}, plan.Probes)
 
 			assert.Equal(t, []Span{
-				{Target: 0, Name: "query", Entry: 0, Exit: 1, SampleRatio: 1},
-				{Target: 0, Name: "work", Entry: 2, Exit: 3, SampleRatio: 1},
-				{Target: 0, Name: "recurse", Entry: 4, Exit: 5, SampleRatio: 1},
-				{Target: 0, Name: "outer", Entry: 6, Exit: 7, SampleRatio: 1},
-				{Target: 0, Name: "inner", Entry: 8, Exit: 9, SampleRatio: 1},
-				{Target: 1, Name: "lib_call", Entry: 11, Exit: 12, SampleRatio: 1},
+				{Target: 0, Name: "query", Entry: 0, Exit: 1, SampleRatio: 1, Kind: config.KindInternal},
+				{Target: 0, Name: "work", Entry: 2, Exit: 3, SampleRatio: 1, Kind: config.KindInternal, Function: true},
+				{Target: 0, Name: "recurse", Entry: 4, Exit: 5, SampleRatio: 1, Kind: config.KindInternal, Function: true},
+				{Target: 0, Name: "outer", Entry: 6, Exit: 7, SampleRatio: 1, Kind: config.KindInternal, Function: true},
+				{Target: 0, Name: "inner", Entry: 8, Exit: 9, SampleRatio: 1, Kind: config.KindInternal, Function: true},
+				{Target: 1, Name: "lib_call", Entry: 11, Exit: 12, SampleRatio: 1, Kind: config.KindInternal, Function: true},
 			}, plan.Spans)
 
 			// One site per location of a probe with a span role.

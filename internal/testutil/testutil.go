@@ -152,6 +152,27 @@ func (d *Demo) Run(n int) {
 	d.expect(fmt.Sprintf("done %d", n))
 }
 
+// Request runs one request whose context argument is ctx.
+func (d *Demo) Request(ctx string) {
+	d.t.Helper()
+	fmt.Fprintf(d.in, "req %s\n", ctx)
+	d.expect("req done")
+}
+
+// SQL runs one query whose text is sql.
+func (d *Demo) SQL(sql string) {
+	d.t.Helper()
+	fmt.Fprintf(d.in, "sql %s\n", sql)
+	d.expect("sql done")
+}
+
+// Fail runs one iteration whose query longjmps out halfway.
+func (d *Demo) Fail() {
+	d.t.Helper()
+	fmt.Fprintln(d.in, "fail")
+	d.expect("failed")
+}
+
 // Deep calls recurse(n) once: n+1 nested calls.
 func (d *Demo) Deep(n int) {
 	d.t.Helper()

@@ -29,6 +29,12 @@ func encodeSite(s target.Site, spans []target.Span) (bpfobj.Site, error) {
 		out.Flags |= bpfobj.SiteEntry
 		out.EntrySpan = uint32(s.EntrySpan)
 		out.SampleThreshold = sampleThreshold(spans[s.EntrySpan].SampleRatio)
+		if spans[s.EntrySpan].Carrier != target.CarrierNone {
+			out.Flags |= bpfobj.SiteCarrier
+		}
+		if spans[s.EntrySpan].Function {
+			out.Flags |= bpfobj.SiteFunction
+		}
 	}
 	if s.ExitSpan >= 0 {
 		out.Flags |= bpfobj.SiteExit
@@ -80,6 +86,9 @@ func encodeFetch(f target.Fetch) (bpfobj.FetchOp, error) {
 		return op, fmt.Errorf("%d dereferences, at most %d", len(f.Derefs), bpfobj.MaxDerefs)
 	}
 	op.DerefCount = uint8(len(f.Derefs))
+	if f.LastIsAddress {
+		op.LastIsAddress = 1
+	}
 	copy(op.DerefOffsets[:], f.Derefs)
 	switch f.Store {
 	case target.StoreInt:

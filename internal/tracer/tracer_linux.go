@@ -318,21 +318,22 @@ func (t *Tracer) Drain(batch *event.Batch, max int) (n, malformed int) {
 		}
 		data := batch.Copy(rec[hdrSize:])
 		batch.Spans = append(batch.Spans, event.Span{
-			StartNs:       h.StartNs,
-			EndNs:         h.EndNs,
-			ParentStartNs: h.ParentStartNs,
-			RootStartNs:   h.RootStartNs,
-			PID:           h.Pid,
-			TID:           h.Tid,
-			Def:           h.Span,
-			EntrySite:     h.EntrySite,
-			ExitSite:      h.ExitSite,
-			Depth:         h.Depth,
-			Truncated:     h.Flags&bpfobj.RecordTruncated != 0,
-			EntryFailed:   h.EntryFailed,
-			ExitFailed:    h.ExitFailed,
-			Entry:         data[:h.EntryLen:h.EntryLen],
-			Exit:          data[h.EntryLen:],
+			StartNs:        h.StartNs,
+			EndNs:          h.EndNs,
+			ParentStartNs:  h.ParentStartNs,
+			RootStartNs:    h.RootStartNs,
+			ContextStartNs: h.ContextStartNs,
+			PID:            h.Pid,
+			TID:            h.Tid,
+			Def:            h.Span,
+			EntrySite:      h.EntrySite,
+			ExitSite:       h.ExitSite,
+			Depth:          h.Depth,
+			Truncated:      h.Flags&bpfobj.RecordTruncated != 0,
+			EntryFailed:    h.EntryFailed,
+			ExitFailed:     h.ExitFailed,
+			Entry:          data[:h.EntryLen:h.EntryLen],
+			Exit:           data[h.EntryLen:],
 		})
 		n++
 	})

@@ -329,3 +329,46 @@ func TestNoRecords(t *testing.T) {
 	assert.Equal(t, uint64(20), st.Spans[0].Unsampled)
 	assert.Empty(t, drainAll(t, tr))
 }
+
+// Spans whose exit never comes because the program longjmps out (as
+// PostgreSQL does on ERROR) are dropped, counted, and never become the
+// parents of what follows.
+func TestLongjmpDoesNotPoison(t *testing.T) {
+	for _, opt := range []string{"-O2", "-O0"} {
+		t.Run(opt, func(t *testing.T) {
+			b := testutil.BuildDemo(t, opt)
+			demo := testutil.StartDemo(t, b.Program)
+			tr, plan := openDemo(t, []config.Target{{
+				Path: b.Program,
+				Spans: []config.Span{
+					{Name: "query", Entry: "usdt:demo:query__start", Exit: "usdt:demo:query__done"},
+					{Name: "fail_deep", Function: "fail_deep"},
+					{Name: "work", Function: "work"},
+				},
+			}})
+			demo.Fail()
+			demo.Fail()
+			demo.Run(2)
+			st, err := tr.Stats()
+			require.NoError(t, err)
+			q, f := st.Spans[spanIndex(t, plan, "query")], st.Spans[spanIndex(t, plan, "fail_deep")]
+			assert.Equal(t, uint64(2), q.Abandoned, "each failed query is dropped when the next one starts")
+			assert.Equal(t, uint64(6), f.Abandoned, "three unwound fail_deep calls per failure")
+			assert.Equal(t, uint64(2), q.Count)
+			assert.Zero(t, q.Unmatched)
+			spans := drainAll(t, tr)
+			queries := 0
+			for _, s := range spans {
+				switch plan.Spans[s.Def].Name {
+				case "query":
+					queries++
+					assert.Zero(t, s.Depth, "a query after failures is a root again")
+					assert.Zero(t, s.ParentStartNs)
+				case "work":
+					assert.Equal(t, uint16(1), s.Depth, "work is nested in its query only")
+				}
+			}
+			assert.Equal(t, 2, queries)
+		})
+	}
+}

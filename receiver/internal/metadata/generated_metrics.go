@@ -19,6 +19,48 @@ const (
 	AggregationStrategyMax = "max"
 )
 
+// AttributeOutcome specifies the value outcome attribute.
+type AttributeOutcome int
+
+const (
+	_ AttributeOutcome = iota
+	AttributeOutcomeFound
+	AttributeOutcomeMissing
+	AttributeOutcomeInvalid
+	AttributeOutcomeUnsampled
+	AttributeOutcomeTimeout
+	AttributeOutcomeOverflow
+)
+
+// String returns the string representation of the AttributeOutcome.
+func (av AttributeOutcome) String() string {
+	switch av {
+	case AttributeOutcomeFound:
+		return "found"
+	case AttributeOutcomeMissing:
+		return "missing"
+	case AttributeOutcomeInvalid:
+		return "invalid"
+	case AttributeOutcomeUnsampled:
+		return "unsampled"
+	case AttributeOutcomeTimeout:
+		return "timeout"
+	case AttributeOutcomeOverflow:
+		return "overflow"
+	}
+	return ""
+}
+
+// MapAttributeOutcome is a helper map of string to AttributeOutcome attribute value.
+var MapAttributeOutcome = map[string]AttributeOutcome{
+	"found":     AttributeOutcomeFound,
+	"missing":   AttributeOutcomeMissing,
+	"invalid":   AttributeOutcomeInvalid,
+	"unsampled": AttributeOutcomeUnsampled,
+	"timeout":   AttributeOutcomeTimeout,
+	"overflow":  AttributeOutcomeOverflow,
+}
+
 var MetricsInfo = metricsInfo{
 	UprobeEventsLost: metricInfo{
 		Name:       "uprobe.events.lost",

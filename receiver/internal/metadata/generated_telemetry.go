@@ -33,6 +33,7 @@ type TelemetryBuilder struct {
 	ReceiverUprobeSpansOverflow    metric.Int64Counter
 	ReceiverUprobeSpansTruncated   metric.Int64Counter
 	ReceiverUprobeSpansUnmatched   metric.Int64Counter
+	ReceiverUprobeTraceContexts    metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -103,6 +104,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	builder.ReceiverUprobeSpansUnmatched, err = builder.meter.Int64Counter(
 		"otelcol_receiver_uprobe_spans_unmatched",
 		metric.WithDescription("Exits with no open entry on their thread (e.g. calls that began before the probes were attached). [Alpha]"),
+		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverUprobeTraceContexts, err = builder.meter.Int64Counter(
+		"otelcol_receiver_uprobe_trace_contexts",
+		metric.WithDescription("Trace contexts by outcome: found (used), missing (no traceparent in the carrier), invalid (malformed or all-zero ids), unsampled (spans dropped: the context's trace is not sampled), timeout and overflow (spans that left without their carrier's context). [Alpha]"),
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)

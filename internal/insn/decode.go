@@ -1,0 +1,347 @@
+package insn
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"golang.org/x/arch/x86/x86asm"
+)
+
+// Inst is one decoded instruction of a function.
+type Inst struct {
+	// Offset is where the instruction starts, counted in bytes from the
+	// function's first instruction.
+	Offset uint64
+	// Len is the instruction's length in bytes, always at least 1.
+	Len int
+	// Op is the instruction's x86asm opcode, or 0 for the few instructions
+	// x86asm does not know (endbr64, endbr32, rdpkru, …; see the package
+	// documentation), which Text still names.
+	Op x86asm.Op
+	// Class says how the kernel runs a uprobe placed on the instruction.
+	Class SiteClass
+	// Ret is true for a near return (ret, ret $imm, rep ret, bnd ret).
+	Ret bool
+	// Text is the instruction in AT&T syntax, as objdump prints it, with
+	// branch targets as offsets from the function start. It is meant for
+	// messages.
+	Text string
+
+	endbr     bool  // endbr64
+	stopsFlow bool  // control never falls through to the next instruction
+	hasTarget bool  // a direct jmp, jcc or call
+	target    int64 // its target, as an offset from the function start
+	guardCmp  bool  // cmp %reg, 0x10/0x18(%r14 or %rcx): a Go stack check
+}
+
+// End returns the offset just past the instruction.
+func (i Inst) End() uint64 { return i.Offset + uint64(i.Len) }
+
+// Decode decodes code, the bytes of one function starting at its first
+// instruction, into instructions in 64-bit mode.
+//
+// Bytes that cannot be decoded end the sweep: Decode then returns the
+// instructions before them together with an error naming their offset. The
+// exception is the padding compilers put after a function's last
+// instruction: when the undecodable bytes follow an unconditional jump, a
+// return or a trap and consist only of int3, nop and zero bytes (a nop cut
+// short), Decode returns the instructions before them without error. Complete
+// padding instructions (int3, nops) decode normally and are returned.
+//
+// Decode also fails when a direct jump or call lands inside the function but
+// not on an instruction boundary, since that means the linear sweep has lost
+// step (data between instructions) and its boundaries cannot be trusted.
+func Decode(code []byte) ([]Inst, error) {
+	if len(code) == 0 {
+		return nil, errors.New("decode: no code")
+	}
+	insts := make([]Inst, 0, len(code)/4+1)
+	for off := 0; off < len(code); {
+		in, err := decodeOne(code[off:], uint64(off))
+		if err != nil {
+			if n := len(insts); n > 0 && insts[n-1].stopsFlow && isPadding(code[off:]) {
+				break
+			}
+			end := min(off+8, len(code))
+			return insts, fmt.Errorf("decode instruction at offset %#x (bytes % x): %w", off, code[off:end], err)
+		}
+		insts = append(insts, in)
+		off += in.Len
+	}
+	if err := checkTargets(insts); err != nil {
+		return insts, err
+	}
+	return insts, nil
+}
+
+// isPadding reports whether b consists only of bytes that compilers and
+// assemblers use to fill the space between functions: int3, the bytes of
+// the multi-byte nops and zeros.
+func isPadding(b []byte) bool {
+	for _, c := range b {
+		switch c {
+		case 0xcc, 0x90, 0x00, 0x66, 0x2e, 0x0f, 0x1f, 0x40, 0x44, 0x80, 0x84:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// checkTargets checks that every direct branch into the decoded range
+// lands on an instruction boundary.
+func checkTargets(insts []Inst) error {
+	if len(insts) == 0 {
+		return nil
+	}
+	end := insts[len(insts)-1].End()
+	for _, in := range insts {
+		if !in.hasTarget || in.target < 0 || uint64(in.target) >= end {
+			continue
+		}
+		t := uint64(in.target)
+		if i := find(insts, t); i >= 0 && insts[i].Offset != t {
+			return fmt.Errorf("check branch at offset %#x (%s): its target %#x is inside the instruction at %#x, so the code is not a plain instruction stream",
+				in.Offset, in.Text, t, insts[i].Offset)
+		}
+	}
+	return nil
+}
+
+// find returns the index of the instruction that contains off, or -1.
+func find(insts []Inst, off uint64) int {
+	i := sort.Search(len(insts), func(i int) bool { return insts[i].End() > off })
+	if i < len(insts) && insts[i].Offset <= off {
+		return i
+	}
+	return -1
+}
+
+// Boundary checks that off is the start of one of insts, which must come
+// from Decode. Otherwise the error names off, the instruction that contains
+// it and the nearest instruction boundaries before and after it, e.g.
+// "offset 0x5 is inside the instruction at 0x4 (4 bytes: sub $0x10,%rsp);
+// nearest instruction boundaries: 0x4, 0x8".
+func Boundary(insts []Inst, off uint64) error {
+	if len(insts) == 0 {
+		return fmt.Errorf("offset %#x: no decoded instructions", off)
+	}
+	i := find(insts, off)
+	if i >= 0 && insts[i].Offset == off {
+		return nil
+	}
+	if i < 0 {
+		last := insts[len(insts)-1]
+		return fmt.Errorf("offset %#x is past the decoded code, which ends at %#x; last instruction boundary: %#x",
+			off, last.End(), last.Offset)
+	}
+	in := insts[i]
+	return fmt.Errorf("offset %#x is inside the instruction at %#x (%d bytes: %s); nearest instruction boundaries: %#x, %#x",
+		off, in.Offset, in.Len, in.Text, in.Offset, in.End())
+}
+
+// decodeOne decodes the instruction at the start of b, which sits at offset
+// off of its function.
+func decodeOne(b []byte, off uint64) (Inst, error) {
+	p := prefixEnd(b)
+	if n, op, ok := vzero(b, p); ok {
+		return finish(b[:n], off, op, op.String(), nil), nil
+	}
+	xi, err := x86asm.Decode(b, 64)
+	if err == nil && xi.Op != 0 && xi.Len > 0 {
+		return finish(b[:xi.Len], off, xi.Op, gnuText(xi, off), &xi), nil
+	}
+	if n, text, ok := supplement(b, p); ok {
+		return finish(b[:n], off, 0, text, nil), nil
+	}
+	if err == nil || errors.Is(err, x86asm.ErrTruncated) {
+		// x86asm returns a lone prefix, without error, for bytes it
+		// cannot make sense of after a prefix, and for instructions cut
+		// short.
+		if p >= len(b) || len(b) < 15 && truncatedPrefix(b) {
+			return Inst{}, x86asm.ErrTruncated
+		}
+		return Inst{}, x86asm.ErrUnrecognized
+	}
+	return Inst{}, err
+}
+
+// truncatedPrefix reports whether b is too short to hold the instruction it
+// starts, judged by asking x86asm again with zero bytes appended.
+func truncatedPrefix(b []byte) bool {
+	var buf [15]byte
+	copy(buf[:], b)
+	xi, err := x86asm.Decode(buf[:], 64)
+	return err == nil && xi.Op != 0 && xi.Len > len(b)
+}
+
+// gnuText formats xi in AT&T syntax with branch targets as offsets from the
+// function start. (At offset 0, GNUSyntax takes the pc as unknown and
+// prints a branch target as .+N.)
+func gnuText(xi x86asm.Inst, off uint64) string {
+	return x86asm.GNUSyntax(xi, off, nil)
+}
+
+// finish builds the Inst for the instruction bytes b.
+func finish(b []byte, off uint64, op x86asm.Op, text string, xi *x86asm.Inst) Inst {
+	in := Inst{Offset: off, Len: len(b), Op: op, Text: text}
+	in.Class = classify(b)
+	in.endbr = len(b) == 4 && b[0] == 0xf3 && b[1] == 0x0f && b[2] == 0x1e && b[3] == 0xfa
+	switch op {
+	case x86asm.RET:
+		in.Ret = true
+		in.stopsFlow = true
+	case x86asm.JMP, x86asm.LRET, x86asm.UD2, x86asm.UD1, x86asm.UD0, x86asm.HLT, x86asm.IRET, x86asm.IRETD, x86asm.IRETQ:
+		in.stopsFlow = true
+	case x86asm.INT:
+		in.stopsFlow = len(b) == 1 // int3
+	}
+	if xi == nil {
+		return in
+	}
+	for _, a := range xi.Args {
+		switch a := a.(type) {
+		case x86asm.Rel:
+			in.hasTarget = true
+			in.target = int64(off) + int64(xi.Len) + int64(a)
+		case x86asm.Mem:
+			if op == x86asm.CMP && a.Index == 0 && a.Segment == 0 &&
+				(a.Base == x86asm.R14 || a.Base == x86asm.RCX) && (a.Disp == 0x10 || a.Disp == 0x18) {
+				if r, ok := xi.Args[0].(x86asm.Reg); ok && r >= x86asm.RAX && r <= x86asm.R15 {
+					in.guardCmp = true
+				}
+			}
+		}
+	}
+	return in
+}
+
+// legacyPrefix reports whether c is a legacy instruction prefix.
+func legacyPrefix(c byte) bool {
+	switch c {
+	case 0x26, 0x2e, 0x36, 0x3e, 0x64, 0x65, 0x66, 0x67, 0xf0, 0xf2, 0xf3:
+		return true
+	}
+	return false
+}
+
+// prefixEnd returns the index of the opcode byte in b: past the legacy
+// prefixes and an optional REX prefix.
+func prefixEnd(b []byte) int {
+	p := 0
+	for p < len(b) && p < 14 && legacyPrefix(b[p]) {
+		p++
+	}
+	if p < len(b) && b[p]&0xf0 == 0x40 {
+		p++
+	}
+	return p
+}
+
+// vzero recognizes vzeroupper and vzeroall (VEX.0F 77), which x86asm
+// v0.32.0 decodes as if they had a ModRM byte.
+func vzero(b []byte, p int) (int, x86asm.Op, bool) {
+	if p >= len(b) {
+		return 0, 0, false
+	}
+	var l byte
+	var n int
+	switch {
+	case b[p] == 0xc5 && p+2 < len(b) && b[p+2] == 0x77:
+		l, n = b[p+1]&4, p+3
+	case b[p] == 0xc4 && p+3 < len(b) && b[p+1]&0x1f == 1 && b[p+3] == 0x77:
+		l, n = b[p+2]&4, p+4
+	default:
+		return 0, 0, false
+	}
+	if l != 0 {
+		return n, x86asm.VZEROALL, true
+	}
+	return n, x86asm.VZEROUPPER, true
+}
+
+// supplement decodes the length of the 0f-map instructions x86asm v0.32.0
+// does not know. p is the index of the opcode byte.
+func supplement(b []byte, p int) (int, string, bool) {
+	if p+1 >= len(b) || b[p] != 0x0f {
+		return 0, "", false
+	}
+	var n int
+	switch op2 := b[p+1]; {
+	case op2 >= 0x18 && op2 <= 0x1f, op2 == 0x0d, op2 == 0xae, op2 == 0xb9:
+		// hint nops, endbr, rdssp, MPX, prefetch, group 15, ud1
+		m, ok := modrmLen(b, p+2)
+		if !ok {
+			return 0, "", false
+		}
+		n = p + 2 + m
+	case op2 == 0x01 || op2 == 0xc7:
+		// group 7 (rdpkru, serialize, …) and group 9 (rdpid, …)
+		if p+2 >= len(b) {
+			return 0, "", false
+		}
+		if b[p+2]>>6 == 3 {
+			n = p + 3
+			break
+		}
+		m, ok := modrmLen(b, p+2)
+		if !ok {
+			return 0, "", false
+		}
+		n = p + 2 + m
+	case op2 == 0x38 || op2 == 0x3a:
+		// three-byte opcodes (adcx, adox, sha, …); 0f 3a takes an imm8
+		m, ok := modrmLen(b, p+3)
+		if !ok {
+			return 0, "", false
+		}
+		n = p + 3 + m
+		if op2 == 0x3a {
+			n++
+		}
+	default:
+		return 0, "", false
+	}
+	if n > len(b) || n > 15 {
+		return 0, "", false
+	}
+	return n, supplementText(b[:n], p), true
+}
+
+// supplementText names an instruction decoded by supplement.
+func supplementText(b []byte, p int) string {
+	hasF3 := false
+	for _, c := range b[:p] {
+		hasF3 = hasF3 || c == 0xf3
+	}
+	switch {
+	case len(b) == 4 && hasF3 && b[p+1] == 0x1e && b[p+2] == 0xfa:
+		return "endbr64"
+	case len(b) == 4 && hasF3 && b[p+1] == 0x1e && b[p+2] == 0xfb:
+		return "endbr32"
+	case len(b) == 3 && b[1] == 0x01 && b[2] == 0xee:
+		return "rdpkru"
+	case len(b) == 3 && b[1] == 0x01 && b[2] == 0xef:
+		return "wrpkru"
+	}
+	return fmt.Sprintf(".byte % #x", b)
+}
+
+// modrmLen returns the length of the ModRM byte at b[at] with its SIB byte
+// and displacement, asking x86asm to decode nop r/m (0f 1f /0) with the same
+// addressing form.
+func modrmLen(b []byte, at int) (int, bool) {
+	if at >= len(b) {
+		return 0, false
+	}
+	var buf [8]byte
+	buf[0], buf[1] = 0x0f, 0x1f
+	n := copy(buf[2:], b[at:])
+	buf[2] &^= 0x38 // reg field 0: nop r/m
+	xi, err := x86asm.Decode(buf[:2+n], 64)
+	if err != nil || xi.Op != x86asm.NOP || xi.Len < 3 {
+		return 0, false
+	}
+	return xi.Len - 2, true
+}

@@ -1,0 +1,74 @@
+// Package insn decodes and classifies x86-64 machine code so that the
+// receiver places uprobes only where they are safe and, among safe places,
+// where they are cheap.
+//
+// # Why
+//
+// A uprobe is an int3 byte that the kernel writes over the first byte of an
+// instruction. Written anywhere else, in the middle of an instruction, it
+// changes what the instruction means and corrupts the traced program. The
+// only way to know where instructions start is to decode the enclosing
+// function from its first byte, which is what [Decode] does; [Boundary] then
+// refuses any offset that is not the start of a decoded instruction.
+//
+// Where the probe sits also decides what it costs. When the probe fires, the
+// kernel either emulates the probed instruction itself (about 0.5 µs per hit
+// for push, nops, jmp, call and jcc) or copies it to a scratch page and
+// single-steps it there (about 11 µs per hit for everything else, including
+// endbr64, mov, sub, cmp and ret). A 5-byte nop can even be rewritten into a
+// call to a trampoline (about 0.4 µs). [Classify] predicts which of these the
+// kernel does; [CheapEntry] and [GoEntry] use it to pick entry probe
+// locations, and [Returns] finds the RET instructions that Go return probes
+// must use because kernel uretprobes crash Go programs.
+//
+// # Decoding
+//
+// Decoding uses golang.org/x/arch/x86/x86asm, the decoder behind the Go
+// toolchain's own disassembler, in 64-bit mode. Decode patches three gaps of
+// x86asm v0.32.0 that were found by comparing it with objdump on the
+// functions of python3.11, postgres, libc, libm, libcrypto, libstdc++ and the
+// Go toolchain:
+//
+//   - the hint-NOP opcode space 0f 18–0f 1f, which holds endbr64 and endbr32
+//     (the first instruction of every function built with
+//     -fcf-protection), rdssp and the MPX instructions: x86asm does not know
+//     0f 19–0f 1e and returns a lone prefix for endbr64;
+//   - a few other 0f-map instructions x86asm does not know (rdpkru, rdpid,
+//     adcx, adox, serialize and other group 7, group 9, group 15 and
+//     0f 38/0f 3a forms);
+//   - vzeroupper and vzeroall, whose length x86asm gets wrong (it reads a
+//     ModRM byte they do not have and so swallows the next instruction,
+//     often the RET after them).
+//
+// For these, the length is computed from the encoding, asking x86asm only
+// how long the ModRM/SIB/displacement part is.
+//
+// # Limits
+//
+// Decode is a linear sweep, like objdump: it assumes that the function's
+// bytes are instructions one after the other. gcc, clang and the Go compiler
+// put jump tables and constants in read-only data sections, not between
+// instructions, so this holds for compiled code; hand-written assembly may
+// embed data, and x87 code shows one harmless difference (objdump prints
+// fwait and the following fnstcw as one "fstcw", while they are two
+// instructions). To catch a sweep that has lost step, Decode checks that every
+// direct jump or call into the function lands on an instruction boundary and
+// fails otherwise. Bytes that cannot be decoded end the sweep with an error
+// naming their offset, except when they follow an unconditional jump, a
+// return or a trap and look like padding (int3, nop or zero fill cut short),
+// which is how compilers pad functions to their alignment.
+//
+// Classify mirrors the behaviour of Linux 6.18 on x86-64, measured with
+// uprobes on each kind of instruction: which instructions it emulates
+// (push %reg, the canonical nops of up to 8 bytes, jmp/call/jcc rel8/rel32),
+// which 5-byte nops it optimizes, which instructions it refuses
+// (segment-override and lock prefixes, int3, in/out, hlt, 66-prefixed
+// branches and the VEX/EVEX instructions whose opcode byte the kernel looks up
+// in its one-byte opcode table, such as vmovdqu and vpxor), and which it
+// mishandles (VEX/EVEX instructions whose opcode byte is that of a jcc, jmp,
+// call or nop are "emulated" as that branch, so the instruction is skipped;
+// xchg %r8,%rax is skipped as a nop). Newer kernels emulate more kinds of
+// instruction; Classify then errs on the slow side. An optimized 5-byte nop
+// must also not straddle a page boundary, which depends on the address and
+// not only on the bytes.
+package insn

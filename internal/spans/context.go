@@ -1,0 +1,236 @@
+package spans
+
+import (
+	"encoding/hex"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
+
+// A span definition with a carrier (trace_context, or trace_id and
+// parent_span_id) joins the trace its carrier names, under the carrier's
+// span. Spans nested in it on the same thread join that trace too. They end,
+// and reach user space, before the carrier span does, so they wait: the
+// engine tells each record which enclosing carrier span it waits for
+// (context_start_ns), and the Builder holds it until that span's record
+// arrives, at most Settings.ContextWait and Settings.MaxWaiting spans.
+
+// Outcome is what became of a trace context, for self-telemetry.
+type Outcome uint8
+
+// The outcomes of trace contexts.
+const (
+	// ContextFound: a valid context was found and used.
+	ContextFound Outcome = iota
+	// ContextMissing: the carrier held no traceparent (or its ids could not be read).
+	ContextMissing
+	// ContextInvalid: the carrier held a malformed context (bad hex, all-zero ids, version ff).
+	ContextInvalid
+	// ContextUnsampled: a span was dropped because its context says the trace is not sampled.
+	ContextUnsampled
+	// ContextTimeout: a span left without its carrier's context after ContextWait.
+	ContextTimeout
+	// ContextOverflow: a span left at once because MaxWaiting spans were waiting.
+	ContextOverflow
+	outcomes
+)
+
+var outcomeNames = [outcomes]string{"found", "missing", "invalid", "unsampled", "timeout", "overflow"}
+
+// String returns the outcome's telemetry name.
+func (o Outcome) String() string { return outcomeNames[o] }
+
+// Default bounds of waiting spans.
+const (
+	DefaultContextWait = 10 * time.Second
+	DefaultMaxWaiting  = 65536
+)
+
+// traceContext is a parsed carrier.
+type traceContext struct {
+	trace   pcommon.TraceID
+	parent  pcommon.SpanID
+	sampled bool
+}
+
+// ParseTraceparent finds a W3C traceparent ("VV-<32 hex>-<16 hex>-<2 hex>",
+// lowercase) in s, as the whole value or inside it (e.g. a sqlcommenter
+// comment /*traceparent='00-…'*/). It reports ContextMissing when there is
+// none and ContextInvalid for version ff or all-zero ids.
+func parseTraceparent(s string) (traceContext, Outcome) {
+	const n = 2 + 1 + 32 + 1 + 16 + 1 + 2
+	for i := 0; i+n <= len(s); i++ {
+		c := s[i : i+n]
+		if c[2] != '-' || c[35] != '-' || c[52] != '-' || !isHex(c[:2]) || !isHex(c[3:35]) || !isHex(c[36:52]) || !isHex(c[53:55]) {
+			continue
+		}
+		if i+n < len(s) && isHexByte(s[i+n]) {
+			continue // part of a longer hex run
+		}
+		if i > 0 && isHexByte(s[i-1]) {
+			continue
+		}
+		var tc traceContext
+		_, _ = hex.Decode(tc.trace[:], []byte(c[3:35]))
+		_, _ = hex.Decode(tc.parent[:], []byte(c[36:52]))
+		flags, _ := hex.DecodeString(c[53:55])
+		if c[:2] == "ff" || tc.trace.IsEmpty() || tc.parent.IsEmpty() {
+			return traceContext{}, ContextInvalid
+		}
+		tc.sampled = flags[0]&1 == 1
+		return tc, ContextFound
+	}
+	return traceContext{}, ContextMissing
+}
+
+func isHexByte(b byte) bool { return b >= '0' && b <= '9' || b >= 'a' && b <= 'f' }
+
+func isHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !isHexByte(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// binaryContext makes a context of ids fetched as raw bytes or hex text.
+// Binary carriers have no flags: the trace counts as sampled.
+func binaryContext(trace, parent []byte) (traceContext, Outcome) {
+	var tc traceContext
+	if !idFrom(tc.trace[:], trace) || !idFrom(tc.parent[:], parent) {
+		return traceContext{}, ContextInvalid
+	}
+	if tc.trace.IsEmpty() || tc.parent.IsEmpty() {
+		return traceContext{}, ContextInvalid
+	}
+	tc.sampled = true
+	return tc, ContextFound
+}
+
+// idFrom fills id from raw bytes of its size or from its hex text.
+func idFrom(id, v []byte) bool {
+	if len(v) == len(id) {
+		copy(id, v)
+		return true
+	}
+	text := strings.TrimSpace(string(v))
+	if len(text) != 2*len(id) || !isHex(strings.ToLower(text)) {
+		return false
+	}
+	_, err := hex.Decode(id, []byte(strings.ToLower(text)))
+	return err == nil
+}
+
+// ctxKey names an open span by its thread and start time.
+type ctxKey struct {
+	pid, tid uint32
+	startNs  uint64
+}
+
+// waiter is a built span that waits for the context of an enclosing
+// carrier span.
+type waiter struct {
+	span  ptrace.Span
+	res   resourceKey
+	self  *ctxKey // set when the waiter is itself a carrier others may wait for
+	since time.Time
+}
+
+// waiting holds the waiters of one carrier span.
+type waiting struct {
+	spans []waiter
+	since time.Time
+}
+
+func (b *Builder) now() time.Time {
+	if b.s.Now != nil {
+		return b.s.Now()
+	}
+	return time.Now()
+}
+
+// wait holds sp until the carrier span k arrives.
+func (b *Builder) wait(k ctxKey, w waiter) {
+	if b.waitingSpans >= b.s.MaxWaiting {
+		b.counts.Context[ContextOverflow]++
+		b.finish(w.span, w.res, true)
+		if w.self != nil {
+			b.resolve(*w.self, w.span.TraceID(), true)
+		}
+		return
+	}
+	w.since = b.now()
+	ws, ok := b.waiting[k]
+	if !ok {
+		ws = &waiting{since: w.since}
+		b.waiting[k] = ws
+		if b.nextDeadline.IsZero() || w.since.Add(b.s.ContextWait).Before(b.nextDeadline) {
+			b.nextDeadline = w.since.Add(b.s.ContextWait)
+		}
+	}
+	ws.spans = append(ws.spans, w)
+	b.waitingSpans++
+}
+
+// resolve releases the spans waiting for carrier span k into the trace.
+func (b *Builder) resolve(k ctxKey, trace pcommon.TraceID, sampled bool) {
+	ws, ok := b.waiting[k]
+	if !ok {
+		return
+	}
+	delete(b.waiting, k)
+	b.waitingSpans -= len(ws.spans)
+	for _, w := range ws.spans {
+		w.span.SetTraceID(trace)
+		b.finish(w.span, w.res, sampled)
+		if w.self != nil {
+			b.resolve(*w.self, trace, sampled)
+		}
+	}
+}
+
+// expire releases, with the ids they were built with, the spans that waited
+// longer than ContextWait (all of them when all is set).
+func (b *Builder) expire(all bool) {
+	if len(b.waiting) == 0 {
+		return
+	}
+	now := b.now()
+	if !all && now.Before(b.nextDeadline) {
+		return
+	}
+	b.nextDeadline = time.Time{}
+	for k, ws := range b.waiting {
+		deadline := ws.since.Add(b.s.ContextWait)
+		if !all && now.Before(deadline) {
+			if b.nextDeadline.IsZero() || deadline.Before(b.nextDeadline) {
+				b.nextDeadline = deadline
+			}
+			continue
+		}
+		b.counts.Context[ContextTimeout] += uint64(len(ws.spans))
+		// Their own trace: what they were built with; nested waiters follow.
+		delete(b.waiting, k)
+		b.waitingSpans -= len(ws.spans)
+		for _, w := range ws.spans {
+			b.finish(w.span, w.res, true)
+			if w.self != nil {
+				b.resolve(*w.self, w.span.TraceID(), true)
+			}
+		}
+	}
+}
+
+// Waiting returns the number of spans held for a trace context.
+func (b *Builder) Waiting() int { return b.waitingSpans }
+
+// Flush returns every span still waiting, with the ids it was built with;
+// the receiver calls it at shutdown.
+func (b *Builder) Flush() ptrace.Traces {
+	b.begin(0)
+	b.expire(true)
+	return b.td
+}
