@@ -54,7 +54,7 @@ test-unit: deps
 
 # fuzz runs every fuzz target briefly.
 fuzz:
-	@set -e; for pkg in ./internal/usdt ./internal/fetch ./internal/config; do \
+	@set -e; for pkg in ./internal/usdt ./internal/fetch ./internal/config ./internal/spans; do \
 		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 			echo "fuzz $$pkg $$f"; \
 			$(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg; \
@@ -97,3 +97,31 @@ bench-smoke: deps build
 
 clean:
 	rm -rf $(BUILD_DIR)
+
+# Jaeger v2 for the end-to-end tests, pinned by testdata/jaeger (a wrapper
+# module: go install refuses Jaeger's module, whose go.mod has a replace). It
+# is built once into a cache outside the repository; make jaeger prints its
+# path. A cold build takes minutes and ~2.3 GB of RAM.
+JAEGER_VERSION := v1.76.0
+JAEGER_CACHE   ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/otel-uprobe/jaeger-$(JAEGER_VERSION)
+JAEGER_BIN     := $(JAEGER_CACHE)/jaeger
+
+.PHONY: jaeger test-jaeger
+
+jaeger: $(JAEGER_BIN)
+	@echo $(JAEGER_BIN)
+
+# The build runs in a copy of testdata/jaeger, so that nothing (go.work, go.mod
+# updates) lands in the repository; the binary appears only once complete.
+$(JAEGER_BIN):
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"; rm -f "$@.tmp.$$$$"' EXIT; \
+	cp -R testdata/jaeger/. "$$tmp"; \
+	mkdir -p "$(JAEGER_CACHE)"; \
+	echo "building Jaeger $(JAEGER_VERSION) into $(JAEGER_CACHE)"; \
+	(cd "$$tmp" && GOWORK=off $(GO) build -mod=readonly -o "$@.tmp.$$$$" github.com/jaegertracing/jaeger/cmd/jaeger); \
+	mv -f "$@.tmp.$$$$" "$@"
+
+# test-jaeger runs the end-to-end tests against Jaeger.
+test-jaeger: jaeger demo build
+	JAEGER_BIN=$(JAEGER_BIN) OTELCOL_UPROBE_BIN=$(abspath $(DISTRO)) UPROBE_DEMO_DIR=$(abspath $(DEMO_DIR)) \
+		$(GO) test -count=1 -v ./internal/jaegertest

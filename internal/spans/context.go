@@ -61,6 +61,7 @@ type traceContext struct {
 // none and ContextInvalid for version ff or all-zero ids.
 func parseTraceparent(s string) (traceContext, Outcome) {
 	const n = 2 + 1 + 32 + 1 + 16 + 1 + 2
+	outcome := ContextMissing
 	for i := 0; i+n <= len(s); i++ {
 		c := s[i : i+n]
 		if c[2] != '-' || c[35] != '-' || c[52] != '-' || !isHex(c[:2]) || !isHex(c[3:35]) || !isHex(c[36:52]) || !isHex(c[53:55]) {
@@ -69,20 +70,21 @@ func parseTraceparent(s string) (traceContext, Outcome) {
 		if i+n < len(s) && isHexByte(s[i+n]) {
 			continue // part of a longer hex run
 		}
-		if i > 0 && isHexByte(s[i-1]) {
-			continue
+		if i > 0 && isHexByte(s[i-1]) && !strings.HasSuffix(strings.ToLower(s[:i]), "%3d") {
+			continue // part of a longer hex run (a percent-encoded "=" is not)
 		}
 		var tc traceContext
 		_, _ = hex.Decode(tc.trace[:], []byte(c[3:35]))
 		_, _ = hex.Decode(tc.parent[:], []byte(c[36:52]))
 		flags, _ := hex.DecodeString(c[53:55])
 		if c[:2] == "ff" || tc.trace.IsEmpty() || tc.parent.IsEmpty() {
-			return traceContext{}, ContextInvalid
+			outcome = ContextInvalid // a later one may still be valid
+			continue
 		}
 		tc.sampled = flags[0]&1 == 1
 		return tc, ContextFound
 	}
-	return traceContext{}, ContextMissing
+	return traceContext{}, outcome
 }
 
 func isHexByte(b byte) bool { return b >= '0' && b <= '9' || b >= 'a' && b <= 'f' }
@@ -96,9 +98,15 @@ func isHex(s string) bool {
 	return true
 }
 
+// idValue is a fetched id: raw bytes, or hex text when text is set.
+type idValue struct {
+	v    []byte
+	text bool
+}
+
 // binaryContext makes a context of ids fetched as raw bytes or hex text.
 // Binary carriers have no flags: the trace counts as sampled.
-func binaryContext(trace, parent []byte) (traceContext, Outcome) {
+func binaryContext(trace, parent idValue) (traceContext, Outcome) {
 	var tc traceContext
 	if !idFrom(tc.trace[:], trace) || !idFrom(tc.parent[:], parent) {
 		return traceContext{}, ContextInvalid
@@ -111,12 +119,15 @@ func binaryContext(trace, parent []byte) (traceContext, Outcome) {
 }
 
 // idFrom fills id from raw bytes of its size or from its hex text.
-func idFrom(id, v []byte) bool {
-	if len(v) == len(id) {
-		copy(id, v)
+func idFrom(id []byte, v idValue) bool {
+	if !v.text {
+		if len(v.v) != len(id) {
+			return false
+		}
+		copy(id, v.v)
 		return true
 	}
-	text := strings.TrimSpace(string(v))
+	text := strings.TrimSpace(string(v.v))
 	if len(text) != 2*len(id) || !isHex(strings.ToLower(text)) {
 		return false
 	}
@@ -156,9 +167,10 @@ func (b *Builder) now() time.Time {
 func (b *Builder) wait(k ctxKey, w waiter) {
 	if b.waitingSpans >= b.s.MaxWaiting {
 		b.counts.Context[ContextOverflow]++
+		trace := w.span.TraceID() // finish moves the span out
 		b.finish(w.span, w.res, true)
 		if w.self != nil {
-			b.resolve(*w.self, w.span.TraceID(), true)
+			b.resolve(*w.self, trace, true, false)
 		}
 		return
 	}
@@ -175,8 +187,9 @@ func (b *Builder) wait(k ctxKey, w waiter) {
 	b.waitingSpans++
 }
 
-// resolve releases the spans waiting for carrier span k into the trace.
-func (b *Builder) resolve(k ctxKey, trace pcommon.TraceID, sampled bool) {
+// resolve releases the spans waiting for carrier span k into the trace;
+// timedOut counts each released span as having left without its context.
+func (b *Builder) resolve(k ctxKey, trace pcommon.TraceID, sampled, timedOut bool) {
 	ws, ok := b.waiting[k]
 	if !ok {
 		return
@@ -184,10 +197,13 @@ func (b *Builder) resolve(k ctxKey, trace pcommon.TraceID, sampled bool) {
 	delete(b.waiting, k)
 	b.waitingSpans -= len(ws.spans)
 	for _, w := range ws.spans {
+		if timedOut {
+			b.counts.Context[ContextTimeout]++
+		}
 		w.span.SetTraceID(trace)
 		b.finish(w.span, w.res, sampled)
 		if w.self != nil {
-			b.resolve(*w.self, trace, sampled)
+			b.resolve(*w.self, trace, sampled, timedOut)
 		}
 	}
 }
@@ -211,14 +227,16 @@ func (b *Builder) expire(all bool) {
 			}
 			continue
 		}
-		b.counts.Context[ContextTimeout] += uint64(len(ws.spans))
-		// Their own trace: what they were built with; nested waiters follow.
+		// They keep the ids they were built with; spans waiting on a
+		// waiter that is a carrier follow it.
 		delete(b.waiting, k)
 		b.waitingSpans -= len(ws.spans)
 		for _, w := range ws.spans {
+			b.counts.Context[ContextTimeout]++
+			trace := w.span.TraceID() // finish moves the span out
 			b.finish(w.span, w.res, true)
 			if w.self != nil {
-				b.resolve(*w.self, w.span.TraceID(), true)
+				b.resolve(*w.self, trace, true, true)
 			}
 		}
 	}

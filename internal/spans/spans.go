@@ -164,12 +164,13 @@ func (b *Builder) Build(in []event.Span) ptrace.Traces {
 			sp.SetTraceID(tc.trace)
 			sp.SetParentSpanID(tc.parent)
 			b.finish(sp, key, tc.sampled)
-			b.resolve(*self, tc.trace, tc.sampled)
+			b.resolve(*self, tc.trace, tc.sampled, false)
 		case ev.ContextStartNs != 0:
 			b.wait(ctxKey{ev.PID, ev.TID, ev.ContextStartNs}, waiter{span: sp, res: key, self: self})
 		default:
+			trace := sp.TraceID() // finish moves sp out
 			b.finish(sp, key, true)
-			b.resolve(*self, sp.TraceID(), true)
+			b.resolve(*self, trace, true, false)
 		}
 	}
 	b.expire(false)
@@ -241,7 +242,7 @@ func (b *Builder) span(sp ptrace.Span, ev *event.Span, def *target.Span) (traceC
 		}
 		return traceContext{}, ContextMissing
 	case target.CarrierBinary:
-		if h.traceID == nil || h.parentSpanID == nil {
+		if h.traceID.v == nil || h.parentSpanID.v == nil {
 			return traceContext{}, ContextMissing
 		}
 		return binaryContext(h.traceID, h.parentSpanID)
@@ -251,7 +252,7 @@ func (b *Builder) span(sp ptrace.Span, ev *event.Span, def *target.Span) (traceC
 
 // hidden holds the values fetched for a span's carrier and status.
 type hidden struct {
-	traceID, parentSpanID []byte
+	traceID, parentSpanID idValue
 	status                int64
 	hasStatus             bool
 }
@@ -262,15 +263,15 @@ func (h *hidden) read(f *target.Fetch, data []byte) (int, bool) {
 	if !ok {
 		return 0, false
 	}
-	var v []byte
+	var v idValue
 	switch f.Store {
 	case target.StoreInt:
 		h.status, h.hasStatus = intValue(f.Value, binary.LittleEndian.Uint64(data)), true
 		return n, true
 	case target.StoreString:
-		v = data[2 : 2+int(binary.LittleEndian.Uint16(data))]
+		v = idValue{data[2 : 2+int(binary.LittleEndian.Uint16(data))], true}
 	case target.StoreBytes:
-		v = data[:f.MaxLen]
+		v = idValue{data[:f.MaxLen], false}
 	}
 	switch f.Role {
 	case target.RoleTraceID:
