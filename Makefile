@@ -42,15 +42,16 @@ check-generate: generate
 	@test -z "$$(git status --porcelain -- internal/bpfobj receiver)" \
 		|| { git status --porcelain -- internal/bpfobj receiver; echo "untracked generated files"; exit 1; }
 
-# test runs every test: unit, fuzz smoke, privileged kernel tests (as root)
-# and the built distro against the demo program.
-test: test-unit fuzz test-distro
+# test runs every test: unit, fuzz smoke, privileged kernel tests (as root),
+# the built distro against the demo program, and probe spans in a real
+# Jaeger (which it builds once into a cache outside the repository).
+test: test-unit fuzz test-distro test-jaeger
 
-# test-unit runs every package's tests but the distro's (test-distro runs it
-# once the distro is built).
+# test-unit runs every package's tests but those that need the built distro
+# (test-distro) or Jaeger (test-jaeger).
 test-unit: deps
 	$(GO) vet ./...
-	$(GO) test -count=1 $$($(GO) list ./... | grep -v /internal/distrotest)
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e /internal/distrotest -e /internal/jaegertest)
 
 # fuzz runs every fuzz target briefly.
 fuzz:
@@ -106,7 +107,7 @@ JAEGER_VERSION := v1.76.0
 JAEGER_CACHE   ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/otel-uprobe/jaeger-$(JAEGER_VERSION)
 JAEGER_BIN     := $(JAEGER_CACHE)/jaeger
 
-.PHONY: jaeger test-jaeger
+.PHONY: jaeger test-jaeger run-jaeger
 
 jaeger: $(JAEGER_BIN)
 	@echo $(JAEGER_BIN)
@@ -125,3 +126,12 @@ $(JAEGER_BIN):
 test-jaeger: jaeger demo build
 	JAEGER_BIN=$(JAEGER_BIN) OTELCOL_UPROBE_BIN=$(abspath $(DISTRO)) UPROBE_DEMO_DIR=$(abspath $(DEMO_DIR)) \
 		$(GO) test -count=1 -v ./internal/jaegertest
+
+# run-jaeger runs Jaeger v2 on its usual ports, on 127.0.0.1 only: OTLP
+# gRPC 4317, OTLP HTTP 4318, UI and API http://127.0.0.1:16686.
+run-jaeger: jaeger
+	@mkdir -p $(BUILD_DIR)
+	sed -e 's/{{.OTLPGRPC}}/127.0.0.1:4317/; s/{{.OTLPHTTP}}/127.0.0.1:4318/' \
+	    -e 's/{{.QueryHTTP}}/127.0.0.1:16686/; s/{{.QueryGRPC}}/127.0.0.1:16685/' \
+	    testdata/jaeger/config.yaml.tmpl > $(BUILD_DIR)/jaeger.yaml
+	$(JAEGER_BIN) --config $(BUILD_DIR)/jaeger.yaml

@@ -63,6 +63,7 @@ enum fetch_kind {
 	FETCH_KIND_INT = 1,    /* 8 bytes, little endian, zero-extended from read_size */
 	FETCH_KIND_STRING = 2, /* u16 length (without NUL), the bytes, padding to 8 */
 	FETCH_KIND_BYTES = 3,  /* exactly max_len bytes, padding to 8 */
+	FETCH_KIND_GOSTRING = 4, /* a Go string (pointer, length), stored like a STRING */
 };
 
 /* site_flag says which roles a site plays besides counting its hits. */
@@ -71,6 +72,7 @@ enum site_flag {
 	SITE_EXIT = 2,    /* closes span exit_span */
 	SITE_CARRIER = 4,  /* entry_span carries a trace context for the spans nested in it */
 	SITE_FUNCTION = 8, /* entry_span is a whole function: entry at its first instruction, exit at its return */
+	SITE_GO = 16,      /* Go code: pair by goroutine (R14 holds g), not by thread */
 };
 
 /*
@@ -93,8 +95,10 @@ struct fetch_op {
 	__u8 kind;        /* enum fetch_kind */
 	__u8 read_size;   /* 1, 2, 4 or 8: bytes of the last dereference of an INT */
 	__u8 last_is_address; /* the last dereference computes an address, reads nothing */
-	__u16 max_len;    /* STRING: buffer bytes including NUL; BYTES: bytes */
-	__u16 pad2;
+	__u16 max_len;    /* STRING, GOSTRING: buffer bytes including NUL; BYTES: bytes */
+	__u8 len_reg;     /* GOSTRING without dereference: enum reg_slot of the length;
+			   * with one, the length is the 8 bytes after the pointer */
+	__u8 pad2;
 	__u32 pad3;
 };
 
@@ -159,8 +163,9 @@ struct span_record {
 	__u64 parent_start_ns; /* start of the enclosing open span on the thread, 0 for a root */
 	__u64 root_start_ns;   /* start of the outermost open span on the thread */
 	__u64 context_start_ns; /* start of the nearest enclosing carrier span, 0 if none */
+	__u64 owner;           /* what pairs the span: the thread id, or the goroutine (g pointer) */
 	__u32 pid;             /* thread group id, in the initial pid namespace */
-	__u32 tid;             /* thread id, in the initial pid namespace */
+	__u32 tid;             /* thread id at exit, in the initial pid namespace */
 	__u32 span;            /* span definition index */
 	__u32 entry_site;
 	__u32 exit_site;

@@ -81,6 +81,58 @@ struct {
 	__type(value, struct task_state);
 } task_states SEC(".maps");
 
+/* go_key names a goroutine: Go code runs a goroutine on any thread, so its
+ * open spans are keyed by the g pointer the Go ABI keeps in R14. */
+struct go_key {
+	__u32 pid;
+	__u32 pad;
+	__u64 g;
+};
+
+/* go_states holds the open spans of goroutines. Entries stay: the Go runtime
+ * reuses g structures, so the map holds about the peak number of goroutines
+ * that ran a probed span; when it is full, entries are counted as no_state. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct go_key);
+	__type(value, struct task_state);
+	__uint(max_entries, 1); /* set by the loader */
+} go_states SEC(".maps");
+
+/* empty_state is the zero value new go_states entries are copied from. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct task_state);
+	__uint(max_entries, 1);
+} empty_state SEC(".maps");
+
+/* state returns the open spans of whoever runs the probe: the goroutine for
+ * Go sites, the thread otherwise. */
+static __always_inline struct task_state *state(const struct pt_regs *regs, __u8 site_flags, int create,
+						__u64 *owner)
+{
+	if (site_flags & SITE_GO) {
+		struct go_key key = {.pid = bpf_get_current_pid_tgid() >> 32, .g = regs->r14};
+		struct task_state *ts;
+
+		*owner = key.g;
+		ts = bpf_map_lookup_elem(&go_states, &key);
+		if (ts || !create)
+			return ts;
+		__u32 zero = 0;
+		struct task_state *empty = bpf_map_lookup_elem(&empty_state, &zero);
+		if (!empty)
+			return 0;
+		bpf_map_update_elem(&go_states, &key, empty, BPF_NOEXIST);
+		return bpf_map_lookup_elem(&go_states, &key);
+	}
+	*owner = (__u32)bpf_get_current_pid_tgid();
+	return bpf_task_storage_get(&task_states, bpf_get_current_task_btf(), 0,
+				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+}
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 22);
@@ -134,6 +186,9 @@ __noinline __u32 fetch_one(const struct reg_file *rf, const struct fetch_op *op,
 	if (op->scale)
 		v += slot_value(rf, op->index_reg) * op->scale;
 
+	__u64 golen = 0;
+	if (op->kind == FETCH_KIND_GOSTRING && !op->deref_count)
+		golen = slot_value(rf, op->len_reg);
 	for (__u32 d = 0; d < ABI_MAX_DEREFS; d++) {
 		if (d >= op->deref_count)
 			break;
@@ -153,11 +208,20 @@ __noinline __u32 fetch_one(const struct reg_file *rf, const struct fetch_op *op,
 	len = op->max_len;
 	if (len > ABI_STRING_MAX)
 		len = ABI_STRING_MAX;
+	if (op->kind == FETCH_KIND_GOSTRING && op->deref_count) {
+		/* v is the address of the string header: pointer, then length. */
+		__u64 hdr[2];
+		if (bpf_probe_read_user(hdr, sizeof(hdr), (const void *)v))
+			return cursor | FETCH_RESULT_FAILED;
+		v = hdr[0];
+		golen = hdr[1];
+	}
 	switch (op->kind) {
 	case FETCH_KIND_INT:
 		need = 8;
 		break;
 	case FETCH_KIND_STRING:
+	case FETCH_KIND_GOSTRING:
 		need = 2 + len;
 		break;
 	case FETCH_KIND_BYTES:
@@ -180,6 +244,19 @@ __noinline __u32 fetch_one(const struct reg_file *rf, const struct fetch_op *op,
 			return cursor | FETCH_RESULT_FAILED;
 		*(__u16 *)(f->data + cursor) = (__u16)(n - 1);
 		return cursor + ((2 + (__u32)n + 7) & ~7u);
+	}
+	if (op->kind == FETCH_KIND_GOSTRING) {
+		/* Go strings have no NUL: copy at most len-1 bytes and add one. */
+		__u32 n = golen < len ? golen : (len ? len - 1 : 0);
+		if (n > ABI_STRING_MAX - 1)
+			n = ABI_STRING_MAX - 1;
+		if (n && bpf_probe_read_user(f->data + cursor + 2, n, (const void *)v))
+			return cursor | FETCH_RESULT_FAILED;
+		__u32 end = cursor + 2 + n;
+		if (end < sizeof(f->data))
+			f->data[end] = 0;
+		*(__u16 *)(f->data + cursor) = (__u16)n;
+		return cursor + ((2 + n + 1 + 7) & ~7u);
 	}
 	if (bpf_probe_read_user(f->data + cursor, len, (const void *)v))
 		return cursor | FETCH_RESULT_FAILED;
@@ -280,14 +357,15 @@ static __always_inline void span_entry(const struct pt_regs *regs, const struct 
 
 	if (!st)
 		return;
-	ts = bpf_task_storage_get(&task_states, bpf_get_current_task_btf(), 0,
-				  BPF_LOCAL_STORAGE_GET_F_CREATE);
+	__u64 owner;
+	ts = state(regs, s->flags, 1, &owner);
 	if (!ts) {
 		add(&st->no_state, 1);
 		return;
 	}
 	__u64 sp = regs->sp;
-	if (ts->depth)
+	/* Go stacks move when they grow: stack pointers do not order goroutine frames. */
+	if (ts->depth && !(s->flags & SITE_GO))
 		drop_stale(ts, s->entry_span, sp);
 	if (ts->overflow || ts->depth >= ABI_MAX_DEPTH) {
 		ts->overflow++;
@@ -317,6 +395,7 @@ static __always_inline void span_entry(const struct pt_regs *regs, const struct 
 			    (s->sample_threshold <= 0xffffffffULL && bpf_get_prandom_u32() >= s->sample_threshold);
 	unsampled = unsampled ? RECORD_UNSAMPLED : 0;
 
+	f->rec.owner = owner;
 	f->rec.pid = pid_tgid >> 32;
 	f->rec.tid = (__u32)pid_tgid;
 	f->rec.span = s->entry_span;
@@ -370,7 +449,8 @@ static __always_inline void span_exit(const struct pt_regs *regs, const struct s
 
 	if (!st)
 		return;
-	ts = bpf_task_storage_get(&task_states, bpf_get_current_task_btf(), 0, 0);
+	__u64 owner;
+	ts = state(regs, s->flags, 0, &owner);
 	if (!ts) {
 		add(&st->unmatched, 1);
 		return;
@@ -425,6 +505,7 @@ static __always_inline void span_exit(const struct pt_regs *regs, const struct s
 
 	f->rec.end_ns = now;
 	f->rec.exit_site = site_id;
+	f->rec.tid = (__u32)bpf_get_current_pid_tgid();
 	__u32 entry_len = f->rec.entry_len & (ABI_DATA_CAP - 1);
 	if (f->rec.entry_len > ABI_DATA_CAP)
 		entry_len = ABI_DATA_CAP;

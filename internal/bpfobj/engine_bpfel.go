@@ -35,9 +35,10 @@ const (
 type engineFetchKind uint32
 
 const (
-	engineFetchKindFETCH_KIND_INT    engineFetchKind = 1
-	engineFetchKindFETCH_KIND_STRING engineFetchKind = 2
-	engineFetchKindFETCH_KIND_BYTES  engineFetchKind = 3
+	engineFetchKindFETCH_KIND_INT      engineFetchKind = 1
+	engineFetchKindFETCH_KIND_STRING   engineFetchKind = 2
+	engineFetchKindFETCH_KIND_BYTES    engineFetchKind = 3
+	engineFetchKindFETCH_KIND_GOSTRING engineFetchKind = 4
 )
 
 type engineFetchOp struct {
@@ -53,7 +54,8 @@ type engineFetchOp struct {
 	ReadSize      uint8
 	LastIsAddress uint8
 	MaxLen        uint16
-	Pad2          uint16
+	LenReg        uint8
+	Pad2          uint8
 	Pad3          uint32
 }
 
@@ -120,6 +122,7 @@ const (
 	engineSiteFlagSITE_EXIT     engineSiteFlag = 2
 	engineSiteFlagSITE_CARRIER  engineSiteFlag = 4
 	engineSiteFlagSITE_FUNCTION engineSiteFlag = 8
+	engineSiteFlagSITE_GO       engineSiteFlag = 16
 )
 
 type engineSpanRecord struct {
@@ -129,6 +132,7 @@ type engineSpanRecord struct {
 	ParentStartNs  uint64
 	RootStartNs    uint64
 	ContextStartNs uint64
+	Owner          uint64
 	Pid            uint32
 	Tid            uint32
 	Span           uint32
@@ -161,6 +165,8 @@ type engineSpanStats struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	engineMapEmptyState     = "empty_state"
+	engineMapGoStates       = "go_states"
 	engineMapProbes         = "probes"
 	engineMapRecords        = "records"
 	engineMapSites          = "sites"
@@ -226,6 +232,8 @@ type engineProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type engineMapSpecs struct {
+	EmptyState *ebpf.MapSpec `ebpf:"empty_state"`
+	GoStates   *ebpf.MapSpec `ebpf:"go_states"`
 	Probes     *ebpf.MapSpec `ebpf:"probes"`
 	Records    *ebpf.MapSpec `ebpf:"records"`
 	Sites      *ebpf.MapSpec `ebpf:"sites"`
@@ -261,6 +269,8 @@ func (o *engineObjects) Close() error {
 //
 // It can be passed to loadEngineObjects or ebpf.CollectionSpec.LoadAndAssign.
 type engineMaps struct {
+	EmptyState *ebpf.Map `ebpf:"empty_state"`
+	GoStates   *ebpf.Map `ebpf:"go_states"`
 	Probes     *ebpf.Map `ebpf:"probes"`
 	Records    *ebpf.Map `ebpf:"records"`
 	Sites      *ebpf.Map `ebpf:"sites"`
@@ -270,6 +280,8 @@ type engineMaps struct {
 
 func (m *engineMaps) Close() error {
 	return _EngineClose(
+		m.EmptyState,
+		m.GoStates,
 		m.Probes,
 		m.Records,
 		m.Sites,

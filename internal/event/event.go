@@ -13,7 +13,12 @@ type Span struct {
 	// ContextStartNs is the start of the nearest enclosing span whose
 	// definition carries a trace context, 0 if none.
 	ContextStartNs uint64
-	PID, TID       uint32
+	PID            uint32
+	// TID is the thread the span ended on.
+	TID uint32
+	// Owner is what paired the span: the thread id, or for Go code the
+	// goroutine (its g pointer), which may run on several threads.
+	Owner uint64
 	// Def is the span definition id; EntrySite and ExitSite are site ids.
 	Def, EntrySite, ExitSite uint32
 	// Depth is the number of open spans below this one on its thread.

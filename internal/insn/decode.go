@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"golang.org/x/arch/x86/x86asm"
 )
@@ -23,9 +24,10 @@ type Inst struct {
 	Class SiteClass
 	// Ret is true for a near return (ret, ret $imm, rep ret, bnd ret).
 	Ret bool
-	// Text is the instruction in AT&T syntax, as objdump prints it, with
-	// branch targets as offsets from the function start. It is meant for
-	// messages.
+	// Text is the instruction in AT&T syntax (x86asm's GNU syntax, close
+	// to objdump's), with branch targets as offsets from the function
+	// start, or the instruction's bytes when x86asm does not know it. It
+	// is meant for messages.
 	Text string
 
 	endbr     bool  // endbr64
@@ -51,7 +53,9 @@ func (i Inst) End() uint64 { return i.Offset + uint64(i.Len) }
 //
 // Decode also fails when a direct jump or call lands inside the function but
 // not on an instruction boundary, since that means the linear sweep has lost
-// step (data between instructions) and its boundaries cannot be trusted.
+// step (data between instructions) and its boundaries cannot be trusted. A
+// jump over the prefixes of an instruction (glibc's jump over a lock
+// prefix) is accepted; its target is not a boundary.
 func Decode(code []byte) ([]Inst, error) {
 	if len(code) == 0 {
 		return nil, errors.New("decode: no code")
@@ -69,7 +73,7 @@ func Decode(code []byte) ([]Inst, error) {
 		insts = append(insts, in)
 		off += in.Len
 	}
-	if err := checkTargets(insts); err != nil {
+	if err := checkTargets(insts, code); err != nil {
 		return insts, err
 	}
 	return insts, nil
@@ -90,8 +94,12 @@ func isPadding(b []byte) bool {
 }
 
 // checkTargets checks that every direct branch into the decoded range
-// lands on an instruction boundary.
-func checkTargets(insts []Inst) error {
+// lands on an instruction boundary, or just past the prefixes of one: glibc
+// jumps over the lock prefix of an atomic instruction when the process has
+// a single thread. That inner offset is not a boundary (a uprobe there would
+// turn the locked instruction into lock int3), but the instruction start
+// still is.
+func checkTargets(insts []Inst, code []byte) error {
 	if len(insts) == 0 {
 		return nil
 	}
@@ -101,12 +109,22 @@ func checkTargets(insts []Inst) error {
 			continue
 		}
 		t := uint64(in.target)
-		if i := find(insts, t); i >= 0 && insts[i].Offset != t {
+		if i := find(insts, t); i >= 0 && insts[i].Offset != t && !allPrefixes(code[insts[i].Offset:t]) {
 			return fmt.Errorf("check branch at offset %#x (%s): its target %#x is inside the instruction at %#x, so the code is not a plain instruction stream",
 				in.Offset, in.Text, t, insts[i].Offset)
 		}
 	}
 	return nil
+}
+
+// allPrefixes reports whether b consists of legacy prefixes only.
+func allPrefixes(b []byte) bool {
+	for _, c := range b {
+		if !legacyPrefix(c) {
+			return false
+		}
+	}
+	return true
 }
 
 // find returns the index of the instruction that contains off, or -1.
@@ -146,14 +164,24 @@ func Boundary(insts []Inst, off uint64) error {
 func decodeOne(b []byte, off uint64) (Inst, error) {
 	p := prefixEnd(b)
 	if n, op, ok := vzero(b, p); ok {
-		return finish(b[:n], off, op, op.String(), nil), nil
+		return finish(b[:n], off, op, strings.ToLower(op.String()), nil), nil
 	}
-	xi, err := x86asm.Decode(b, 64)
-	if err == nil && xi.Op != 0 && xi.Len > 0 {
+	xi, err := x86Decode(b)
+	if err == nil && xi.Op != 0 && xi.Len > 0 && xi.Len <= len(b) {
 		return finish(b[:xi.Len], off, xi.Op, gnuText(xi, off), &xi), nil
 	}
 	if n, text, ok := supplement(b, p); ok {
 		return finish(b[:n], off, 0, text, nil), nil
+	}
+	if k := neutralPrefixes(b); k > 0 && k < len(b) {
+		// x86asm rejects some prefixes that do not change the length,
+		// such as addr32 before a VEX instruction (OpenSSL pads code
+		// with them): decode without them.
+		if in, err2 := decodeOne(b[k:], off+uint64(k)); err2 == nil && k+in.Len <= 15 {
+			out := finish(b[:k+in.Len], off, in.Op, fmt.Sprintf("(prefix % x) %s", b[:k], in.Text), nil)
+			out.hasTarget, out.target, out.guardCmp = in.hasTarget, in.target, in.guardCmp
+			return out, nil
+		}
 	}
 	if err == nil || errors.Is(err, x86asm.ErrTruncated) {
 		// x86asm returns a lone prefix, without error, for bytes it
@@ -167,19 +195,51 @@ func decodeOne(b []byte, off uint64) (Inst, error) {
 	return Inst{}, err
 }
 
+// x86Decode decodes the instruction at the start of b with x86asm in 64-bit
+// mode, turning a panic of the decoder into an error.
+func x86Decode(b []byte) (xi x86asm.Inst, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			xi, err = x86asm.Inst{}, fmt.Errorf("x86asm: %v", r)
+		}
+	}()
+	return x86asm.Decode(b, 64)
+}
+
+// neutralPrefixes returns how many bytes at the start of b are segment,
+// address-size or lock prefixes, which do not change an instruction's length
+// in 64-bit mode.
+func neutralPrefixes(b []byte) int {
+	k := 0
+	for k < len(b) && k < 14 {
+		switch b[k] {
+		case 0x26, 0x2e, 0x36, 0x3e, 0x64, 0x65, 0x67, 0xf0:
+			k++
+			continue
+		}
+		break
+	}
+	return k
+}
+
 // truncatedPrefix reports whether b is too short to hold the instruction it
 // starts, judged by asking x86asm again with zero bytes appended.
 func truncatedPrefix(b []byte) bool {
 	var buf [15]byte
 	copy(buf[:], b)
-	xi, err := x86asm.Decode(buf[:], 64)
+	xi, err := x86Decode(buf[:])
 	return err == nil && xi.Op != 0 && xi.Len > len(b)
 }
 
 // gnuText formats xi in AT&T syntax with branch targets as offsets from the
 // function start. (At offset 0, GNUSyntax takes the pc as unknown and
 // prints a branch target as .+N.)
-func gnuText(xi x86asm.Inst, off uint64) string {
+func gnuText(xi x86asm.Inst, off uint64) (text string) {
+	defer func() {
+		if r := recover(); r != nil {
+			text = xi.Op.String()
+		}
+	}()
 	return x86asm.GNUSyntax(xi, off, nil)
 }
 
@@ -261,10 +321,18 @@ func vzero(b []byte, p int) (int, x86asm.Op, bool) {
 	return n, x86asm.VZEROUPPER, true
 }
 
-// supplement decodes the length of the 0f-map instructions x86asm v0.32.0
-// does not know. p is the index of the opcode byte.
+// supplement decodes the length of the instructions x86asm v0.32.0 does not
+// know: some of the 0f map (hint nops such as endbr64, groups 7, 9 and 15,
+// PadLock, three-byte opcodes) and, through supplementVEX, some VEX and XOP
+// ones. p is the index of the opcode byte.
 func supplement(b []byte, p int) (int, string, bool) {
-	if p+1 >= len(b) || b[p] != 0x0f {
+	if p+1 >= len(b) {
+		return 0, "", false
+	}
+	if b[p] == 0xc4 || b[p] == 0x8f {
+		return supplementVEX(b, p)
+	}
+	if b[p] != 0x0f {
 		return 0, "", false
 	}
 	var n int
@@ -276,8 +344,9 @@ func supplement(b []byte, p int) (int, string, bool) {
 			return 0, "", false
 		}
 		n = p + 2 + m
-	case op2 == 0x01 || op2 == 0xc7:
-		// group 7 (rdpkru, serialize, …) and group 9 (rdpid, …)
+	case op2 == 0x01 || op2 == 0xc7 || op2 == 0xa6 || op2 == 0xa7:
+		// group 7 (rdpkru, serialize, …), group 9 (rdpid, …) and VIA
+		// PadLock (xsha, xcrypt, xstore)
 		if p+2 >= len(b) {
 			return 0, "", false
 		}
@@ -307,6 +376,37 @@ func supplement(b []byte, p int) (int, string, bool) {
 		return 0, "", false
 	}
 	return n, supplementText(b[:n], p), true
+}
+
+// supplementVEX decodes the length of the 3-byte-VEX instructions of the
+// 0f 38 and 0f 3a maps and of the AMD XOP instructions that x86asm v0.32.0
+// does not know (mulx, FMA4, …). Both prefixes are 3 bytes, followed by
+// the opcode, a ModRM byte and, in maps 0f 3a and XOP 8, an imm8 (an imm32
+// in XOP map 0a).
+func supplementVEX(b []byte, p int) (int, string, bool) {
+	if p+4 >= len(b) {
+		return 0, "", false
+	}
+	imm := 0
+	switch m := b[p+1] & 0x1f; {
+	case b[p] == 0xc4 && m == 2:
+	case b[p] == 0xc4 && m == 3, b[p] == 0x8f && m == 8:
+		imm = 1
+	case b[p] == 0x8f && m == 9:
+	case b[p] == 0x8f && m == 0xa:
+		imm = 4
+	default:
+		return 0, "", false
+	}
+	m, ok := modrmLen(b, p+4)
+	if !ok {
+		return 0, "", false
+	}
+	n := p + 4 + m + imm
+	if n > len(b) || n > 15 {
+		return 0, "", false
+	}
+	return n, fmt.Sprintf(".byte % #x", b[:n]), true
 }
 
 // supplementText names an instruction decoded by supplement.
@@ -339,7 +439,7 @@ func modrmLen(b []byte, at int) (int, bool) {
 	buf[0], buf[1] = 0x0f, 0x1f
 	n := copy(buf[2:], b[at:])
 	buf[2] &^= 0x38 // reg field 0: nop r/m
-	xi, err := x86asm.Decode(buf[:2+n], 64)
+	xi, err := x86Decode(buf[:2+n])
 	if err != nil || xi.Op != x86asm.NOP || xi.Len < 3 {
 		return 0, false
 	}

@@ -135,10 +135,11 @@ func idFrom(id []byte, v idValue) bool {
 	return err == nil
 }
 
-// ctxKey names an open span by its thread and start time.
+// ctxKey names an open span by its process, thread (or goroutine) and start time.
 type ctxKey struct {
-	pid, tid uint32
-	startNs  uint64
+	pid     uint32
+	owner   uint64
+	startNs uint64
 }
 
 // waiter is a built span that waits for the context of an enclosing

@@ -199,7 +199,7 @@ func collect(t *testing.T, td ptrace.Traces) map[pcommon.SpanID]outSpan {
 func ids(b *Builder, evs ...event.Span) []pcommon.SpanID {
 	out := make([]pcommon.SpanID, len(evs))
 	for i, ev := range evs {
-		out[i] = b.SpanID(ev.PID, ev.TID, ev.StartNs)
+		out[i] = b.SpanID(ev.PID, uint64(ev.TID), ev.StartNs)
 	}
 	return out
 }
@@ -225,7 +225,7 @@ func build(t *testing.T, b *Builder, in []event.Span, want ...event.Span) map[pc
 // expect checks the ids, name and times of the output span of ev.
 func expect(t *testing.T, b *Builder, got map[pcommon.SpanID]outSpan, ev event.Span, trace pcommon.TraceID, parent pcommon.SpanID) {
 	t.Helper()
-	o, ok := got[b.SpanID(ev.PID, ev.TID, ev.StartNs)]
+	o, ok := got[b.SpanID(ev.PID, uint64(ev.TID), ev.StartNs)]
 	require.True(t, ok, "no output for span at %d on %d/%d", ev.StartNs, ev.PID, ev.TID)
 	sp := o.span
 	assert.Equal(t, trace, sp.TraceID(), "trace id of span at %d on %d/%d", ev.StartNs, ev.PID, ev.TID)
@@ -243,13 +243,13 @@ func derivedParent(b *Builder, ev event.Span) pcommon.SpanID {
 	if ev.ParentStartNs == 0 {
 		return pcommon.SpanID{}
 	}
-	return b.SpanID(ev.PID, ev.TID, ev.ParentStartNs)
+	return b.SpanID(ev.PID, uint64(ev.TID), ev.ParentStartNs)
 }
 
 // expectDerived checks that ev left with the ids derived from its thread.
 func expectDerived(t *testing.T, b *Builder, got map[pcommon.SpanID]outSpan, ev event.Span) {
 	t.Helper()
-	expect(t, b, got, ev, b.TraceID(ev.PID, ev.TID, ev.RootStartNs), derivedParent(b, ev))
+	expect(t, b, got, ev, b.TraceID(ev.PID, uint64(ev.TID), ev.RootStartNs), derivedParent(b, ev))
 }
 
 func contextCounts(found, missing, invalid, unsampled, timeout, overflow uint64) [outcomes]uint64 {
@@ -278,14 +278,14 @@ func TestContextCarrierOneBuild(t *testing.T) {
 	got := build(t, b, []event.Span{n2, n1, n3, c}, n2, n1, n3, c)
 	trace := mustTraceID(t, ctxTraceA)
 	expect(t, b, got, c, trace, mustSpanID(t, ctxParentA))
-	expect(t, b, got, n1, trace, b.SpanID(h.pid, h.tid, 100))
-	expect(t, b, got, n2, trace, b.SpanID(h.pid, h.tid, 200))
-	expect(t, b, got, n3, trace, b.SpanID(h.pid, h.tid, 100))
-	assert.Equal(t, ptrace.SpanKindServer, got[b.SpanID(h.pid, h.tid, 100)].span.Kind())
+	expect(t, b, got, n1, trace, b.SpanID(h.pid, uint64(h.tid), 100))
+	expect(t, b, got, n2, trace, b.SpanID(h.pid, uint64(h.tid), 200))
+	expect(t, b, got, n3, trace, b.SpanID(h.pid, uint64(h.tid), 100))
+	assert.Equal(t, ptrace.SpanKindServer, got[b.SpanID(h.pid, uint64(h.tid), 100)].span.Kind())
 	assert.Equal(t, map[string]any{"thread.id": int64(11), "traceparent": tpA, "code": int64(200)},
-		got[b.SpanID(h.pid, h.tid, 100)].span.Attributes().AsRaw())
+		got[b.SpanID(h.pid, uint64(h.tid), 100)].span.Attributes().AsRaw())
 	assert.Equal(t, map[string]any{"thread.id": int64(11), "n": int64(300)},
-		got[b.SpanID(h.pid, h.tid, 300)].span.Attributes().AsRaw())
+		got[b.SpanID(h.pid, uint64(h.tid), 300)].span.Attributes().AsRaw())
 	assert.Equal(t, 0, b.Waiting())
 	assert.Equal(t, Counts{Context: contextCounts(1, 0, 0, 0, 0, 0)}, b.Counts())
 }
@@ -308,12 +308,12 @@ func TestContextCarrierThreeBuilds(t *testing.T) {
 	got := build(t, b, []event.Span{c}, n2, n1, n3, c)
 	trace := mustTraceID(t, ctxTraceA)
 	expect(t, b, got, c, trace, mustSpanID(t, ctxParentA))
-	expect(t, b, got, n1, trace, b.SpanID(h.pid, h.tid, 100))
-	expect(t, b, got, n2, trace, b.SpanID(h.pid, h.tid, 200))
-	expect(t, b, got, n3, trace, b.SpanID(h.pid, h.tid, 100))
+	expect(t, b, got, n1, trace, b.SpanID(h.pid, uint64(h.tid), 100))
+	expect(t, b, got, n2, trace, b.SpanID(h.pid, uint64(h.tid), 200))
+	expect(t, b, got, n3, trace, b.SpanID(h.pid, uint64(h.tid), 100))
 	// Attributes decoded in earlier Builds survive later ones.
 	assert.Equal(t, map[string]any{"thread.id": int64(11), "n": int64(300)},
-		got[b.SpanID(h.pid, h.tid, 300)].span.Attributes().AsRaw())
+		got[b.SpanID(h.pid, uint64(h.tid), 300)].span.Attributes().AsRaw())
 	assert.Equal(t, 0, b.Waiting())
 	assert.Equal(t, Counts{Context: contextCounts(1, 0, 0, 0, 0, 0)}, b.Counts())
 	assert.Equal(t, 0, b.Build(nil).SpanCount())
@@ -330,7 +330,7 @@ func TestContextCarrierInsideRoot(t *testing.T) {
 	n := h.work(200, 300, 100, 50, 100)
 	got := build(t, b, []event.Span{n, c, root}, n, c, root)
 	expect(t, b, got, c, mustTraceID(t, ctxTraceA), mustSpanID(t, ctxParentA))
-	expect(t, b, got, n, mustTraceID(t, ctxTraceA), b.SpanID(h.pid, h.tid, 100))
+	expect(t, b, got, n, mustTraceID(t, ctxTraceA), b.SpanID(h.pid, uint64(h.tid), 100))
 	expectDerived(t, b, got, root)
 	assert.Equal(t, Counts{Context: contextCounts(1, 0, 0, 0, 0, 0)}, b.Counts())
 }
@@ -343,7 +343,7 @@ func TestContextCarrierAtExit(t *testing.T) {
 	n := h.work(200, 300, 100, 100, 100)
 	got := build(t, b, []event.Span{n, c}, n, c)
 	expect(t, b, got, c, mustTraceID(t, ctxTraceB), mustSpanID(t, ctxParentB))
-	expect(t, b, got, n, mustTraceID(t, ctxTraceB), b.SpanID(h.pid, h.tid, 100))
+	expect(t, b, got, n, mustTraceID(t, ctxTraceB), b.SpanID(h.pid, uint64(h.tid), 100))
 }
 
 // nestedTree is an outer text carrier with an inner query carrier:
@@ -376,15 +376,15 @@ func TestContextNestedCarriers(t *testing.T) {
 	// The inner carrier has its own context: its subtree leaves with it.
 	got := build(t, b, []event.Span{i}, i, q1, q2)
 	expect(t, b, got, i, traceB, mustSpanID(t, ctxParentB))
-	expect(t, b, got, q1, traceB, b.SpanID(h.pid, h.tid, 200))
-	expect(t, b, got, q2, traceB, b.SpanID(h.pid, h.tid, 300))
-	assert.Equal(t, ptrace.SpanKindClient, got[b.SpanID(h.pid, h.tid, 200)].span.Kind())
+	expect(t, b, got, q1, traceB, b.SpanID(h.pid, uint64(h.tid), 200))
+	expect(t, b, got, q2, traceB, b.SpanID(h.pid, uint64(h.tid), 300))
+	assert.Equal(t, ptrace.SpanKindClient, got[b.SpanID(h.pid, uint64(h.tid), 200)].span.Kind())
 	assert.Equal(t, 1, b.Waiting(), "P1 still waits for O")
 
 	got = build(t, b, []event.Span{p2, o}, p1, p2, o)
 	expect(t, b, got, o, traceA, mustSpanID(t, ctxParentA))
-	expect(t, b, got, p1, traceA, b.SpanID(h.pid, h.tid, 100))
-	expect(t, b, got, p2, traceA, b.SpanID(h.pid, h.tid, 100))
+	expect(t, b, got, p1, traceA, b.SpanID(h.pid, uint64(h.tid), 100))
+	expect(t, b, got, p2, traceA, b.SpanID(h.pid, uint64(h.tid), 100))
 	assert.Equal(t, 0, b.Waiting())
 	assert.Equal(t, Counts{Context: contextCounts(2, 0, 0, 0, 0, 0)}, b.Counts())
 }
@@ -414,11 +414,11 @@ func TestContextNestedCarrierWithoutContext(t *testing.T) {
 
 			got := build(t, b, []event.Span{o}, p1, q2, q1, i, p2, o)
 			expect(t, b, got, o, traceA, mustSpanID(t, ctxParentA))
-			expect(t, b, got, i, traceA, b.SpanID(h.pid, h.tid, 100)) // derived parent: O
-			expect(t, b, got, q1, traceA, b.SpanID(h.pid, h.tid, 200))
-			expect(t, b, got, q2, traceA, b.SpanID(h.pid, h.tid, 300))
-			expect(t, b, got, p1, traceA, b.SpanID(h.pid, h.tid, 100))
-			expect(t, b, got, p2, traceA, b.SpanID(h.pid, h.tid, 100))
+			expect(t, b, got, i, traceA, b.SpanID(h.pid, uint64(h.tid), 100)) // derived parent: O
+			expect(t, b, got, q1, traceA, b.SpanID(h.pid, uint64(h.tid), 200))
+			expect(t, b, got, q2, traceA, b.SpanID(h.pid, uint64(h.tid), 300))
+			expect(t, b, got, p1, traceA, b.SpanID(h.pid, uint64(h.tid), 100))
+			expect(t, b, got, p2, traceA, b.SpanID(h.pid, uint64(h.tid), 100))
 			assert.Equal(t, 0, b.Waiting())
 			assert.Equal(t, Counts{Context: tt.counts}, b.Counts())
 		})
@@ -439,9 +439,9 @@ func TestContextThreeLevelChain(t *testing.T) {
 	traceA := mustTraceID(t, ctxTraceA)
 	got := build(t, b, []event.Span{o}, leaf, i, m, o)
 	expect(t, b, got, o, traceA, mustSpanID(t, ctxParentA))
-	expect(t, b, got, m, traceA, b.SpanID(h.pid, h.tid, 100))
-	expect(t, b, got, i, traceA, b.SpanID(h.pid, h.tid, 200))
-	expect(t, b, got, leaf, traceA, b.SpanID(h.pid, h.tid, 300))
+	expect(t, b, got, m, traceA, b.SpanID(h.pid, uint64(h.tid), 100))
+	expect(t, b, got, i, traceA, b.SpanID(h.pid, uint64(h.tid), 200))
+	expect(t, b, got, leaf, traceA, b.SpanID(h.pid, uint64(h.tid), 300))
 	assert.Equal(t, Counts{Context: contextCounts(1, 2, 0, 0, 0, 0)}, b.Counts())
 }
 
@@ -470,11 +470,11 @@ func TestContextRootCarrierWithoutContext(t *testing.T) {
 			build(t, b, []event.Span{n2, n1, n3})
 			assert.Equal(t, 3, b.Waiting())
 			got := build(t, b, []event.Span{c}, n2, n1, n3, c)
-			derived := b.TraceID(h.pid, h.tid, 100)
+			derived := b.TraceID(h.pid, uint64(h.tid), 100)
 			expect(t, b, got, c, derived, pcommon.SpanID{})
-			expect(t, b, got, n1, derived, b.SpanID(h.pid, h.tid, 100))
-			expect(t, b, got, n2, derived, b.SpanID(h.pid, h.tid, 200))
-			expect(t, b, got, n3, derived, b.SpanID(h.pid, h.tid, 100))
+			expect(t, b, got, n1, derived, b.SpanID(h.pid, uint64(h.tid), 100))
+			expect(t, b, got, n2, derived, b.SpanID(h.pid, uint64(h.tid), 200))
+			expect(t, b, got, n3, derived, b.SpanID(h.pid, uint64(h.tid), 100))
 			assert.Equal(t, 0, b.Waiting())
 			assert.Equal(t, tt.counts, b.Counts())
 		})
@@ -511,7 +511,7 @@ func TestContextUnsampled(t *testing.T) {
 	assert.Equal(t, 0, b.Flush().SpanCount())
 }
 
-func (h th) spanID(b *Builder, start uint64) pcommon.SpanID { return b.SpanID(h.pid, h.tid, start) }
+func (h th) spanID(b *Builder, start uint64) pcommon.SpanID { return b.SpanID(h.pid, uint64(h.tid), start) }
 
 // TestContextPerThread: the same start times on two threads of one process
 // and on a thread of another process wait separately.
@@ -573,7 +573,7 @@ func TestContextPerThreadOneBuild(t *testing.T) {
 		if ev.Def == cdServer {
 			continue
 		}
-		expect(t, b, got, ev, trace, b.SpanID(ev.PID, ev.TID, 100))
+		expect(t, b, got, ev, trace, b.SpanID(ev.PID, uint64(ev.TID), 100))
 	}
 	assert.Equal(t, 0, b.Waiting())
 }
@@ -763,7 +763,7 @@ func TestContextMaxWaitingCarrierOverflows(t *testing.T) {
 	build(t, b, []event.Span{q2, q1})
 	assert.Equal(t, 2, b.Waiting())
 	got := build(t, b, []event.Span{i}, i, q1, q2)
-	derived := b.TraceID(h.pid, h.tid, 100)
+	derived := b.TraceID(h.pid, uint64(h.tid), 100)
 	expect(t, b, got, i, derived, h.spanID(b, 100))
 	expect(t, b, got, q1, derived, h.spanID(b, 200))
 	expect(t, b, got, q2, derived, h.spanID(b, 300))

@@ -361,7 +361,7 @@ func spansByEvent(t *testing.T, b *Builder, td ptrace.Traces, in []event.Span) (
 	out := make([]ptrace.Span, len(in))
 	res := make([]pcommon.Resource, len(in))
 	for i, ev := range in {
-		id := b.SpanID(ev.PID, ev.TID, ev.StartNs)
+		id := b.SpanID(ev.PID, uint64(ev.TID), ev.StartNs)
 		sp, ok := byID[id]
 		require.True(t, ok, "no output span for input %d", i)
 		out[i], res[i] = sp, resOf[id]
@@ -384,11 +384,11 @@ func TestBuildExplicit(t *testing.T) {
 		assert.Equal(t, ptrace.SpanKindInternal, sp.Kind(), "input %d", i)
 		assert.False(t, sp.SpanID().IsEmpty(), "input %d", i)
 		assert.False(t, sp.TraceID().IsEmpty(), "input %d", i)
-		assert.Equal(t, b.TraceID(ev.PID, ev.TID, ev.RootStartNs), sp.TraceID(), "input %d", i)
+		assert.Equal(t, b.TraceID(ev.PID, uint64(ev.TID), ev.RootStartNs), sp.TraceID(), "input %d", i)
 		if ev.ParentStartNs == 0 {
 			assert.True(t, sp.ParentSpanID().IsEmpty(), "input %d: a root has no parent", i)
 		} else {
-			assert.Equal(t, b.SpanID(ev.PID, ev.TID, ev.ParentStartNs), sp.ParentSpanID(), "input %d", i)
+			assert.Equal(t, b.SpanID(ev.PID, uint64(ev.TID), ev.ParentStartNs), sp.ParentSpanID(), "input %d", i)
 		}
 		assert.Equal(t, pcommon.Timestamp(uint64(int64(ev.StartNs)+testWallOffset)), sp.StartTimestamp(), "input %d", i)
 		assert.Equal(t, pcommon.Timestamp(uint64(int64(ev.EndNs)+testWallOffset)), sp.EndTimestamp(), "input %d", i)

@@ -157,7 +157,7 @@ func (b *Builder) Build(in []event.Span) ptrace.Traces {
 		var self *ctxKey
 		if def.Carrier != target.CarrierNone {
 			b.counts.Context[outcome]++
-			self = &ctxKey{ev.PID, ev.TID, ev.StartNs}
+			self = &ctxKey{ev.PID, ownerOf(ev), ev.StartNs}
 		}
 		switch {
 		case outcome == ContextFound:
@@ -166,7 +166,7 @@ func (b *Builder) Build(in []event.Span) ptrace.Traces {
 			b.finish(sp, key, tc.sampled)
 			b.resolve(*self, tc.trace, tc.sampled, false)
 		case ev.ContextStartNs != 0:
-			b.wait(ctxKey{ev.PID, ev.TID, ev.ContextStartNs}, waiter{span: sp, res: key, self: self})
+			b.wait(ctxKey{ev.PID, ownerOf(ev), ev.ContextStartNs}, waiter{span: sp, res: key, self: self})
 		default:
 			trace := sp.TraceID() // finish moves sp out
 			b.finish(sp, key, true)
@@ -214,10 +214,11 @@ func (b *Builder) span(sp ptrace.Span, ev *event.Span, def *target.Span) (traceC
 		kind = spanKinds[def.Kind]
 	}
 	sp.SetKind(kind)
-	sp.SetTraceID(b.TraceID(ev.PID, ev.TID, ev.RootStartNs))
-	sp.SetSpanID(b.SpanID(ev.PID, ev.TID, ev.StartNs))
+	owner := ownerOf(ev)
+	sp.SetTraceID(b.TraceID(ev.PID, owner, ev.RootStartNs))
+	sp.SetSpanID(b.SpanID(ev.PID, owner, ev.StartNs))
 	if ev.ParentStartNs != 0 {
-		sp.SetParentSpanID(b.SpanID(ev.PID, ev.TID, ev.ParentStartNs))
+		sp.SetParentSpanID(b.SpanID(ev.PID, owner, ev.ParentStartNs))
 	}
 	sp.SetStartTimestamp(pcommon.Timestamp(int64(ev.StartNs) + b.s.WallOffsetNs))
 	sp.SetEndTimestamp(pcommon.Timestamp(int64(ev.EndNs) + b.s.WallOffsetNs))
@@ -419,26 +420,27 @@ func extend(raw uint64, size uint8, signed bool) uint64 {
 	return raw
 }
 
-// SpanID derives the id of the span that started at startNs on a thread.
-func (b *Builder) SpanID(pid, tid uint32, startNs uint64) pcommon.SpanID {
+// SpanID derives the id of the span that started at startNs on a thread
+// (or goroutine) of a process.
+func (b *Builder) SpanID(pid uint32, owner, startNs uint64) pcommon.SpanID {
 	var id pcommon.SpanID
-	binary.BigEndian.PutUint64(id[:], nonZero(mix(b.s.Salt[0], pid, tid, startNs)))
+	binary.BigEndian.PutUint64(id[:], nonZero(mix(b.s.Salt[0], pid, owner, startNs)))
 	return id
 }
 
 // TraceID derives the trace id of the spans nested under the outermost span
-// that started at rootStartNs on a thread.
-func (b *Builder) TraceID(pid, tid uint32, rootStartNs uint64) pcommon.TraceID {
+// that started at rootStartNs on a thread (or goroutine) of a process.
+func (b *Builder) TraceID(pid uint32, owner, rootStartNs uint64) pcommon.TraceID {
 	var id pcommon.TraceID
-	binary.BigEndian.PutUint64(id[:8], mix(b.s.Salt[1], pid, tid, rootStartNs))
-	binary.BigEndian.PutUint64(id[8:], nonZero(mix(b.s.Salt[0]^b.s.Salt[1], tid, pid, rootStartNs)))
+	binary.BigEndian.PutUint64(id[:8], mix(b.s.Salt[1], pid, owner, rootStartNs))
+	binary.BigEndian.PutUint64(id[8:], nonZero(mix(b.s.Salt[0]^b.s.Salt[1], pid, owner^0x9e3779b97f4a7c15, rootStartNs)))
 	return id
 }
 
 // mix is a keyed 64-bit mixer (splitmix64 finalizer over the inputs).
-func mix(salt uint64, a, b uint32, c uint64) uint64 {
-	h := salt ^ (uint64(a)<<32 | uint64(b))
-	h = fmix(h)
+func mix(salt uint64, pid uint32, owner, c uint64) uint64 {
+	h := fmix(salt ^ uint64(pid)<<32 ^ owner)
+	h = fmix(h ^ owner>>32)
 	h = fmix(h ^ c)
 	return h
 }
@@ -450,6 +452,14 @@ func fmix(h uint64) uint64 {
 	h *= 0x94d049bb133111eb
 	h ^= h >> 31
 	return h
+}
+
+// ownerOf returns what paired a span: its goroutine, or its thread.
+func ownerOf(ev *event.Span) uint64 {
+	if ev.Owner != 0 {
+		return ev.Owner
+	}
+	return uint64(ev.TID)
 }
 
 func nonZero(v uint64) uint64 {

@@ -323,6 +323,7 @@ func (t *Tracer) Drain(batch *event.Batch, max int) (n, malformed int) {
 			ParentStartNs:  h.ParentStartNs,
 			RootStartNs:    h.RootStartNs,
 			ContextStartNs: h.ContextStartNs,
+			Owner:          h.Owner,
 			PID:            h.Pid,
 			TID:            h.Tid,
 			Def:            h.Span,

@@ -1,0 +1,104 @@
+package insn
+
+import "golang.org/x/arch/x86/x86asm"
+
+// CheapEntry returns the offset where an entry probe on a C function is
+// cheapest while still seeing the function's arguments and its caller's
+// return address at the top of the stack, and the class of the instruction
+// there.
+//
+// That is 4 when the function starts with endbr64 (which the kernel
+// single-steps) followed by an instruction the kernel emulates, typically
+// push %rbp: endbr64 changes neither registers nor the stack, so the probe
+// at +4 sees what a probe at +0 would, and a uretprobe may be placed there
+// as well. Otherwise it is 0. With no instructions it returns 0 and
+// SingleStepped.
+func CheapEntry(insts []Inst) (uint64, SiteClass) {
+	if len(insts) == 0 {
+		return 0, SingleStepped
+	}
+	if len(insts) > 1 && insts[0].endbr && insts[1].Class <= Emulated {
+		return insts[1].Offset, insts[1].Class
+	}
+	return 0, insts[0].Class
+}
+
+// goPrologue is how many instructions from a Go function's start GoEntry
+// looks for the stack check: the largest check (mov, sub, jb, cmp, jbe)
+// has five, and ABI0 functions load g first.
+const goPrologue = 8
+
+// goMorestackBlock is how many instructions after the stack check's branch
+// target GoEntry looks for the call to runtime.morestack and the jump back.
+const goMorestackBlock = 64
+
+// GoEntry returns the offset of the first instruction after a Go function's
+// stack check, and that instruction's class; 0 and the class of the first
+// instruction when the function has no stack check.
+//
+// Go functions start by comparing the stack pointer (or the stack pointer
+// minus the frame size, in %r12) with the goroutine's stack guard at
+// 0x10(%r14) (0x10(%rcx) in ABI0 assembly, 0x18 for the system stack) and
+// jumping with jbe to a block at the function's end that calls
+// runtime.morestack and then jumps back to the function's first
+// instruction. When the stack grows, the function's first instructions run
+// twice for one call, so an entry probe belongs after the jbe, where it
+// fires once per call and the argument registers are still untouched
+// (usually on push %rbp, which the kernel emulates). GoEntry recognizes the
+// check by the cmp against the guard, the jbe right after it, and a jump
+// back to the check's start in the block the jbe targets; functions marked
+// nosplit, small leaf functions and most assembly functions have none.
+func GoEntry(insts []Inst) (uint64, SiteClass) {
+	if len(insts) == 0 {
+		return 0, SingleStepped
+	}
+	for i := 0; i+2 < len(insts) && i < goPrologue; i++ {
+		cmp, jbe := insts[i], insts[i+1]
+		if !cmp.guardCmp || jbe.Op != x86asm.JBE || !jbe.hasTarget || jbe.target <= int64(jbe.Offset) {
+			continue
+		}
+		if jumpsBack(insts, uint64(jbe.target), cmp.Offset) {
+			return insts[i+2].Offset, insts[i+2].Class
+		}
+		break
+	}
+	return 0, insts[0].Class
+}
+
+// jumpsBack reports whether the block at offset start calls a function and
+// then jumps back to an offset at or before limit (the start of the stack
+// check), as the morestack block of a Go function does.
+func jumpsBack(insts []Inst, start, limit uint64) bool {
+	i := find(insts, start)
+	if i < 0 || insts[i].Offset != start {
+		return false
+	}
+	called := false
+	for end := min(len(insts), i+goMorestackBlock); i < end; i++ {
+		in := insts[i]
+		switch {
+		case in.Op == x86asm.CALL:
+			called = true
+		case in.Op == x86asm.JMP:
+			return called && in.hasTarget && in.target >= 0 && uint64(in.target) <= limit
+		case in.stopsFlow:
+			return false
+		}
+	}
+	return false
+}
+
+// Returns returns the offsets of every near RET instruction in insts, in
+// order. Go return probes go there, since kernel uretprobes crash Go
+// programs. A function may also leave through a tail jump (Go's ABI
+// wrappers and some assembly functions do), by panicking, or by a call that
+// never returns; those exits have no RET.
+func Returns(insts []Inst) []uint64 {
+	var offs []uint64
+	for _, in := range insts {
+		if in.Ret {
+			offs = append(offs, in.Offset)
+		}
+	}
+	return offs
+}
