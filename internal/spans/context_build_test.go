@@ -511,7 +511,9 @@ func TestContextUnsampled(t *testing.T) {
 	assert.Equal(t, 0, b.Flush().SpanCount())
 }
 
-func (h th) spanID(b *Builder, start uint64) pcommon.SpanID { return b.SpanID(h.pid, uint64(h.tid), start) }
+func (h th) spanID(b *Builder, start uint64) pcommon.SpanID {
+	return b.SpanID(h.pid, uint64(h.tid), start)
+}
 
 // TestContextPerThread: the same start times on two threads of one process
 // and on a thread of another process wait separately.
