@@ -55,10 +55,10 @@ test-unit: deps
 
 # fuzz runs every fuzz target briefly.
 fuzz:
-	@set -e; for pkg in ./internal/usdt ./internal/fetch ./internal/config ./internal/spans; do \
+	@set -e; for pkg in ./internal/usdt ./internal/fetch ./internal/config ./internal/spans ./internal/insn ./internal/gobin; do \
 		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 			echo "fuzz $$pkg $$f"; \
-			$(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg; \
+			$(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=2s $$pkg; \
 		done; \
 	done
 

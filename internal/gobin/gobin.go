@@ -23,12 +23,14 @@
 // never misread; rebuilding the receiver with the newer Go fixes that. For
 // Go 1.18 and later, function addresses in the pclntab are offsets from the
 // start of the Go text (runtime.text), which Functions takes from the symbol
-// table, or, in stripped binaries, from the runtime's module data (the
-// .go.module section of Go 1.26, or any writable data section of older
-// versions), or else from the start of the .text section; the last guess is
-// wrong for stripped binaries linked externally (cgo) by a Go too old or too
-// new to have the module data layout of Go 1.18–1.26, which Functions then
-// rejects when the addresses fall outside executable code.
+// table, or, in stripped binaries, from the runtime's module data (found in
+// the .go.module section of Go 1.26 or another writable data section; the
+// fields read there have kept their offsets since Go 1.16), or else from
+// the start of the .text section. That last guess is right for internally
+// linked binaries but not for externally linked (cgo) ones, where C code
+// precedes the Go text: should a future Go move those module data fields,
+// the functions of its stripped cgo binaries would come out shifted, and
+// Functions notices only when they fall outside the executable sections.
 package gobin
 
 import (

@@ -1,8 +1,6 @@
 package insn
 
 import (
-	"fmt"
-	"time"
 	"encoding/hex"
 	"strings"
 	"testing"
@@ -378,33 +376,44 @@ func FuzzDecode(f *testing.F) {
 		f.Add(hexBytes(f, s))
 	}
 	f.Fuzz(func(t *testing.T, code []byte) {
-		tm := time.AfterFunc(3*time.Second, func() { panic(fmt.Sprintf("HANG % x", code)) })
-		defer tm.Stop()
 		insts, err := Decode(code)
 		if len(code) == 0 {
-			require.Error(t, err)
+			if err == nil {
+				t.Fatal("no error for no code")
+			}
 			return
 		}
+		if err == nil && len(insts) == 0 {
+			t.Fatal("no instructions and no error")
+		}
 		var next uint64
-		for _, in := range insts {
-			require.Equal(t, next, in.Offset, "instructions must be contiguous")
-			require.Greater(t, in.Len, 0)
-			require.LessOrEqual(t, in.Len, 15)
-			require.LessOrEqual(t, in.End(), uint64(len(code)))
-			require.NoError(t, Boundary(insts, in.Offset))
-			for o := in.Offset + 1; o < in.End(); o++ {
-				require.Error(t, Boundary(insts, o))
+		for k, in := range insts {
+			if in.Offset != next || in.Len < 1 || in.Len > 15 || in.End() > uint64(len(code)) {
+				t.Fatalf("instruction %d: offset %#x, length %d after %#x in %d bytes", k, in.Offset, in.Len, next, len(code))
 			}
-			c, cerr := Classify(code[in.Offset:in.End()])
-			require.NoError(t, cerr)
-			require.Equal(t, in.Class, c)
+			if err := Boundary(insts, in.Offset); err != nil {
+				t.Fatalf("instruction %d: %v", k, err)
+			}
+			for o := in.Offset + 1; o < in.End(); o++ {
+				if Boundary(insts, o) == nil {
+					t.Fatalf("offset %#x inside the instruction at %#x passes Boundary", o, in.Offset)
+				}
+			}
+			if c, err := Classify(code[in.Offset:in.End()]); err != nil || c != in.Class {
+				t.Fatalf("instruction %d: Classify says %v, %v; Decode said %v", k, c, err, in.Class)
+			}
 			next = in.End()
 		}
-		if err == nil {
-			require.NotEmpty(t, insts)
+		if off, _ := CheapEntry(insts); off != 0 && Boundary(insts, off) != nil {
+			t.Fatalf("CheapEntry %#x is no boundary", off)
 		}
-		CheapEntry(insts)
-		GoEntry(insts)
-		Returns(insts)
+		if off, _ := GoEntry(insts); off != 0 && Boundary(insts, off) != nil {
+			t.Fatalf("GoEntry %#x is no boundary", off)
+		}
+		for _, off := range Returns(insts) {
+			if Boundary(insts, off) != nil {
+				t.Fatalf("return %#x is no boundary", off)
+			}
+		}
 	})
 }
