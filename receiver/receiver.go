@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
+	"github.com/otel-uprobe/uprobereceiver/internal/insn"
 	"github.com/otel-uprobe/uprobereceiver/internal/spans"
 	"github.com/otel-uprobe/uprobereceiver/internal/target"
 	"github.com/otel-uprobe/uprobereceiver/internal/tracer"
@@ -93,7 +95,7 @@ func (r *uprobeReceiver) Start(_ context.Context, host component.Host) error {
 
 func (r *uprobeReceiver) start(host component.Host) error {
 	log := r.set.Logger
-	plan, err := target.Resolve(r.cfg.Targets)
+	plan, err := target.Resolve(r.cfg.Targets, target.Options{OptimizedUprobes: tracer.HaveOptimizedUprobes()})
 	if err != nil {
 		return fmt.Errorf("resolving targets: %w", err)
 	}
@@ -131,12 +133,9 @@ func (r *uprobeReceiver) start(host component.Host) error {
 	r.emitter = newMetricsEmitter(r.cfg.MetricsBuilderConfig, r.set, plan, r.hostName, pcommon.NewTimestampFromTime(time.Now()))
 	r.started = true
 
-	locations := 0
-	for _, p := range plan.Probes {
-		locations += p.Locations
-	}
+	r.reportLocations(plan, 1)
 	log.Info("Probes attached", zap.Int("targets", len(plan.Targets)), zap.Int("probes", len(plan.Probes)),
-		zap.Int("spans", len(plan.Spans)), zap.Int("locations", locations))
+		zap.Int("spans", len(plan.Spans)), zap.Int("locations", len(plan.Attachments)))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
@@ -144,6 +143,39 @@ func (r *uprobeReceiver) start(host component.Host) error {
 	go r.drainLoop(ctx)
 	go r.metricsLoop(ctx)
 	return nil
+}
+
+// reportLocations logs, per probe, where its locations are and how the
+// kernel runs them, and adds sign times their number to self-telemetry.
+func (r *uprobeReceiver) reportLocations(plan *target.Plan, sign int64) {
+	type key struct {
+		probe int
+		class insn.SiteClass
+	}
+	counts := map[key]int64{}
+	for _, a := range plan.Attachments {
+		counts[key{a.Probe, a.Class}]++
+	}
+	for i, p := range plan.Probes {
+		var classes []string
+		for c := insn.Optimizable; c <= insn.SingleStepped; c++ {
+			n := counts[key{i, c}]
+			if n == 0 {
+				continue
+			}
+			classes = append(classes, fmt.Sprintf("%d %s", n, c))
+			r.tel.ReceiverUprobeLocations.Add(context.Background(), sign*n, metric.WithAttributes(
+				attribute.String("probe.name", p.Ref), attribute.String("site.class", c.String())))
+		}
+		if sign > 0 {
+			level := zap.InfoLevel
+			if counts[key{i, insn.SingleStepped}] > 0 {
+				level = zap.WarnLevel // about 11 µs per hit
+			}
+			r.set.Logger.Log(level, "Probe sites", zap.String("probe", p.Ref),
+				zap.String("path", plan.Targets[p.Target].Path), zap.String("sites", strings.Join(classes, ", ")))
+		}
+	}
 }
 
 // drainLoop hands completed spans to the pipeline every FlushInterval.
@@ -280,6 +312,7 @@ func (r *uprobeReceiver) Shutdown(ctx context.Context) error {
 		}
 		r.collect(ctx)
 		err = errors.Join(err, r.tracer.Close())
+		r.reportLocations(r.plan, -1)
 	})
 	return err
 }

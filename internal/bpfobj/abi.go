@@ -43,9 +43,10 @@ const (
 
 // Fetch kinds (enum fetch_kind).
 const (
-	FetchKindInt    = uint8(engineFetchKindFETCH_KIND_INT)
-	FetchKindString = uint8(engineFetchKindFETCH_KIND_STRING)
-	FetchKindBytes  = uint8(engineFetchKindFETCH_KIND_BYTES)
+	FetchKindInt      = uint8(engineFetchKindFETCH_KIND_INT)
+	FetchKindString   = uint8(engineFetchKindFETCH_KIND_STRING)
+	FetchKindBytes    = uint8(engineFetchKindFETCH_KIND_BYTES)
+	FetchKindGoString = uint8(engineFetchKindFETCH_KIND_GOSTRING)
 )
 
 // Site flags (enum site_flag).
@@ -54,6 +55,7 @@ const (
 	SiteExit     = uint8(engineSiteFlagSITE_EXIT)
 	SiteCarrier  = uint8(engineSiteFlagSITE_CARRIER)
 	SiteFunction = uint8(engineSiteFlagSITE_FUNCTION)
+	SiteGo       = uint8(engineSiteFlagSITE_GO)
 )
 
 // Record flags (enum record_flag).
@@ -94,6 +96,7 @@ const (
 	MapSpans             = engineMapSpans
 	MapRecords           = engineMapRecords
 	MapTaskStates        = engineMapTaskStates
+	MapGoStates          = engineMapGoStates
 	VarEmitRecords       = engineVarEmitRecords
 )
 

@@ -335,7 +335,7 @@ func checkExpr(e fetch.Expr, r role, p Probe, pOK bool) error {
 	if len(e.Derefs) > bpfobj.MaxDerefs {
 		return fmt.Errorf("%q: %d dereferences, at most %d", e.Text, len(e.Derefs), bpfobj.MaxDerefs)
 	}
-	if (e.Type.Kind == fetch.KindString || e.Type.Kind == fetch.KindBytes) && int(e.Type.MaxLen) > bpfobj.StringMax {
+	if (e.Type.Kind == fetch.KindString || e.Type.Kind == fetch.KindGoString || e.Type.Kind == fetch.KindBytes) && int(e.Type.MaxLen) > bpfobj.StringMax {
 		return fmt.Errorf("%q: %s is longer than the %d-byte capture limit", e.Text, e.Type, bpfobj.StringMax)
 	}
 	return nil

@@ -155,7 +155,7 @@ func TestValidateErrors(t *testing.T) {
 			}},
 		{"bad fetch expression in attributes",
 			span(Span{Name: "s", Entry: pg, Exit: pgd, Attributes: map[string]string{"q": "arg0:strin"}}),
-			[]string{s0 + `.attributes["q"]: fetch expression "arg0:strin" at column 6: unknown type "strin" (want u8..u64, s8..s64, x8..x64, string, string[N], bytes[N])`}},
+			[]string{s0 + `.attributes["q"]: fetch expression "arg0:strin" at column 6: unknown type "strin" (want u8..u64, s8..s64, x8..x64, string, string[N], bytes[N], gostring, gostring[N])`}},
 		{"bad fetch expression in exit_attributes",
 			span(Span{Name: "s", Entry: pg, Exit: pgd, ExitAttributes: map[string]string{"d": "+8(%di"}}),
 			[]string{s0 + `.exit_attributes["d"]: fetch expression "+8(%di" at column 7: expected ")"`}},

@@ -108,7 +108,7 @@ func (s Span) checkContext(exitProbe Probe, exitOK bool) []error {
 		case !ok:
 			errs = append(errs, fmt.Errorf("trace_context %q: no attribute has that key (the carrier must be a captured string attribute)", s.TraceContext))
 		default:
-			if e, err := fetch.Parse(expr); err == nil && e.Typed && e.Type.Kind != fetch.KindString {
+			if e, err := fetch.Parse(expr); err == nil && e.Typed && e.Type.Kind != fetch.KindString && e.Type.Kind != fetch.KindGoString {
 				errs = append(errs, fmt.Errorf("trace_context %q: the attribute is %s, not a string", s.TraceContext, e.Type))
 			}
 		}
@@ -132,7 +132,7 @@ func (s Span) checkContext(exitProbe Probe, exitOK bool) []error {
 			continue
 		}
 		binary := e.Type.Kind == fetch.KindBytes && e.Type.MaxLen == id.bytes
-		if !binary && e.Type.Kind != fetch.KindString {
+		if !binary && e.Type.Kind != fetch.KindString && e.Type.Kind != fetch.KindGoString {
 			errs = append(errs, fmt.Errorf("%s %q: want bytes[%d] (raw id) or a string (%d hex digits)", id.field, id.expr, id.bytes, 2*id.bytes))
 		}
 		if err := checkExpr(e, atEntry, Probe{}, false); err != nil {

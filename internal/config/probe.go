@@ -16,7 +16,8 @@ type ProbeKind uint8
 const (
 	// KindUSDT is a USDT probe: usdt:PROVIDER:NAME.
 	KindUSDT ProbeKind = iota + 1
-	// KindUprobe is a uprobe at a function or inside one: uprobe:SYMBOL or uprobe:SYMBOL+0xOFF.
+	// KindUprobe is a uprobe at a function or inside one: uprobe:SYMBOL,
+	// uprobe:SYMBOL+0xOFF, or uprobe:0xADDR (a virtual address inside a function).
 	KindUprobe
 	// KindUretprobe is a return probe of a function: uretprobe:SYMBOL.
 	KindUretprobe
@@ -42,6 +43,8 @@ type Probe struct {
 	Name     string // KindUSDT
 	Symbol   string // KindUprobe, KindUretprobe
 	Offset   uint64 // KindUprobe: bytes from the start of Symbol
+	// Address is the virtual address of uprobe:0xADDR (Symbol is then empty).
+	Address uint64
 }
 
 // String returns the canonical reference: "usdt:p:n", "uprobe:f", "uprobe:f+0x10", "uretprobe:f".
@@ -51,6 +54,9 @@ func (p Probe) String() string {
 	case KindUSDT:
 		return "usdt:" + p.Provider + ":" + p.Name
 	case KindUprobe:
+		if p.Symbol == "" {
+			return fmt.Sprintf("uprobe:%#x", p.Address)
+		}
 		if p.Offset != 0 {
 			return fmt.Sprintf("uprobe:%s+%#x", p.Symbol, p.Offset)
 		}
@@ -81,6 +87,13 @@ func ParseProbe(ref string) (Probe, error) {
 		}
 		return Probe{Kind: KindUSDT, Provider: provider, Name: name}, nil
 	case "uprobe":
+		if a, ok := strings.CutPrefix(rest, "0x"); ok && !strings.Contains(a, "+") {
+			v, err := strconv.ParseUint(a, 16, 64)
+			if err != nil || v == 0 {
+				return Probe{}, fmt.Errorf("probe %q: address %q is not a hex number (want e.g. uprobe:0x401a2c)", ref, rest)
+			}
+			return Probe{Kind: KindUprobe, Address: v}, nil
+		}
 		sym, off, hasOff := strings.Cut(rest, "+")
 		if err := checkSymbol(sym); err != nil {
 			return Probe{}, fmt.Errorf("probe %q: %w", ref, err)

@@ -96,6 +96,9 @@ const (
 	KindString
 	// KindBytes is a fixed number of raw bytes, bytes[N].
 	KindBytes
+	// KindGoString is a Go string (a pointer and a length), gostring or
+	// gostring[N]; MaxLen bounds it as for KindString.
+	KindGoString
 )
 
 // String returns the name of the kind: "unsigned", "signed", "hex",
@@ -112,6 +115,8 @@ func (k Kind) String() string {
 		return "string"
 	case KindBytes:
 		return "bytes"
+	case KindGoString:
+		return "gostring"
 	}
 	return "invalid"
 }
@@ -160,6 +165,11 @@ func (t Type) String() string {
 		return "string[" + strconv.Itoa(int(t.MaxLen)) + "]"
 	case KindBytes:
 		return "bytes[" + strconv.Itoa(int(t.MaxLen)) + "]"
+	case KindGoString:
+		if t.MaxLen == DefaultStringLen {
+			return "gostring"
+		}
+		return "gostring[" + strconv.Itoa(int(t.MaxLen)) + "]"
 	}
 	return "invalid"
 }
@@ -236,7 +246,7 @@ func (e *SyntaxError) Error() string {
 
 const (
 	wantTerm = `want argN, retval, %register or OFF(EXPR)`
-	wantType = `want u8..u64, s8..s64, x8..x64, string, string[N], bytes[N]`
+	wantType = `want u8..u64, s8..s64, x8..x64, string, string[N], bytes[N], gostring, gostring[N]`
 )
 
 // Parse parses one fetch expression. Its errors are *SyntaxError.
@@ -507,18 +517,22 @@ func (p *parser) typ() (Type, error) {
 		return t, nil
 	}
 	switch w {
-	case "string":
+	case "string", "gostring":
+		kind := KindString
+		if w == "gostring" {
+			kind = KindGoString
+		}
 		save := p.pos
 		p.skipSpace()
 		if p.peek() != '[' {
 			p.pos = save
-			return Type{Kind: KindString, MaxLen: DefaultStringLen}, nil
+			return Type{Kind: kind, MaxLen: DefaultStringLen}, nil
 		}
-		n, err := p.bound(2, "string bound")
+		n, err := p.bound(2, w+" bound")
 		if err != nil {
 			return Type{}, err
 		}
-		return Type{Kind: KindString, MaxLen: n}, nil
+		return Type{Kind: kind, MaxLen: n}, nil
 	case "bytes":
 		p.skipSpace()
 		if p.peek() != '[' {

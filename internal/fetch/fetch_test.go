@@ -156,7 +156,7 @@ func TestParseInvalid(t *testing.T) {
 		{"arg0:", 6, `expected a type after ":"`},
 		{"arg0: ", 7, `expected a type after ":"`},
 		{"arg0:[4]", 6, `expected a type after ":"`},
-		{"arg0:u7", 6, `unknown type "u7" (want u8..u64, s8..s64, x8..x64, string, string[N], bytes[N])`},
+		{"arg0:u7", 6, `unknown type "u7" (want u8..u64, s8..s64, x8..x64, string, string[N], bytes[N], gostring, gostring[N])`},
 		{"arg0:U32", 6, `unknown type "U32" …`},
 		{"arg0:int", 6, `unknown type "int" …`},
 		{"arg0:string[1]", 13, "string bound out of range (want 2..65535)"},

@@ -50,6 +50,14 @@ func (r Register) String() string {
 // x86-64 calling convention.
 var SysVIntArgs = [...]Register{RDI, RSI, RDX, RCX, R8, R9}
 
+// GoIntArgs lists the registers of the integer arguments and results 0..8
+// of Go's register-based calling convention (ABIInternal, amd64, Go 1.17
+// and later); a string takes two (pointer, length).
+var GoIntArgs = [...]Register{RAX, RBX, RCX, RDI, RSI, R8, R9, R10, R11}
+
+// GoG is the register that holds the current goroutine's g in Go's ABIInternal.
+const GoG = R14
+
 // SysVReturn is the register of an integer return value in the SysV x86-64
 // calling convention.
 const SysVReturn = RAX

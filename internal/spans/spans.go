@@ -269,7 +269,7 @@ func (h *hidden) read(f *target.Fetch, data []byte) (int, bool) {
 	case target.StoreInt:
 		h.status, h.hasStatus = intValue(f.Value, binary.LittleEndian.Uint64(data)), true
 		return n, true
-	case target.StoreString:
+	case target.StoreString, target.StoreGoString:
 		v = idValue{data[2 : 2+int(binary.LittleEndian.Uint16(data))], true}
 	case target.StoreBytes:
 		v = idValue{data[:f.MaxLen], false}
@@ -314,7 +314,7 @@ func valueSize(f *target.Fetch, data []byte) (int, bool) {
 	switch f.Store {
 	case target.StoreInt:
 		size = 8
-	case target.StoreString:
+	case target.StoreString, target.StoreGoString:
 		if len(data) < 2 {
 			return 0, false
 		}
@@ -341,7 +341,7 @@ func putValue(attrs pcommon.Map, f *target.Fetch, data []byte, text *arena) (int
 	switch f.Store {
 	case target.StoreInt:
 		putInt(attrs, f.Key, f.Value, binary.LittleEndian.Uint64(data), text)
-	case target.StoreString:
+	case target.StoreString, target.StoreGoString:
 		raw := data[2 : 2+int(binary.LittleEndian.Uint16(data))]
 		if utf8.Valid(raw) {
 			attrs.PutStr(f.Key, text.str(func(b []byte) []byte { return append(b, raw...) }))

@@ -56,8 +56,9 @@ func compile(a config.Attribute, p config.Probe, loc location, r role) (Fetch, e
 		if p.Kind != config.KindUretprobe {
 			return Fetch{}, fmt.Errorf("%q: retval needs a uretprobe", e.Text)
 		}
-		f.Register = regs.SysVReturn
+		f.Register = regs.SysVReturn // also Go's first result
 	case fetch.RootArg:
+		isGo := loc.file != nil && loc.file.isGo
 		switch {
 		case p.Kind == config.KindUSDT:
 			var err error
@@ -66,9 +67,22 @@ func compile(a config.Attribute, p config.Probe, loc location, r role) (Fetch, e
 			}
 		case p.Kind == config.KindUretprobe:
 			return Fetch{}, fmt.Errorf("%q: arguments are gone when a function returns", e.Text)
+		case isGo && e.Arg < len(regs.GoIntArgs):
+			f.Register = regs.GoIntArgs[e.Arg]
+			if e.Type.Kind == fetch.KindGoString {
+				if e.Arg+1 >= len(regs.GoIntArgs) {
+					return Fetch{}, fmt.Errorf("%q: a Go string in arg%d would have its length on the stack", e.Text, e.Arg)
+				}
+				f.LenRegister = regs.GoIntArgs[e.Arg+1]
+			}
+		case isGo:
+			return Fetch{}, fmt.Errorf("%q: Go passes %d integer arguments in registers; arg%d is on the stack", e.Text, len(regs.GoIntArgs), e.Arg)
 		case e.Arg < len(regs.SysVIntArgs):
 			f.Register = regs.SysVIntArgs[e.Arg]
-		case p.Offset == 0:
+			if e.Type.Kind == fetch.KindGoString && e.Arg+1 < len(regs.SysVIntArgs) {
+				f.LenRegister = regs.SysVIntArgs[e.Arg+1]
+			}
+		case loc.AtEntry:
 			// At the first instruction, 0(%rsp) is the return address and
 			// stack argument 6 is at 8(%rsp).
 			f.Register = regs.RSP
@@ -107,6 +121,12 @@ func compile(a config.Attribute, p config.Probe, loc location, r role) (Fetch, e
 	case fetch.KindString:
 		f.Store, f.MaxLen = StoreString, typ.MaxLen
 		f.LastIsAddress = len(e.Derefs) > 0
+	case fetch.KindGoString:
+		f.Store, f.MaxLen = StoreGoString, typ.MaxLen
+		f.LastIsAddress = len(e.Derefs) > 0
+		if len(f.Derefs) == 0 && f.LenRegister == regs.None {
+			return Fetch{}, fmt.Errorf("%q: a gostring needs its length: use argN (pointer and length in two registers) or +OFF(EXPR):gostring (a string header in memory)", e.Text)
+		}
 	case fetch.KindBytes:
 		f.Store, f.MaxLen = StoreBytes, typ.MaxLen
 		f.LastIsAddress = len(e.Derefs) > 0

@@ -8,6 +8,7 @@ package target
 import (
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
+	"github.com/otel-uprobe/uprobereceiver/internal/insn"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
 )
 
@@ -19,6 +20,8 @@ type Plan struct {
 	Spans       []Span
 	Sites       []Site
 	Attachments []Attachment
+
+	opts Options
 }
 
 // Target is one resolved traced file.
@@ -32,6 +35,11 @@ type Target struct {
 	// Executable is true for a program (ET_EXEC, or ET_DYN with an
 	// interpreter): processes that map it run it. False for a shared library.
 	Executable bool
+	// Go is true for a Go binary: its spans pair by goroutine, its returns
+	// are probed on RET instructions and its arguments follow the Go ABI.
+	Go bool
+	// GoVersion is the Go version that built it, when known.
+	GoVersion string
 }
 
 // Probe is one probe reference of one target; hits and losses are counted per probe.
@@ -132,6 +140,9 @@ type Attachment struct {
 	// Program and Cookie select what runs and with which spec.
 	Program Program
 	Cookie  uint64
+	// Class says how the kernel runs the probed instruction, and so what
+	// each hit costs.
+	Class insn.SiteClass
 	// Probe is the probe id, for messages and self-telemetry.
 	Probe int
 }
@@ -156,6 +167,9 @@ const (
 	StoreString
 	// StoreBytes stores exactly MaxLen bytes.
 	StoreBytes
+	// StoreGoString stores a Go string (pointer and length) of at most
+	// MaxLen-1 bytes, in the same layout as StoreString.
+	StoreGoString
 )
 
 // Fetch is one compiled fetch expression: how the engine reads the value
@@ -185,6 +199,9 @@ type Fetch struct {
 	ReadSize uint8
 	// MaxLen bounds StoreString (bytes including the NUL) and sizes StoreBytes.
 	MaxLen uint16
+	// LenRegister holds the length of a StoreGoString without dereference
+	// (the register after the pointer's in the Go ABI).
+	LenRegister regs.Register
 
 	Value Value
 }

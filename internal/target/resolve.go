@@ -12,13 +12,27 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/elfaddr"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
+	"github.com/otel-uprobe/uprobereceiver/internal/gobin"
+	"github.com/otel-uprobe/uprobereceiver/internal/insn"
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
 )
 
+// Options say what the running kernel can do, as far as placing probes
+// depends on it.
+type Options struct {
+	// OptimizedUprobes says the kernel turns uprobes on 5-byte nops into
+	// calls (Linux 6.17 on x86-64): USDT sites of the "nop; nop5" form are
+	// then probed on their nop5.
+	OptimizedUprobes bool
+}
+
 // Resolve reads every target's file and builds the plan. It reports the
 // problems of all targets at once; a plan is returned only without error.
-func Resolve(targets []config.Target) (*Plan, error) {
+func Resolve(targets []config.Target, opts ...Options) (*Plan, error) {
 	plan := &Plan{}
+	if len(opts) > 0 {
+		plan.opts = opts[0]
+	}
 	var errs []error
 	for i, t := range targets {
 		if err := plan.addTarget(i, t); err != nil {
@@ -33,6 +47,7 @@ func Resolve(targets []config.Target) (*Plan, error) {
 
 // function is one function symbol of a traced file.
 type function struct {
+	Name    string
 	Address uint64 // virtual address
 	Size    uint64
 }
@@ -40,39 +55,66 @@ type function struct {
 // file is an opened traced ELF file and what was read from it.
 type file struct {
 	path      string
+	opts      Options
+	raw       *os.File
+	isGo      bool
+	goVersion string
+	decoded   map[uint64][]insn.Inst
 	elf       *elf.File
 	functions map[string][]function
 	probes    map[string]usdt.Probe // by "provider:name"
 	symbols   map[string]uint64     // every defined symbol's virtual address, read on first use
 }
 
-func openFile(path string) (*file, error) {
+func openFile(path string, opts Options) (_ *file, err error) {
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("target %s: no such file", path)
 		}
 		return nil, fmt.Errorf("target %s: %w", path, err)
 	}
-	f, err := elf.Open(path)
+	raw, err := os.Open(path)
 	if err != nil {
+		return nil, fmt.Errorf("target %s: %w", path, err)
+	}
+	f, err := elf.NewFile(raw)
+	if err != nil {
+		raw.Close()
 		return nil, fmt.Errorf("target %s: not an ELF file (%v)", path, err)
 	}
+	fl := &file{path: path, opts: opts, raw: raw, elf: f, decoded: map[uint64][]insn.Inst{}}
+	defer func() {
+		if err != nil {
+			fl.close()
+		}
+	}()
 	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_X86_64 {
-		f.Close()
 		return nil, fmt.Errorf("target %s: %s %s file; only x86-64 files (ELFCLASS64, EM_X86_64) can be traced", path, f.Class, f.Machine)
 	}
 	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
-		f.Close()
 		return nil, fmt.Errorf("target %s: %s is neither an executable nor a shared library", path, f.Type)
 	}
-	fl := &file{path: path, elf: f}
 	if err := fl.readFunctions(); err != nil {
-		f.Close()
 		return nil, err
+	}
+	info, isGo, err := gobin.Detect(path)
+	if err != nil {
+		return nil, fmt.Errorf("target %s: %w", path, err)
+	}
+	if isGo {
+		fl.isGo, fl.goVersion = true, info.GoVersion
+		fns, err := gobin.Functions(f)
+		if err != nil {
+			return nil, fmt.Errorf("target %s: reading the Go function table: %w", path, err)
+		}
+		for _, fn := range fns {
+			if _, ok := fl.functions[fn.Name]; !ok { // stripped: the pclntab has them all
+				fl.functions[fn.Name] = []function{{Name: fn.Name, Address: fn.Entry, Size: fn.End - fn.Entry}}
+			}
+		}
 	}
 	probes, err := usdt.Probes(f)
 	if err != nil {
-		f.Close()
 		return nil, fmt.Errorf("target %s: reading USDT notes: %w", path, err)
 	}
 	fl.probes = make(map[string]usdt.Probe, len(probes))
@@ -80,6 +122,11 @@ func openFile(path string) (*file, error) {
 		fl.probes[p.Provider+":"+p.Name] = p
 	}
 	return fl, nil
+}
+
+func (fl *file) close() {
+	fl.elf.Close()
+	fl.raw.Close()
 }
 
 func (fl *file) readFunctions() error {
@@ -99,7 +146,7 @@ func (fl *file) readFunctions() error {
 				dup = dup || f.Address == s.Value
 			}
 			if !dup {
-				fl.functions[s.Name] = append(fns, function{Address: s.Value, Size: s.Size})
+				fl.functions[s.Name] = append(fns, function{Name: s.Name, Address: s.Value, Size: s.Size})
 			}
 		}
 	}
@@ -144,11 +191,21 @@ func (fl *file) executable() bool {
 
 // location is one resolved attach point of a probe.
 type location struct {
-	Address       uint64 // virtual address
+	Address       uint64 // virtual address of the probed instruction
 	FileOffset    uint64
 	SemaphoreFile uint64 // file offset of the USDT semaphore, 0 if none
 	USDT          *usdt.Location
-	file          *file
+	// Class says how the kernel runs a uprobe at the location.
+	Class insn.SiteClass
+	// Function and FunctionOffset name the location inside a function.
+	Function       string
+	FunctionOffset uint64
+	// AtEntry says the location stands for the function's first
+	// instruction: the stack holds the return address and stack arguments.
+	AtEntry bool
+	// Return makes it a uretprobe.
+	Return bool
+	file   *file
 }
 
 // resolvedProbe is a probe of the plan while its target is being built.
@@ -237,11 +294,11 @@ func spanDef(ti int, s config.Span, entry, exit int) (Span, error) {
 }
 
 func (plan *Plan) addTarget(index int, t config.Target) error {
-	fl, err := openFile(t.Path)
+	fl, err := openFile(t.Path, plan.opts)
 	if err != nil {
 		return err
 	}
-	defer fl.elf.Close()
+	defer fl.close()
 
 	ti := len(plan.Targets)
 	plan.Targets = append(plan.Targets, Target{
@@ -249,6 +306,8 @@ func (plan *Plan) addTarget(index int, t config.Target) error {
 		PID:         t.PID,
 		ServiceName: t.ServiceNameOrDefault(),
 		Executable:  fl.executable(),
+		Go:          fl.isGo,
+		GoVersion:   fl.goVersion,
 	})
 
 	var errs []error
@@ -310,9 +369,10 @@ func (plan *Plan) addTarget(index int, t config.Target) error {
 				FileOffset:   loc.FileOffset,
 				Address:      loc.Address,
 				RefCtrOffset: loc.SemaphoreFile,
-				Return:       rp.probe.Kind == config.KindUretprobe,
+				Return:       loc.Return,
 				PID:          t.PID,
 				Probe:        rp.id,
+				Class:        loc.Class,
 			}
 			if rp.entrySpan < 0 && rp.exitSpan < 0 {
 				a.Program, a.Cookie = ProgramCount, uint64(rp.id)
@@ -335,8 +395,12 @@ func (plan *Plan) addTarget(index int, t config.Target) error {
 	return errors.Join(errs...)
 }
 
-// locate finds every location of a probe in the file.
+// locate finds every location of a probe in the file and checks each is a
+// safe, and as cheap as possible, place for a uprobe.
 func (fl *file) locate(p config.Probe) ([]location, error) {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("target %s: %s: "+format, append([]any{fl.path, p}, args...)...)
+	}
 	switch p.Kind {
 	case config.KindUSDT:
 		up, ok := fl.probes[p.Provider+":"+p.Name]
@@ -346,30 +410,195 @@ func (fl *file) locate(p config.Probe) ([]location, error) {
 		locs := make([]location, len(up.Locations))
 		for i := range up.Locations {
 			l := &up.Locations[i]
-			locs[i] = location{Address: l.Address, FileOffset: l.FileOffset, SemaphoreFile: l.SemaphoreFileOffset, USDT: l, file: fl}
+			loc, err := fl.usdtSite(l)
+			if err != nil {
+				return nil, fail("site at %#x: %w", l.Address, err)
+			}
+			locs[i] = loc
 		}
 		return locs, nil
 	case config.KindUprobe, config.KindUretprobe:
-		fns, ok := fl.functions[p.Symbol]
-		if !ok {
+		var fns []function
+		offset := p.Offset
+		if p.Symbol == "" {
+			fn, ok := fl.containing(p.Address)
+			if !ok {
+				return nil, fail("virtual address %#x is in no function of the file; a uprobe must be inside a known function", p.Address)
+			}
+			fns, offset = []function{fn}, p.Address-fn.Address
+		} else if fns = fl.functions[p.Symbol]; len(fns) == 0 {
 			return nil, fl.notFound(p)
 		}
-		locs := make([]location, 0, len(fns))
+		var locs []location
 		for _, fn := range fns {
-			if p.Offset != 0 && fn.Size != 0 && p.Offset >= fn.Size {
-				return nil, fmt.Errorf("target %s: %s: offset %#x is beyond the end of %s (%d bytes)", fl.path, p, p.Offset, p.Symbol, fn.Size)
-			}
-			addr := fn.Address + p.Offset
-			off, err := elfaddr.FileOffset(fl.elf.Progs, addr)
+			l, err := fl.functionSites(p, fn, offset)
 			if err != nil {
-				return nil, fmt.Errorf("target %s: %s: %w", fl.path, p, err)
+				return nil, fail("%w", err)
 			}
-			locs = append(locs, location{Address: addr, FileOffset: off, file: fl})
+			locs = append(locs, l...)
 		}
 		sort.Slice(locs, func(i, j int) bool { return locs[i].Address < locs[j].Address })
 		return locs, nil
 	}
-	return nil, fmt.Errorf("target %s: %s: unknown probe kind", fl.path, p)
+	return nil, fail("unknown probe kind")
+}
+
+// functionSites places the uprobes of p in function fn: at a checked
+// instruction boundary offset bytes in, at the cheapest entry instruction,
+// or, for the return of a Go function, on every RET.
+func (fl *file) functionSites(p config.Probe, fn function, offset uint64) ([]location, error) {
+	if fn.Size != 0 && offset >= fn.Size {
+		return nil, fmt.Errorf("offset %#x is beyond the end of %s (%d bytes)", offset, fn.Name, fn.Size)
+	}
+	insts, err := fl.decode(fn)
+	if err != nil {
+		return nil, err
+	}
+	site := func(off uint64, class insn.SiteClass, ret bool) (location, error) {
+		if !class.Probeable() {
+			i := insts[instAt(insts, off)]
+			return location{}, fmt.Errorf("the instruction at %s+%#x (%s) is one the kernel %s; choose another offset",
+				fn.Name, off, i.Text, map[bool]string{true: "refuses to probe", false: "would run wrongly under a uprobe"}[class == insn.Unsupported])
+		}
+		addr := fn.Address + off
+		foff, err := elfaddr.FileOffset(fl.elf.Progs, addr)
+		if err != nil {
+			return location{}, err
+		}
+		return location{
+			Address: addr, FileOffset: foff, Class: class, Function: fn.Name, FunctionOffset: off,
+			AtEntry: offset == 0 && p.Kind == config.KindUprobe, Return: ret, file: fl,
+		}, nil
+	}
+	switch {
+	case offset != 0 || p.Symbol == "":
+		// An explicit place: checked, never moved.
+		if err := insn.Boundary(insts, offset); err != nil {
+			return nil, fmt.Errorf("%s: %w", fn.Name, err)
+		}
+		l, err := site(offset, insts[instAt(insts, offset)].Class, p.Kind == config.KindUretprobe)
+		return []location{l}, err
+	case fl.isGo && p.Kind == config.KindUretprobe:
+		// Kernel return probes crash Go programs (the runtime moves
+		// stacks): probe every RET instead.
+		rets := insn.Returns(insts)
+		if len(rets) == 0 {
+			return nil, fmt.Errorf("Go function %s has no RET instruction (it leaves by a tail call): its return cannot be probed", fn.Name)
+		}
+		locs := make([]location, 0, len(rets))
+		for _, r := range rets {
+			l, err := site(r, insts[instAt(insts, r)].Class, false)
+			if err != nil {
+				return nil, err
+			}
+			locs = append(locs, l)
+		}
+		return locs, nil
+	case fl.isGo:
+		off, class := insn.GoEntry(insts)
+		l, err := site(off, class, false)
+		return []location{l}, err
+	default:
+		off, class := insn.CheapEntry(insts)
+		l, err := site(off, class, p.Kind == config.KindUretprobe)
+		return []location{l}, err
+	}
+}
+
+// instAt returns the index of the instruction that starts at off (which
+// Boundary or the insn helpers guarantee exists).
+func instAt(insts []insn.Inst, off uint64) int {
+	i := sort.Search(len(insts), func(i int) bool { return insts[i].Offset >= off })
+	if i == len(insts) {
+		return len(insts) - 1
+	}
+	return i
+}
+
+// decode decodes a function's code from the file.
+func (fl *file) decode(fn function) ([]insn.Inst, error) {
+	if insts, ok := fl.decoded[fn.Address]; ok {
+		return insts, nil
+	}
+	size := fn.Size
+	if size == 0 {
+		return nil, fmt.Errorf("%s has no size in the symbol table: its instructions cannot be checked", fn.Name)
+	}
+	code, err := fl.read(fn.Address, size)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", fn.Name, err)
+	}
+	insts, err := insn.Decode(code)
+	if err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", fn.Name, err)
+	}
+	fl.decoded[fn.Address] = insts
+	return insts, nil
+}
+
+// read returns n bytes of the file at a virtual address.
+func (fl *file) read(addr, n uint64) ([]byte, error) {
+	off, err := elfaddr.FileOffset(fl.elf.Progs, addr)
+	if err != nil {
+		return nil, err
+	}
+	if n > 1<<24 {
+		return nil, fmt.Errorf("%d bytes at %#x is more code than one function has", n, addr)
+	}
+	buf := make([]byte, n)
+	if _, err := fl.raw.ReadAt(buf, int64(off)); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// containing returns the function whose code holds a virtual address.
+func (fl *file) containing(addr uint64) (function, bool) {
+	for _, fns := range fl.functions {
+		for _, fn := range fns {
+			if fn.Address <= addr && addr < fn.Address+fn.Size {
+				return fn, true
+			}
+		}
+	}
+	return function{}, false
+}
+
+// usdtSite places the uprobe of one USDT site: on the site's nop, or on the
+// 5-byte nop after it (the "nop; nop5" form of newer <sys/sdt.h>) when the
+// kernel optimizes uprobes there.
+func (fl *file) usdtSite(l *usdt.Location) (location, error) {
+	loc := location{
+		Address: l.Address, FileOffset: l.FileOffset, SemaphoreFile: l.SemaphoreFileOffset,
+		USDT: l, file: fl, Class: insn.Emulated,
+	}
+	code, err := fl.read(l.Address, 6)
+	if err != nil {
+		return location{}, fmt.Errorf("reading the site: %w", err)
+	}
+	next, _ := insn.Classify(code[1:])
+	first, _ := insn.Classify(code)
+	switch {
+	case fl.opts.OptimizedUprobes && code[0] == 0x90 && next == insn.Optimizable:
+		loc.Address++
+		loc.FileOffset++
+		loc.Class = insn.Optimizable
+	case fl.opts.OptimizedUprobes && first == insn.Optimizable:
+		loc.Class = insn.Optimizable
+	default:
+		class, err := insn.Classify(code)
+		if err != nil {
+			return location{}, fmt.Errorf("decoding the site: %w", err)
+		}
+		if !class.Probeable() {
+			return location{}, fmt.Errorf("the site's instruction is one the kernel cannot probe safely (%s)", class)
+		}
+		if class == insn.Optimizable {
+			class = insn.Emulated // a nop all the same, without the optimized path
+		}
+		loc.Class = class
+	}
+	return loc, nil
 }
 
 // notFound names the file and the closest names it does have.

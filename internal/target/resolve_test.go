@@ -2,6 +2,7 @@ package target
 
 import (
 	"debug/elf"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/insn"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
 	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 )
@@ -98,7 +100,7 @@ func TestResolveDemoPlan(t *testing.T) {
 				l := p.Locations[loc]
 				a := Attachment{
 					Path: path, Address: l.Address, FileOffset: sectionOffset(t, path, l.Address),
-					Program: pr, Cookie: cookie, Probe: probe,
+					Program: pr, Cookie: cookie, Probe: probe, Class: insn.Emulated, // sys/sdt.h's 1-byte nop
 				}
 				if semaphore != "" {
 					a.RefCtrOffset = lookup(t, path, semaphore).FileOffset
@@ -107,9 +109,18 @@ func TestResolveDemoPlan(t *testing.T) {
 			}
 			addFunc := func(path, fn string, ret bool, probe int, cookie uint64) {
 				s := lookup(t, path, fn)
+				// No CET here: the probe is on the first instruction.
+				code := make([]byte, 16)
+				f, err := os.Open(path)
+				require.NoError(t, err)
+				_, err = f.ReadAt(code, int64(s.FileOffset))
+				f.Close()
+				require.NoError(t, err)
+				class, err := insn.Classify(code)
+				require.NoError(t, err)
 				want = append(want, Attachment{
 					Path: path, Address: s.Value, FileOffset: s.FileOffset, Return: ret,
-					Program: ProgramSite, Cookie: cookie, Probe: probe,
+					Program: ProgramSite, Cookie: cookie, Probe: probe, Class: class,
 				})
 			}
 			addUSDT(b.Program, "demo:query__start", "demo_query__start_semaphore", 0, ProgramSite, 0, 0)

@@ -217,3 +217,64 @@ func RequireRootOrExit() {
 		os.Exit(1)
 	}
 }
+
+// Program is a running test program driven over its stdin, line by line.
+type Program struct {
+	Demo
+}
+
+// StartProgram starts a test program and waits for its first line, which
+// must start with ready.
+func StartProgram(t testing.TB, path, ready string) *Program {
+	t.Helper()
+	cmd := exec.Command(path)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", path, err)
+	}
+	p := &Program{Demo{t: t, cmd: cmd, in: in, lines: make(chan string, 16), PID: cmd.Process.Pid}}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+		close(p.lines)
+	}()
+	t.Cleanup(p.Stop)
+	p.expect(ready)
+	return p
+}
+
+// Ask sends one command and returns the program's answer, which must start
+// with prefix.
+func (p *Program) Ask(cmd, prefix string) string {
+	p.t.Helper()
+	fmt.Fprintln(p.in, cmd)
+	return p.expect(prefix)
+}
+
+// BuildGo builds the Go program in testdata/NAME (its own module) into a
+// temporary directory, stripped of its symbol table when stripped is set.
+func BuildGo(t testing.TB, name string, stripped bool) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), name)
+	args := []string{"build", "-o", out}
+	if stripped {
+		args = append(args, "-ldflags=-s -w")
+	}
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), append(args, ".")...)
+	cmd.Dir = Testdata(name)
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build testdata/%s: %v\n%s", name, err, b)
+	}
+	return out
+}

@@ -19,7 +19,8 @@ var slots = map[regs.Register]bpfobj.RegSlot{
 }
 
 // encodeSite converts a planned site into the engine's spec.
-func encodeSite(s target.Site, spans []target.Span) (bpfobj.Site, error) {
+func encodeSite(s target.Site, plan *target.Plan) (bpfobj.Site, error) {
+	spans := plan.Spans
 	var out bpfobj.Site
 	out.ProbeId = uint32(s.Probe)
 	if len(s.Entry) > bpfobj.MaxFetches || len(s.Exit) > bpfobj.MaxFetches {
@@ -40,6 +41,9 @@ func encodeSite(s target.Site, spans []target.Span) (bpfobj.Site, error) {
 		out.Flags |= bpfobj.SiteExit
 		out.ExitSpan = uint32(s.ExitSpan)
 		out.MinDurationNs = spans[s.ExitSpan].MinDurationNs
+	}
+	if plan.Targets[plan.Probes[s.Probe].Target].Go {
+		out.Flags |= bpfobj.SiteGo
 	}
 	out.EntryFetchCount = uint8(len(s.Entry))
 	out.ExitFetchCount = uint8(len(s.Exit))
@@ -101,6 +105,15 @@ func encodeFetch(f target.Fetch) (bpfobj.FetchOp, error) {
 		op.Kind = bpfobj.FetchKindString
 	case target.StoreBytes:
 		op.Kind = bpfobj.FetchKindBytes
+	case target.StoreGoString:
+		op.Kind = bpfobj.FetchKindGoString
+		if len(f.Derefs) == 0 {
+			slot, ok := slots[f.LenRegister]
+			if !ok {
+				return op, fmt.Errorf("length register %v has no pt_regs slot", f.LenRegister)
+			}
+			op.LenReg = uint8(slot)
+		}
 	default:
 		return op, fmt.Errorf("unknown store kind %d", f.Store)
 	}

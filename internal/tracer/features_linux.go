@@ -1,9 +1,11 @@
 package tracer
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -44,4 +46,22 @@ func CheckKernel() error {
 		}
 	}
 	return nil
+}
+
+// HaveOptimizedUprobes says whether the kernel turns uprobes on 5-byte nops
+// into calls into a trampoline (x86-64, Linux 6.17), found through
+// /proc/kallsyms: calling the uprobe syscall to find out would raise SIGILL.
+func HaveOptimizedUprobes() bool {
+	f, err := os.Open("/proc/kallsyms")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if strings.HasSuffix(sc.Text(), " arch_uprobe_optimize") {
+			return true
+		}
+	}
+	return false
 }

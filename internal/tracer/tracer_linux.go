@@ -1,6 +1,7 @@
 package tracer
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -25,6 +26,9 @@ type Options struct {
 	// NoRecords makes the engine pair, count and aggregate spans without
 	// fetching values or writing records: nobody consumes spans.
 	NoRecords bool
+	// MaxGoroutines bounds the goroutines of Go targets that can have open
+	// spans at once (default 4096); each takes about 22 KiB while it does.
+	MaxGoroutines int
 	// PerLocation attaches every location through its own perf event even
 	// when the kernel has uprobe_multi links (Linux 6.6), which attach and
 	// detach many locations at once.
@@ -91,6 +95,11 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 	spec.Maps[bpfobj.MapProbes].MaxEntries = uint32(max(1, len(plan.Probes)))
 	spec.Maps[bpfobj.MapSpans].MaxEntries = uint32(max(1, len(plan.Spans)))
 	spec.Maps[bpfobj.MapRecords].MaxEntries = uint32(size)
+	for _, t := range plan.Targets {
+		if t.Go {
+			spec.Maps[bpfobj.MapGoStates].MaxEntries = uint32(cmp.Or(opts.MaxGoroutines, 4096))
+		}
+	}
 	multi := !opts.PerLocation && features.HaveBPFLinkUprobeMulti() == nil
 	for _, name := range []string{bpfobj.ProgramCountHit, bpfobj.ProgramSiteHit, bpfobj.ProgramCountHitMulti, bpfobj.ProgramSiteHitMulti} {
 		if isMulti := strings.HasSuffix(name, "_multi"); isMulti != multi {
@@ -127,7 +136,7 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 
 	sites := coll.Maps[bpfobj.MapSites]
 	for i, s := range plan.Sites {
-		enc, err := encodeSite(s, plan.Spans)
+		enc, err := encodeSite(s, plan)
 		if err != nil {
 			return nil, fmt.Errorf("encoding site %d of %s: %w", i, plan.Probes[s.Probe].Ref, err)
 		}

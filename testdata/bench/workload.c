@@ -6,6 +6,8 @@
  * Commands on stdin:
  *   measure N R     R interleaved rounds of N calls to each; prints
  *                   "ns PROBED TWIN": median nanoseconds per call
+ *   measure_cet N R the same for probed_cet() and twin_cet(), which start
+ *                   with endbr64 (as gcc -fcf-protection compiles them)
  *   pace RATE SECS  calls probed() RATE times a second (0: as fast as it
  *                   can) for SECS seconds; prints "paced CALLS NS" (NS: time taken)
  *   ping            calls ping() once and prints "pong" (a tracer's probe on
@@ -21,6 +23,15 @@
  * instruction (push %rbp) and the same length. */
 long probed(long a, long b);
 long twin(long a, long b);
+long probed_cet(long a, long b);
+long twin_cet(long a, long b);
+__asm__(".text\n"
+	".globl probed_cet\n.type probed_cet, @function\n"
+	"probed_cet:\n\tendbr64\n\tpush %rbp\n\tmov %rsp, %rbp\n\tmov %rdi, %rax\n\txor %rsi, %rax\n\tpop %rbp\n\tret\n"
+	".size probed_cet, .-probed_cet\n"
+	".globl twin_cet\n.type twin_cet, @function\n"
+	"twin_cet:\n\tendbr64\n\tpush %rbp\n\tmov %rsp, %rbp\n\tmov %rdi, %rax\n\txor %rsi, %rax\n\tpop %rbp\n\tret\n"
+	".size twin_cet, .-twin_cet\n");
 __asm__(".text\n"
 	".globl probed\n.type probed, @function\n"
 	"probed:\n\tpush %rbp\n\tmov %rsp, %rbp\n\tmov %rdi, %rax\n\txor %rsi, %rax\n\tpop %rbp\n\tret\n"
@@ -49,7 +60,7 @@ static int cmp(const void *a, const void *b)
 
 volatile long sink;
 
-static void measure(long n, int rounds)
+static void measure(long n, int rounds, long (*probed)(long, long), long (*twin)(long, long))
 {
 	double *p = calloc(rounds, sizeof(double)), *t = calloc(rounds, sizeof(double));
 	for (int r = 0; r < rounds; r++) {
@@ -102,7 +113,9 @@ int main(void)
 		int r;
 		double secs;
 		if (sscanf(line, "measure %ld %d", &n, &r) == 2)
-			measure(n, r);
+			measure(n, r, probed, twin);
+		else if (sscanf(line, "measure_cet %ld %d", &n, &r) == 2)
+			measure(n, r, probed_cet, twin_cet);
 		else if (sscanf(line, "pace %ld %lf", &rate, &secs) == 2)
 			pace(rate, secs);
 		else if (strncmp(line, "ping", 4) == 0) {

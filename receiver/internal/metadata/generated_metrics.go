@@ -61,6 +61,36 @@ var MapAttributeOutcome = map[string]AttributeOutcome{
 	"overflow":  AttributeOutcomeOverflow,
 }
 
+// AttributeSiteClass specifies the value site.class attribute.
+type AttributeSiteClass int
+
+const (
+	_ AttributeSiteClass = iota
+	AttributeSiteClassOptimizable
+	AttributeSiteClassEmulated
+	AttributeSiteClassSingleStepped
+)
+
+// String returns the string representation of the AttributeSiteClass.
+func (av AttributeSiteClass) String() string {
+	switch av {
+	case AttributeSiteClassOptimizable:
+		return "optimizable"
+	case AttributeSiteClassEmulated:
+		return "emulated"
+	case AttributeSiteClassSingleStepped:
+		return "single-stepped"
+	}
+	return ""
+}
+
+// MapAttributeSiteClass is a helper map of string to AttributeSiteClass attribute value.
+var MapAttributeSiteClass = map[string]AttributeSiteClass{
+	"optimizable":    AttributeSiteClassOptimizable,
+	"emulated":       AttributeSiteClassEmulated,
+	"single-stepped": AttributeSiteClassSingleStepped,
+}
+
 var MetricsInfo = metricsInfo{
 	UprobeEventsLost: metricInfo{
 		Name:       "uprobe.events.lost",

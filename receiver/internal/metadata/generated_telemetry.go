@@ -28,6 +28,7 @@ type TelemetryBuilder struct {
 	registrations                  []metric.Registration
 	ReceiverUprobeAttachFailures   metric.Int64Counter
 	ReceiverUprobeFetchErrors      metric.Int64Counter
+	ReceiverUprobeLocations        metric.Int64UpDownCounter
 	ReceiverUprobeRecordsMalformed metric.Int64Counter
 	ReceiverUprobeSpansAbandoned   metric.Int64Counter
 	ReceiverUprobeSpansOverflow    metric.Int64Counter
@@ -75,6 +76,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_receiver_uprobe_fetch_errors",
 		metric.WithDescription("Attribute values left out of spans because the engine could not read them (unmapped or invalid memory). [Alpha]"),
 		metric.WithUnit("{value}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverUprobeLocations, err = builder.meter.Int64UpDownCounter(
+		"otelcol_receiver_uprobe_locations",
+		metric.WithDescription("Attached probe locations by probe and site class; single-stepped ones cost about twenty times the others per hit. [Alpha]"),
+		metric.WithUnit("{location}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ReceiverUprobeRecordsMalformed, err = builder.meter.Int64Counter(

@@ -21,6 +21,7 @@ func TestSetupTelemetry(t *testing.T) {
 	defer tb.Shutdown()
 	tb.ReceiverUprobeAttachFailures.Add(context.Background(), 1)
 	tb.ReceiverUprobeFetchErrors.Add(context.Background(), 1)
+	tb.ReceiverUprobeLocations.Add(context.Background(), 1)
 	tb.ReceiverUprobeRecordsMalformed.Add(context.Background(), 1)
 	tb.ReceiverUprobeSpansAbandoned.Add(context.Background(), 1)
 	tb.ReceiverUprobeSpansOverflow.Add(context.Background(), 1)
@@ -31,6 +32,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverUprobeFetchErrors(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverUprobeLocations(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverUprobeRecordsMalformed(t, testTel,

@@ -1,0 +1,151 @@
+package target
+
+import (
+	"debug/elf"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/insn"
+	"github.com/otel-uprobe/uprobereceiver/internal/regs"
+	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+)
+
+func symbolOf(t *testing.T, path, name string) elf.Symbol {
+	t.Helper()
+	f, err := elf.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	syms, err := f.Symbols()
+	require.NoError(t, err)
+	for _, s := range syms {
+		if s.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("%s has no symbol %s", path, name)
+	return elf.Symbol{}
+}
+
+// Offsets are checked against the function's decoded instructions.
+func TestUprobeOffsetsAreInstructionBoundaries(t *testing.T) {
+	b := testutil.BuildDemo(t, "-O0")
+	// At -O0, work starts: push %rbp (1 byte); mov %rsp,%rbp (3 bytes); …
+	_, err := Resolve([]config.Target{{Path: b.Program, Counters: []string{"uprobe:work+0x2"}}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "uprobe:work+0x2: work: offset 0x2 is inside the instruction at 0x1 (3 bytes: mov %rsp,%rbp); nearest instruction boundaries: 0x1, 0x4")
+
+	plan, err := Resolve([]config.Target{{Path: b.Program, Counters: []string{"uprobe:work+0x4"}}})
+	require.NoError(t, err)
+	w := symbolOf(t, b.Program, "work")
+	assert.Equal(t, w.Value+4, plan.Attachments[0].Address)
+
+	_, err = Resolve([]config.Target{{Path: b.Program, Counters: []string{fmt.Sprintf("uprobe:work+%#x", w.Size)}}})
+	assert.ErrorContains(t, err, fmt.Sprintf("offset %#x is beyond the end of work (%d bytes)", w.Size, w.Size))
+}
+
+func TestRawAddresses(t *testing.T) {
+	b := testutil.BuildDemo(t, "-O0")
+	w := symbolOf(t, b.Program, "work")
+	plan, err := Resolve([]config.Target{{Path: b.Program, Counters: []string{fmt.Sprintf("uprobe:%#x", w.Value+1)}}})
+	require.NoError(t, err)
+	assert.Equal(t, w.Value+1, plan.Attachments[0].Address)
+	assert.Equal(t, insn.SingleStepped, plan.Attachments[0].Class, "mov %rsp,%rbp is single-stepped")
+
+	_, err = Resolve([]config.Target{{Path: b.Program, Counters: []string{fmt.Sprintf("uprobe:%#x", w.Value+2)}}})
+	assert.ErrorContains(t, err, "inside the instruction at 0x1")
+	_, err = Resolve([]config.Target{{Path: b.Program, Counters: []string{"uprobe:0x10"}}})
+	assert.ErrorContains(t, err, "virtual address 0x10 is in no function of the file; a uprobe must be inside a known function")
+}
+
+// With CET (gcc -fcf-protection), functions start with endbr64, which the
+// kernel single-steps: the probe goes 4 bytes in, on an emulated push.
+func TestCETEntryMovesPastEndbr64(t *testing.T) {
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "workload")
+	testutil.Gcc(t, dir, "-O2", "-o", prog, testutil.Testdata("bench", "workload.c"))
+	plan, err := Resolve([]config.Target{{
+		Path:     prog,
+		Spans:    []config.Span{{Name: "cet", Function: "probed_cet"}},
+		Counters: []string{"uprobe:probed"},
+	}})
+	require.NoError(t, err)
+	cet, push := symbolOf(t, prog, "probed_cet"), symbolOf(t, prog, "probed")
+	for _, a := range plan.Attachments {
+		switch plan.Probes[a.Probe].Ref {
+		case "uprobe:probed_cet", "uretprobe:probed_cet":
+			assert.Equal(t, cet.Value+4, a.Address, "%s after endbr64", plan.Probes[a.Probe].Ref)
+			assert.Equal(t, insn.Emulated, a.Class)
+		case "uprobe:probed":
+			assert.Equal(t, push.Value, a.Address)
+			assert.Equal(t, insn.Emulated, a.Class)
+		}
+	}
+	// A probe explicitly at +0 is still allowed, and single-stepped.
+	plan, err = Resolve([]config.Target{{Path: prog, Counters: []string{fmt.Sprintf("uprobe:%#x", cet.Value)}}})
+	require.NoError(t, err)
+	assert.Equal(t, insn.SingleStepped, plan.Attachments[0].Class)
+}
+
+func TestGoTargets(t *testing.T) {
+	for _, stripped := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stripped=%v", stripped), func(t *testing.T) {
+			prog := testutil.BuildGo(t, "goprog", stripped)
+			plan, err := Resolve([]config.Target{{
+				Path: prog,
+				Spans: []config.Span{{
+					Name: "probed", Function: "main.Probed",
+					Attributes:     map[string]string{"n": "arg0", "s": "arg1:gostring"},
+					ExitAttributes: map[string]string{"ret": "retval"},
+				}},
+			}})
+			require.NoError(t, err)
+			require.True(t, plan.Targets[0].Go)
+			assert.Regexp(t, `^go1\.\d+`, plan.Targets[0].GoVersion)
+			var entries, rets []Attachment
+			for _, a := range plan.Attachments {
+				assert.False(t, a.Return, "no kernel return probes on Go code")
+				if plan.Probes[a.Probe].Ref == "uprobe:main.Probed" {
+					entries = append(entries, a)
+				} else {
+					rets = append(rets, a)
+				}
+			}
+			require.Len(t, entries, 1)
+			assert.Equal(t, insn.Emulated, entries[0].Class, "after the stack check, on push %%rbp")
+			require.NotEmpty(t, rets, "one probe per RET")
+			for _, r := range rets {
+				assert.Equal(t, insn.SingleStepped, r.Class)
+			}
+			site := plan.Sites[entries[0].Cookie]
+			require.Len(t, site.Entry, 2)
+			n, s := site.Entry[0], site.Entry[1]
+			assert.Equal(t, regs.RAX, n.Register, "Go ABI: first integer argument")
+			assert.Equal(t, StoreGoString, s.Store)
+			assert.Equal(t, regs.RBX, s.Register, "string pointer")
+			assert.Equal(t, regs.RCX, s.LenRegister, "string length")
+		})
+	}
+}
+
+func TestUSDTSiteClasses(t *testing.T) {
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "nop5")
+	testutil.Gcc(t, dir, "-O2", "-no-pie", "-o", prog, testutil.Testdata("nop5", "nop5.c"))
+	site := symbolOf(t, prog, "nop5_site").Value
+	targets := []config.Target{{Path: prog, Counters: []string{"usdt:nop5:hit"}}}
+
+	plan, err := Resolve(targets, Options{OptimizedUprobes: true})
+	require.NoError(t, err)
+	assert.Equal(t, site+1, plan.Attachments[0].Address, "on the nop5")
+	assert.Equal(t, insn.Optimizable, plan.Attachments[0].Class)
+
+	plan, err = Resolve(targets, Options{OptimizedUprobes: false})
+	require.NoError(t, err)
+	assert.Equal(t, site, plan.Attachments[0].Address, "on the 1-byte nop, as the note says")
+	assert.Equal(t, insn.Emulated, plan.Attachments[0].Class)
+}

@@ -1,0 +1,164 @@
+package receiver
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+
+	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+	"github.com/otel-uprobe/uprobereceiver/internal/tracer"
+	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadata"
+)
+
+// A probe in the middle of an instruction, or past the function, is refused
+// before anything is attached; the target runs on untouched.
+func TestRefusedOffsetsLeaveTheTargetUntouched(t *testing.T) {
+	testutil.RequireRoot(t)
+	b := testutil.BuildDemo(t, "-O0")
+	demo := testutil.StartDemo(t, b.Program)
+	for _, ref := range []string{"uprobe:work+0x2", "uprobe:work+0x10000"} {
+		cfg := createDefaultConfig()
+		cfg.Targets = []config.Target{{
+			Path:     b.Program,
+			Counters: []string{"usdt:demo:tick", ref}, // tick is fine: it must not stay attached either
+		}}
+		require.NoError(t, cfg.Validate())
+		r, err := NewFactory().CreateMetrics(context.Background(), receivertest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
+		require.NoError(t, err)
+		err = r.Start(context.Background(), componenttest.NewNopHost())
+		require.Error(t, err, ref)
+		assert.Contains(t, err.Error(), ref)
+		require.NoError(t, r.Shutdown(context.Background()))
+		assert.Equal(t, [3]int{0, 0, 0}, demo.Semaphores(), "nothing attached")
+	}
+	demo.Run(3) // and the program still works
+}
+
+// TestGoStackGrowth traces a Go function whose calls grow (and so move) the
+// goroutine's stack and yield between threads: a million calls under entry
+// and return probes, without a crash and with exact counts, pairing by
+// goroutine; and one call with its int and string arguments and result.
+func TestGoStackGrowth(t *testing.T) {
+	testutil.RequireRoot(t)
+	bin := testutil.BuildGo(t, "goprog", false)
+	prog := testutil.StartProgram(t, bin, "ready")
+	s := startReceiver(t, []config.Target{{
+		Path: bin,
+		Spans: []config.Span{{
+			Name: "probed", Function: "main.Probed",
+			Attributes:     map[string]string{"n": "arg0", "s": "arg1:gostring"},
+			ExitAttributes: map[string]string{"ret": "retval:s64"},
+		}},
+	}})
+	require.Equal(t, "args 92", prog.Ask("args", "args "))
+	const calls = 1_000_000
+	require.Equal(t, fmt.Sprintf("done %d", calls), prog.Ask(fmt.Sprintf("run %d 1000", calls), "done "))
+	require.NoError(t, s.rcv.Shutdown(context.Background()))
+
+	spans := allSpans(s.traces)
+	require.Len(t, spans, calls+1, "every call is one span")
+	found := false
+	for _, sp := range spans {
+		if v, _ := sp.Attributes().Get("s"); v.Str() == "hello go" {
+			found = true
+			assert.Equal(t, int64(42), attrInt(t, sp.Attributes(), "n"))
+			assert.Equal(t, int64(92), attrInt(t, sp.Attributes(), "ret"))
+		} else {
+			assert.Equal(t, "x", v.Str())
+		}
+		assert.True(t, sp.ParentSpanID().IsEmpty(), "Probed does not nest in itself")
+	}
+	assert.True(t, found, "the args call has its arguments")
+	last := s.metrics.AllMetrics()[len(s.metrics.AllMetrics())-1]
+	assert.Equal(t, uint64(calls+1), durations(last)["probed"].Count())
+	hits := sumPoints(last, "uprobe.probe.hits")
+	assert.Equal(t, int64(calls+1), hits["uprobe:main.Probed"])
+	assert.Equal(t, int64(calls+1), hits["uretprobe:main.Probed"])
+}
+
+// measureAdded returns the ns per call a probe adds to probed() (or
+// probed_cet()), against its identical twin, in the bench workload.
+func measureAdded(t *testing.T, w *testutil.Program, cmd string) float64 {
+	t.Helper()
+	var probed, twin float64
+	_, err := fmt.Sscanf(w.Ask(cmd+" 100000 5", "ns "), "ns %f %f", &probed, &twin)
+	require.NoError(t, err)
+	return probed - twin
+}
+
+// A function compiled with CET starts with endbr64, which the kernel would
+// single-step (~20x the cost): its probe costs what a push-site probe costs.
+func TestCETCostsLikePush(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "workload")
+	testutil.Gcc(t, dir, "-O2", "-o", bin, testutil.Testdata("bench", "workload.c"))
+	w := testutil.StartProgram(t, bin, "ready")
+	run := func(counter, cmd string) float64 {
+		s := startReceiver(t, []config.Target{{Path: bin, Counters: []string{counter}}})
+		defer func() { require.NoError(t, s.rcv.Shutdown(context.Background())) }()
+		return measureAdded(t, w, cmd)
+	}
+	var ratios []float64
+	for range 3 {
+		push := run("uprobe:probed", "measure")
+		cet := run("uprobe:probed_cet", "measure_cet")
+		ratios = append(ratios, cet/push)
+		t.Logf("ns added per hit: push site %.0f, CET function %.0f", push, cet)
+	}
+	assert.Less(t, median(ratios), 1.5, "a CET function's probe costs about what a push-site probe costs: %v", ratios)
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// On a kernel with the optimized uprobe path, a USDT site of the newer
+// "nop; nop5" form is probed on its nop5, which the kernel turns into a
+// call after the first hit.
+func TestNop5UsesTheOptimizedPath(t *testing.T) {
+	testutil.RequireRoot(t)
+	if !tracer.HaveOptimizedUprobes() {
+		testutil.SkipOrFail(t, "the kernel has no optimized uprobe path (arch_uprobe_optimize)")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "nop5")
+	testutil.Gcc(t, dir, "-O2", "-no-pie", "-o", bin, testutil.Testdata("nop5", "nop5.c"))
+	p := testutil.StartProgram(t, bin, "ready")
+	addr, err := strconv.ParseUint(strings.TrimPrefix(p.Ask("site", "site "), "site 0x"), 16, 64)
+	require.NoError(t, err)
+	siteBytes := func() []byte {
+		mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", p.PID))
+		require.NoError(t, err)
+		defer mem.Close()
+		b := make([]byte, 6)
+		_, err = mem.ReadAt(b, int64(addr))
+		require.NoError(t, err)
+		return b
+	}
+	require.Equal(t, []byte{0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00}, siteBytes())
+	s := startReceiver(t, []config.Target{{Path: bin, Counters: []string{"usdt:nop5:hit"}}})
+	p.Ask("hit 10", "hit 10")
+	b := siteBytes()
+	assert.Equal(t, byte(0x90), b[0], "the 1-byte nop is left alone")
+	assert.Equal(t, byte(0xe8), b[1], "the nop5 became a call: % x", b)
+	p.Ask("hit 5", "hit 5")
+	require.NoError(t, s.rcv.Shutdown(context.Background()))
+	last := s.metrics.AllMetrics()[len(s.metrics.AllMetrics())-1]
+	assert.Equal(t, int64(15), sumPoints(last, "uprobe.probe.hits")["usdt:nop5:hit"], "every hit counts, optimized or not")
+	assert.Equal(t, []byte{0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00}, siteBytes(), "detaching restores the nop5")
+}
