@@ -140,9 +140,24 @@ func (r *uprobeReceiver) start(host component.Host) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	r.wg.Add(2)
-	go r.drainLoop(ctx)
-	go r.metricsLoop(ctx)
+	go r.every(ctx, r.cfg.FlushInterval, r.drain)        // hand completed spans to the pipeline
+	go r.every(ctx, r.cfg.CollectionInterval, r.collect) // emit the kernel's counters
 	return nil
+}
+
+// every runs fn every interval until ctx is done.
+func (r *uprobeReceiver) every(ctx context.Context, interval time.Duration, fn func(context.Context)) {
+	defer r.wg.Done()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			fn(ctx)
+		}
+	}
 }
 
 // reportLocations logs, per probe, where its locations are and how the
@@ -174,21 +189,6 @@ func (r *uprobeReceiver) reportLocations(plan *target.Plan, sign int64) {
 			}
 			r.set.Logger.Log(level, "Probe sites", zap.String("probe", p.Ref),
 				zap.String("path", plan.Targets[p.Target].Path), zap.String("sites", strings.Join(classes, ", ")))
-		}
-	}
-}
-
-// drainLoop hands completed spans to the pipeline every FlushInterval.
-func (r *uprobeReceiver) drainLoop(ctx context.Context) {
-	defer r.wg.Done()
-	tick := time.NewTicker(r.cfg.FlushInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			r.drain(ctx)
 		}
 	}
 }
@@ -255,21 +255,6 @@ func (r *uprobeReceiver) health(err error) {
 	case err == nil && r.unhealthy:
 		r.unhealthy = false
 		componentstatus.ReportStatus(r.host, componentstatus.NewEvent(componentstatus.StatusOK))
-	}
-}
-
-// metricsLoop emits the kernel's counters every CollectionInterval.
-func (r *uprobeReceiver) metricsLoop(ctx context.Context) {
-	defer r.wg.Done()
-	tick := time.NewTicker(r.cfg.CollectionInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			r.collect(ctx)
-		}
 	}
 }
 

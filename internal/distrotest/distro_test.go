@@ -4,16 +4,13 @@
 package distrotest
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -104,38 +101,8 @@ func TestDistro(t *testing.T) {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
 
-	cmd := exec.Command(bin, "--config", testutil.Testdata("distro", "collector.yaml"))
-	cmd.Env = append(os.Environ(), "UPROBE_DEMO_DIR="+b.Dir, "OTLP_ENDPOINT="+ln.Addr().String())
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	ready := make(chan struct{})
-	var logMu sync.Mutex
-	var log strings.Builder
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		once := sync.Once{}
-		for sc.Scan() {
-			logMu.Lock()
-			log.WriteString(sc.Text() + "\n")
-			logMu.Unlock()
-			if strings.Contains(sc.Text(), "Everything is ready") {
-				once.Do(func() { close(ready) })
-			}
-		}
-		exited <- cmd.Wait()
-	}()
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	logText := func() string { logMu.Lock(); defer logMu.Unlock(); return log.String() }
-
-	select {
-	case <-ready:
-	case err := <-exited:
-		t.Fatalf("collector exited before it was ready: %v\n%s", err, logText())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("collector not ready within 60s\n%s", logText())
-	}
+	col := testutil.StartCollector(t, bin, testutil.Testdata("distro", "collector.yaml"),
+		"UPROBE_DEMO_DIR="+b.Dir, "OTLP_ENDPOINT="+ln.Addr().String())
 	require.Equal(t, [3]int{1, 1, 2}, demo.Semaphores(), "the collector raised the semaphores")
 
 	const n = 5
@@ -146,17 +113,11 @@ func TestDistro(t *testing.T) {
 		select {
 		case <-s.changed:
 		case <-deadline:
-			t.Fatalf("got %d spans, want %d\n%s", s.spanCount(), want, logText())
+			t.Fatalf("got %d spans, want %d", s.spanCount(), want)
 		}
 	}
 
-	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case err := <-exited:
-		require.NoError(t, err, logText())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("collector did not stop on SIGTERM\n%s", logText())
-	}
+	require.NoError(t, col.Stop(30*time.Second), "the collector stops cleanly on SIGTERM")
 	require.Equal(t, [3]int{0, 0, 0}, demo.Semaphores(), "semaphores lowered after the collector stopped")
 
 	s.mu.Lock()

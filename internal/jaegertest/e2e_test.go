@@ -1,12 +1,7 @@
 package jaegertest
 
 import (
-	"bufio"
 	"os"
-	"os/exec"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,55 +10,6 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 )
-
-// startCollector runs the distro on testdata/jaeger/collector.yaml and
-// returns once it is ready.
-func startCollector(t *testing.T, bin, demoDir, otlp string) {
-	t.Helper()
-	cmd := exec.Command(bin, "--config", testutil.Testdata("jaeger", "collector.yaml"))
-	cmd.Env = append(os.Environ(), "UPROBE_DEMO_DIR="+demoDir, "JAEGER_OTLP_GRPC="+otlp)
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	var mu sync.Mutex
-	var log strings.Builder
-	ready, exited := make(chan struct{}), make(chan error, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		var once sync.Once
-		for sc.Scan() {
-			mu.Lock()
-			log.WriteString(sc.Text() + "\n")
-			mu.Unlock()
-			if strings.Contains(sc.Text(), "Everything is ready") {
-				once.Do(func() { close(ready) })
-			}
-		}
-		exited <- cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-		}
-		if t.Failed() {
-			mu.Lock()
-			t.Logf("collector log:\n%s", log.String())
-			mu.Unlock()
-		}
-	})
-	select {
-	case <-ready:
-	case err := <-exited:
-		mu.Lock()
-		defer mu.Unlock()
-		t.Fatalf("collector exited before it was ready: %v\n%s", err, log.String())
-	case <-time.After(60 * time.Second):
-		t.Fatal("collector not ready within 60s")
-	}
-}
 
 // TestProbeSpansInJaeger is the end-to-end test of trace-context
 // correlation: an application instrumented with the OpenTelemetry Go SDK
@@ -80,7 +26,8 @@ func TestProbeSpansInJaeger(t *testing.T) {
 	}
 	j := Start(t, jaegerBin)
 	demo := testutil.BuildDemo(t, "-O2")
-	startCollector(t, collectorBin, demo.Dir, j.OTLPGRPC)
+	testutil.StartCollector(t, collectorBin, testutil.Testdata("jaeger", "collector.yaml"),
+		"UPROBE_DEMO_DIR="+demo.Dir, "JAEGER_OTLP_GRPC="+j.OTLPGRPC)
 	app := RunTraceapp(t, BuildTraceapp(t), j.OTLPGRPC, demo.Program, "-wait-probes")
 
 	// The application's span, then per request: the request span and the

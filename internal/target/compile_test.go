@@ -41,7 +41,7 @@ func requireArgs(t *testing.T, probes map[string]usdt.Probe, name string, want .
 func TestCompileDemoO2(t *testing.T) {
 	b := testutil.BuildDemo(t, "-O2")
 	probes := notes(t, b.Program)
-	start := requireArgs(t, probes, "demo:query__start", "8@%r12", "-8@%rax", "-2@%dx", "-4@$5")
+	start := requireArgs(t, probes, "demo:query__start", "8@%rsi", "-8@%rax", "-2@%dx", "-4@$5")
 	done := requireArgs(t, probes, "demo:query__done", "8@%r12", "-8@%rbp", "-8@iterations(%rip)")
 
 	plan, err := Resolve(demoTargets(b))
@@ -59,7 +59,7 @@ func TestCompileDemoO2(t *testing.T) {
 			Store: StoreInt, ReadSize: 8, Value: Value{Type: s64, FromArg: true, ArgSize: 8, ArgSigned: true},
 		},
 		{
-			Key: "query", Text: "arg0:string", Base: BaseRegister, Register: regs.R12,
+			Key: "query", Text: "arg0:string", Base: BaseRegister, Register: regs.RSI,
 			Store: StoreString, MaxLen: fetch.DefaultStringLen, Value: Value{Type: str256, FromArg: true, ArgSize: 8},
 		},
 		{
@@ -118,7 +118,7 @@ func TestCompileDemoO2(t *testing.T) {
 func TestCompileDemoO0(t *testing.T) {
 	b := testutil.BuildDemo(t, "-O0")
 	probes := notes(t, b.Program)
-	requireArgs(t, probes, "demo:query__start", "8@%rax", "-8@-8(%rbp)", "-2@-10(%rbp)", "-4@$5")
+	requireArgs(t, probes, "demo:query__start", "8@-32(%rbp)", "-8@-8(%rbp)", "-2@-10(%rbp)", "-4@$5")
 
 	plan, err := Resolve(demoTargets(b))
 	require.NoError(t, err)
@@ -132,9 +132,9 @@ func TestCompileDemoO0(t *testing.T) {
 		Store: StoreInt, ReadSize: 2, Value: Value{Type: s16, FromArg: true, ArgSize: 2, ArgSigned: true},
 	}, fetchByKey(t, entry.Entry, "small"))
 	assert.Equal(t, Fetch{
-		Key: "query", Text: "arg0:string", Base: BaseRegister, Register: regs.RAX,
+		Key: "query", Text: "arg0:string", Base: BaseRegister, Register: regs.RBP, Derefs: []int64{-32},
 		Store: StoreString, MaxLen: fetch.DefaultStringLen, Value: Value{Type: str256, FromArg: true, ArgSize: 8},
-	}, fetchByKey(t, entry.Entry, "query"))
+	}, fetchByKey(t, entry.Entry, "query"), "the pointer is loaded from the stack, then the string read at it")
 }
 
 // TestCompileMemoryArgs checks every memory argument of the -O0 demo's
@@ -249,7 +249,7 @@ func TestCompileUprobeArgs(t *testing.T) {
 func TestCompileErrors(t *testing.T) {
 	b := testutil.BuildDemo(t, "-O0")
 	probes := notes(t, b.Program)
-	start := requireArgs(t, probes, "demo:query__start", "8@%rax", "-8@-8(%rbp)", "-2@-10(%rbp)", "-4@$5")
+	start := requireArgs(t, probes, "demo:query__start", "8@-32(%rbp)", "-8@-8(%rbp)", "-2@-10(%rbp)", "-4@$5")
 	bin := b.Program
 	for _, c := range []struct {
 		name string
@@ -259,7 +259,7 @@ func TestCompileErrors(t *testing.T) {
 		{
 			"argN beyond the site's arguments",
 			config.Span{Name: "q", Entry: "usdt:demo:query__start", Exit: "usdt:demo:query__done", Attributes: map[string]string{"x": "arg4"}},
-			[]string{fmt.Sprintf(`target %s: span "q": usdt:demo:query__start: attribute "x": "arg4": site at %#x has 4 arguments ("8@%%rax -8@-8(%%rbp) -2@-10(%%rbp) -4@$5"); arg4 does not exist`, bin, start.Address)},
+			[]string{fmt.Sprintf(`target %s: span "q": usdt:demo:query__start: attribute "x": "arg4": site at %#x has 4 arguments ("8@-32(%%rbp) -8@-8(%%rbp) -2@-10(%%rbp) -4@$5"); arg4 does not exist`, bin, start.Address)},
 		},
 		{
 			"argN beyond the arguments of both tick sites",

@@ -6,47 +6,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
 )
 
-// demoTargets is the configuration of receiver/e2e_test.go: every kind of
-// probe the demo has.
-func demoTargets(b testutil.DemoBuild) []config.Target {
-	return []config.Target{
-		{
-			Path:        b.Program,
-			ServiceName: "demo",
-			Spans: []config.Span{
-				{
-					Name:  "query",
-					Entry: "usdt:demo:query__start",
-					Exit:  "usdt:demo:query__done",
-					Attributes: map[string]string{
-						"query": "arg0:string", "id": "arg1", "small": "arg2", "five": "arg3",
-					},
-					ExitAttributes: map[string]string{"done.id": "arg1", "iterations": "arg2"},
-				},
-				{
-					Name:           "work",
-					Function:       "work",
-					Attributes:     map[string]string{"n": "arg0", "label": "arg1:string"},
-					ExitAttributes: map[string]string{"ret": "retval:s64"},
-				},
-				{Name: "recurse", Function: "recurse", Attributes: map[string]string{"depth": "arg0:s32"}},
-				{Name: "outer", Function: "outer"},
-				{Name: "inner", Function: "inner", Attributes: map[string]string{"i": "arg0:u32"}},
-			},
-			Counters: []string{"usdt:demo:tick", "uprobe:work"},
-		},
-		{
-			Path:     b.Library,
-			Spans:    []config.Span{{Name: "lib_call", Function: "lib_call", Attributes: map[string]string{"i": "arg0:s32"}}},
-			Counters: []string{"usdt:demolib:call"},
-		},
-	}
-}
+// demoTargets is the configuration of receiver/e2e_test.go.
+var demoTargets = testutil.DemoTargets
 
 // symbol is a symbol of an ELF file, with the file offset of its first byte
 // computed through its section (not through the program headers, as the

@@ -15,21 +15,7 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 )
 
-func symbolOf(t *testing.T, path, name string) elf.Symbol {
-	t.Helper()
-	f, err := elf.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	syms, err := f.Symbols()
-	require.NoError(t, err)
-	for _, s := range syms {
-		if s.Name == name {
-			return s
-		}
-	}
-	t.Fatalf("%s has no symbol %s", path, name)
-	return elf.Symbol{}
-}
+func symbolOf(t *testing.T, path, name string) elf.Symbol { return lookup(t, path, name).Symbol }
 
 // Offsets are checked against the function's decoded instructions.
 func TestUprobeOffsetsAreInstructionBoundaries(t *testing.T) {

@@ -98,33 +98,12 @@ type Demo struct {
 // StartDemo starts program and waits for it to say it is ready.
 func StartDemo(t testing.TB, program string) *Demo {
 	t.Helper()
-	cmd := exec.Command(program)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", program, err)
-	}
-	d := &Demo{t: t, cmd: cmd, in: in, lines: make(chan string, 16)}
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			d.lines <- sc.Text()
-		}
-		close(d.lines)
-	}()
-	t.Cleanup(d.Stop)
-	line := d.expect("ready ")
-	if _, err := fmt.Sscanf(line, "ready %d", &d.PID); err != nil {
+	p := StartProgram(t, program, "")
+	line := p.expect("ready ")
+	if _, err := fmt.Sscanf(line, "ready %d", &p.PID); err != nil {
 		t.Fatalf("demo said %q", line)
 	}
-	return d
+	return &p.Demo
 }
 
 // expect waits for the next line, which must start with prefix.
@@ -223,8 +202,8 @@ type Program struct {
 	Demo
 }
 
-// StartProgram starts a test program and waits for its first line, which
-// must start with ready.
+// StartProgram starts a test program and, unless ready is empty, waits for
+// its first line, which must start with ready.
 func StartProgram(t testing.TB, path, ready string) *Program {
 	t.Helper()
 	cmd := exec.Command(path)
@@ -249,7 +228,9 @@ func StartProgram(t testing.TB, path, ready string) *Program {
 		close(p.lines)
 	}()
 	t.Cleanup(p.Stop)
-	p.expect(ready)
+	if ready != "" {
+		p.expect(ready)
+	}
 	return p
 }
 
