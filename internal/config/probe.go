@@ -87,7 +87,10 @@ func ParseProbe(ref string) (Probe, error) {
 		}
 		return Probe{Kind: KindUSDT, Provider: provider, Name: name}, nil
 	case "uprobe":
-		if a, ok := strings.CutPrefix(rest, "0x"); ok && !strings.Contains(a, "+") {
+		if a, ok := strings.CutPrefix(rest, "0x"); ok {
+			if strings.Contains(a, "+") {
+				return Probe{}, fmt.Errorf("probe %q: an address takes no offset: write the instruction's own address", ref)
+			}
 			v, err := strconv.ParseUint(a, 16, 64)
 			if err != nil || v == 0 {
 				return Probe{}, fmt.Errorf("probe %q: address %q is not a hex number (want e.g. uprobe:0x401a2c)", ref, rest)

@@ -128,6 +128,7 @@ func FuzzParseProbe(f *testing.F) {
 		"usdt:p:n", "usdt:postgresql:query__start", "uprobe:f", "uprobe:f+0x10", "uprobe:f+16",
 		"uprobe:f+0", "uretprobe:f", "kprobe:x", "usdt:p", "uretprobe:f+1", "uprobe:f+", "uprobe:a:b+0x1",
 		"uprobe:f+1_0", "uprobe:f+0b11", "uprobe:f+0o17", "usdt:a:b:c", "",
+		"uprobe:0x401a2c", "uprobe:0x0", "uprobe:0xzz", "uprobe:0x10+0x4",
 	} {
 		f.Add(s)
 	}
@@ -145,7 +146,9 @@ func FuzzParseProbe(f *testing.F) {
 				t.Fatalf("ParseProbe(%q) = %#v", ref, p)
 			}
 		case KindUprobe:
-			if p.Symbol == "" || p.Provider != "" || p.Name != "" {
+			bySymbol := p.Symbol != "" && p.Address == 0
+			byAddress := p.Symbol == "" && p.Address != 0 && p.Offset == 0
+			if !(bySymbol || byAddress) || p.Provider != "" || p.Name != "" {
 				t.Fatalf("ParseProbe(%q) = %#v", ref, p)
 			}
 		case KindUretprobe:
@@ -176,5 +179,16 @@ func TestParseProbeOffsetNotOctal(t *testing.T) {
 	p, err := ParseProbe("uprobe:f+010")
 	if err == nil {
 		assert.NotEqual(t, uint64(8), p.Offset, "uprobe:f+010 parsed as octal, %s", p)
+	}
+}
+
+func TestParseProbeAddress(t *testing.T) {
+	p, err := ParseProbe("uprobe:0x401a2c")
+	require.NoError(t, err)
+	assert.Equal(t, Probe{Kind: KindUprobe, Address: 0x401a2c}, p)
+	assert.Equal(t, "uprobe:0x401a2c", p.String())
+	for _, bad := range []string{"uprobe:0x0", "uprobe:0xzz", "uprobe:0x"} {
+		_, err := ParseProbe(bad)
+		assert.Error(t, err, bad)
 	}
 }
