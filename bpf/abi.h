@@ -133,8 +133,7 @@ struct probe_stats {
 
 /* span_stats aggregates, per CPU, the completed spans of one span definition. */
 struct span_stats {
-	__u64 count;      /* completed spans (recorded or not) */
-	__u64 sum_ns;     /* sum of their durations */
+	__u64 sum_ns;     /* sum of the durations of completed spans (recorded or not) */
 	__u64 lost;       /* records the ring buffer refused */
 	__u64 unmatched;  /* exits with no open entry on the thread */
 	__u64 abandoned;  /* open spans discarded: an outer span closed first, or their stack was unwound */
@@ -142,7 +141,7 @@ struct span_stats {
 	__u64 no_state;   /* entries dropped because task storage could not be had */
 	__u64 unsampled;  /* completed spans not recorded: their trace was not sampled */
 	__u64 short_spans; /* completed spans not recorded: shorter than min_duration_ns */
-	__u64 buckets[ABI_HIST_BUCKETS];
+	__u64 buckets[ABI_HIST_BUCKETS]; /* their sum is the number of completed spans */
 };
 
 /* record_flag marks conditions of one span record. */

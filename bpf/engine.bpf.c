@@ -111,10 +111,10 @@ struct {
 /* state returns the open spans of whoever runs the probe: the goroutine for
  * Go sites, the thread otherwise. */
 static __always_inline struct task_state *state(const struct pt_regs *regs, __u8 site_flags, int create,
-						__u64 *owner)
+						__u64 pid_tgid, __u64 *owner)
 {
 	if (site_flags & SITE_GO) {
-		struct go_key key = {.pid = bpf_get_current_pid_tgid() >> 32, .g = regs->r14};
+		struct go_key key = {.pid = pid_tgid >> 32, .g = regs->r14};
 		struct task_state *ts;
 
 		*owner = key.g;
@@ -128,7 +128,7 @@ static __always_inline struct task_state *state(const struct pt_regs *regs, __u8
 		bpf_map_update_elem(&go_states, &key, empty, BPF_NOEXIST);
 		return bpf_map_lookup_elem(&go_states, &key);
 	}
-	*owner = (__u32)bpf_get_current_pid_tgid();
+	*owner = (__u32)pid_tgid;
 	return bpf_task_storage_get(&task_states, bpf_get_current_task_btf(), 0,
 				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
 }
@@ -350,17 +350,23 @@ static __always_inline void drop_stale(struct task_state *ts, __u32 span, __u64 
 	}
 }
 
+/* count adds one to a counter of a span definition's statistics. */
+#define count(span, field)                                               \
+	do {                                                             \
+		struct span_stats *__st = span_stats_of(span);           \
+		if (__st)                                                \
+			add(&__st->field, 1);                            \
+	} while (0)
+
 static __always_inline void span_entry(const struct pt_regs *regs, const struct site *s, __u32 site_id)
 {
-	struct span_stats *st = span_stats_of(s->entry_span);
 	struct task_state *ts;
-
-	if (!st)
-		return;
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u64 owner;
-	ts = state(regs, s->flags, 1, &owner);
+
+	ts = state(regs, s->flags, 1, pid_tgid, &owner);
 	if (!ts) {
-		add(&st->no_state, 1);
+		count(s->entry_span, no_state);
 		return;
 	}
 	__u64 sp = regs->sp;
@@ -369,13 +375,12 @@ static __always_inline void span_entry(const struct pt_regs *regs, const struct 
 		drop_stale(ts, s->entry_span, sp);
 	if (ts->overflow || ts->depth >= ABI_MAX_DEPTH) {
 		ts->overflow++;
-		add(&st->overflow, 1);
+		count(s->entry_span, overflow);
 		return;
 	}
 
 	__u32 depth = ts->depth & (ABI_MAX_DEPTH - 1);
 	struct frame *f = &ts->frames[depth];
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
 
 	f->rec.parent_start_ns = 0;
 	f->rec.root_start_ns = 0;
@@ -449,8 +454,10 @@ static __always_inline void span_exit(const struct pt_regs *regs, const struct s
 
 	if (!st)
 		return;
+	/* The thread id only changes between entry and exit for Go code. */
+	__u64 pid_tgid = s->flags & SITE_GO ? bpf_get_current_pid_tgid() : 0;
 	__u64 owner;
-	ts = state(regs, s->flags, 0, &owner);
+	ts = state(regs, s->flags, 0, pid_tgid, &owner);
 	if (!ts) {
 		add(&st->unmatched, 1);
 		return;
@@ -487,8 +494,7 @@ static __always_inline void span_exit(const struct pt_regs *regs, const struct s
 	struct frame *f = &ts->frames[found & (ABI_MAX_DEPTH - 1)];
 	__u64 duration = now - f->rec.start_ns;
 
-	add(&st->count, 1);
-	add(&st->sum_ns, duration);
+	add(&st->sum_ns, duration); /* the count is the sum of the buckets */
 	/* bucket i holds (2^i, 2^(i+1)]; durations of 0 and 1 ns go to bucket 0 */
 	__u32 b = duration > 1 ? log2_bucket(duration - 1) : 0;
 	add(&st->buckets[b & (ABI_HIST_BUCKETS - 1)], 1);
@@ -505,7 +511,8 @@ static __always_inline void span_exit(const struct pt_regs *regs, const struct s
 
 	f->rec.end_ns = now;
 	f->rec.exit_site = site_id;
-	f->rec.tid = (__u32)bpf_get_current_pid_tgid();
+	if (pid_tgid)
+		f->rec.tid = (__u32)pid_tgid;
 	__u32 entry_len = f->rec.entry_len & (ABI_DATA_CAP - 1);
 	if (f->rec.entry_len > ABI_DATA_CAP)
 		entry_len = ABI_DATA_CAP;

@@ -149,7 +149,6 @@ type engineSpanRecord struct {
 
 type engineSpanStats struct {
 	_          structs.HostLayout
-	Count      uint64
 	SumNs      uint64
 	Lost       uint64
 	Unmatched  uint64

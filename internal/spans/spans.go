@@ -74,6 +74,10 @@ type Builder struct {
 	last    ptrace.SpanSlice
 	hasLast bool
 
+	// The last derived trace id: spans of one tree arrive together.
+	lastTrace    pcommon.TraceID
+	lastTraceKey ctxKey
+
 	// Spans waiting for an enclosing carrier span's trace context.
 	waiting      map[ctxKey]*waiting
 	waitingSpans int
@@ -215,7 +219,10 @@ func (b *Builder) span(sp ptrace.Span, ev *event.Span, def *target.Span) (traceC
 	}
 	sp.SetKind(kind)
 	owner := ownerOf(ev)
-	sp.SetTraceID(b.TraceID(ev.PID, owner, ev.RootStartNs))
+	if k := (ctxKey{ev.PID, owner, ev.RootStartNs}); k != b.lastTraceKey || b.lastTrace.IsEmpty() {
+		b.lastTraceKey, b.lastTrace = k, b.TraceID(ev.PID, owner, ev.RootStartNs)
+	}
+	sp.SetTraceID(b.lastTrace)
 	sp.SetSpanID(b.SpanID(ev.PID, owner, ev.StartNs))
 	if ev.ParentStartNs != 0 {
 		sp.SetParentSpanID(b.SpanID(ev.PID, owner, ev.ParentStartNs))

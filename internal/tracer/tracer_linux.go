@@ -377,7 +377,6 @@ func (t *Tracer) Stats() (event.Stats, error) {
 		out := &st.Spans[i]
 		out.Buckets = make([]uint64, bpfobj.HistBuckets)
 		for _, c := range ss {
-			out.Count += c.Count
 			out.SumNs += c.SumNs
 			out.Lost += c.Lost
 			out.Unmatched += c.Unmatched
@@ -388,6 +387,7 @@ func (t *Tracer) Stats() (event.Stats, error) {
 			out.Short += c.ShortSpans
 			for b, v := range c.Buckets {
 				out.Buckets[b] += v
+				out.Count += v
 			}
 		}
 	}
