@@ -61,7 +61,6 @@ const (
 // Record flags (enum record_flag).
 const (
 	RecordTruncated = uint8(engineRecordFlagRECORD_TRUNCATED)
-	RecordUnsampled = uint8(engineRecordFlagRECORD_UNSAMPLED)
 )
 
 // Register slots (enum reg_slot).

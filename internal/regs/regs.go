@@ -55,9 +55,6 @@ var SysVIntArgs = [...]Register{RDI, RSI, RDX, RCX, R8, R9}
 // and later); a string takes two (pointer, length).
 var GoIntArgs = [...]Register{RAX, RBX, RCX, RDI, RSI, R8, R9, R10, R11}
 
-// GoG is the register that holds the current goroutine's g in Go's ABIInternal.
-const GoG = R14
-
 // SysVReturn is the register of an integer return value in the SysV x86-64
 // calling convention.
 const SysVReturn = RAX

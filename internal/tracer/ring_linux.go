@@ -78,11 +78,6 @@ func (r *ringReader) read(max int, fn func(record []byte)) int {
 	return n
 }
 
-// pending returns the number of bytes produced and not yet consumed.
-func (r *ringReader) pending() uint64 {
-	return atomic.LoadUint64(r.producerPos) - atomic.LoadUint64(r.consumerPos)
-}
-
 func (r *ringReader) close() error {
 	return errors.Join(unix.Munmap(r.producerArea), unix.Munmap(r.consumerPage))
 }

@@ -305,9 +305,6 @@ func eventName(ref string) string {
 	}, ref)
 }
 
-// Links returns the number of attached links.
-func (t *Tracer) Links() int { return len(t.links) }
-
 // Drain moves up to max completed spans from the ring buffer into batch and
 // returns how many it moved and how many records were malformed (counted,
 // skipped). Only one goroutine may drain.
@@ -349,9 +346,6 @@ func (t *Tracer) Drain(batch *event.Batch, max int) (n, malformed int) {
 	})
 	return n, malformed
 }
-
-// Pending returns the number of bytes in the ring buffer not yet drained.
-func (t *Tracer) Pending() uint64 { return t.ring.pending() }
 
 // Stats reads every probe's and span definition's counters, summed over CPUs.
 func (t *Tracer) Stats() (event.Stats, error) {
