@@ -160,29 +160,13 @@ func (pg *postgresServer) query(t *testing.T, sql string) string {
 func TestPostgres(t *testing.T) {
 	testutil.RequireRoot(t)
 	pg := startPostgres(t)
-	s := startReceiver(t, []config.Target{{
-		Path:        postgres,
-		ServiceName: "postgres",
-		Spans: []config.Span{
-			{
-				Name:           "pg.query",
-				Entry:          "usdt:postgresql:query__start",
-				Exit:           "usdt:postgresql:query__done",
-				Attributes:     map[string]string{"db.query.text": "arg0:string"},
-				ExitAttributes: map[string]string{"done.text": "arg0:string"},
-			},
-			{Name: "pg.parse", Entry: "usdt:postgresql:query__parse__start", Exit: "usdt:postgresql:query__parse__done"},
-			{Name: "pg.plan", Entry: "usdt:postgresql:query__plan__start", Exit: "usdt:postgresql:query__plan__done"},
-			{Name: "pg.execute", Entry: "usdt:postgresql:query__execute__start", Exit: "usdt:postgresql:query__execute__done"},
-			{
-				Name:           "palloc",
-				Function:       "palloc",
-				Attributes:     map[string]string{"size": "arg0:u64"},
-				ExitAttributes: map[string]string{"ptr": "retval:x64"},
-			},
-		},
-		Counters: []string{"usdt:postgresql:transaction__start", "uprobe:palloc"},
-	}})
+	contract := testutil.PostgresContract(postgres)
+	contract.Spans = append(contract.Spans,
+		config.Span{Name: "pg.parse", Entry: "usdt:postgresql:query__parse__start", Exit: "usdt:postgresql:query__parse__done"},
+		config.Span{Name: "pg.plan", Entry: "usdt:postgresql:query__plan__start", Exit: "usdt:postgresql:query__plan__done"},
+		config.Span{Name: "pg.execute", Entry: "usdt:postgresql:query__execute__start", Exit: "usdt:postgresql:query__execute__done"},
+	)
+	s := startReceiver(t, []config.Target{contract})
 	const sql = "SELECT 6 * 7 AS answer"
 	require.Equal(t, "42", pg.query(t, sql))
 	require.NoError(t, s.rcv.Shutdown(context.Background()))

@@ -714,23 +714,7 @@ func TestContextWaitExpiredChainSameDeadline(t *testing.T) {
 		require.Equal(t, 0, b.Waiting())
 		return b, []event.Span{q2, q1, i}, got
 	}
-	t.Run("ids", func(t *testing.T) {
-		for run := 0; run < 50; run++ {
-			b, evs, got := setup(t)
-			for _, ev := range evs {
-				expectDerived(t, b, got, ev)
-			}
-			if t.Failed() {
-				t.Fatalf("run %d", run)
-			}
-		}
-	})
-	t.Run("counts", func(t *testing.T) {
-		for run := 0; run < 50; run++ {
-			b, _, _ := setup(t)
-			require.Equal(t, Counts{Context: contextCounts(0, 1, 0, 0, 3, 0)}, b.Counts(), "run %d", run)
-		}
-	})
+	expectDerivedEveryRun(t, setup, Counts{Context: contextCounts(0, 1, 0, 0, 3, 0)})
 }
 
 func TestContextMaxWaiting(t *testing.T) {
@@ -826,23 +810,7 @@ func TestContextFlushNestedCarrier(t *testing.T) {
 		require.Equal(t, 0, b.Waiting())
 		return b, []event.Span{p1, q2, q1, i}, got
 	}
-	t.Run("ids", func(t *testing.T) {
-		for run := 0; run < 50; run++ {
-			b, evs, got := setup(t)
-			for _, ev := range evs {
-				expectDerived(t, b, got, ev)
-			}
-			if t.Failed() {
-				t.Fatalf("run %d", run)
-			}
-		}
-	})
-	t.Run("counts", func(t *testing.T) {
-		for run := 0; run < 50; run++ {
-			b, _, _ := setup(t)
-			require.Equal(t, Counts{Context: contextCounts(0, 1, 0, 0, 4, 0)}, b.Counts(), "run %d", run)
-		}
-	})
+	expectDerivedEveryRun(t, setup, Counts{Context: contextCounts(0, 1, 0, 0, 4, 0)})
 }
 
 func TestContextBinaryCarrier(t *testing.T) {
@@ -1189,4 +1157,26 @@ func TestContextUnsampledOuterDropsInvalidInner(t *testing.T) {
 	assert.Equal(t, 0, td.SpanCount())
 	assert.Equal(t, 0, b.Waiting())
 	assert.Equal(t, Counts{Context: contextCounts(1, 0, 1, 6, 0, 0)}, b.Counts())
+}
+
+// expectDerivedEveryRun builds the setup's spans 50 times (map order
+// varies) and checks every span keeps its derived ids and the counts match.
+func expectDerivedEveryRun(t *testing.T, setup func(t *testing.T) (*Builder, []event.Span, map[pcommon.SpanID]outSpan), want Counts) {
+	t.Run("ids", func(t *testing.T) {
+		for run := 0; run < 50; run++ {
+			b, evs, got := setup(t)
+			for _, ev := range evs {
+				expectDerived(t, b, got, ev)
+			}
+			if t.Failed() {
+				t.Fatalf("run %d", run)
+			}
+		}
+	})
+	t.Run("counts", func(t *testing.T) {
+		for run := 0; run < 50; run++ {
+			b, _, _ := setup(t)
+			require.Equal(t, want, b.Counts(), "run %d", run)
+		}
+	})
 }

@@ -61,22 +61,7 @@ func TestResolvePython(t *testing.T) {
 
 func TestResolvePostgres(t *testing.T) {
 	requireFile(t, postgres)
-	targets := []config.Target{{
-		Path: postgres, ServiceName: "postgres",
-		Spans: []config.Span{
-			{
-				Name: "pg.query", Entry: "usdt:postgresql:query__start", Exit: "usdt:postgresql:query__done",
-				Attributes:     map[string]string{"db.query.text": "arg0:string"},
-				ExitAttributes: map[string]string{"done.text": "arg0:string"},
-			},
-			{
-				Name: "palloc", Function: "palloc",
-				Attributes:     map[string]string{"size": "arg0:u64"},
-				ExitAttributes: map[string]string{"ptr": "retval:x64"},
-			},
-		},
-		Counters: []string{"usdt:postgresql:transaction__start", "uprobe:palloc"},
-	}}
+	targets := []config.Target{testutil.PostgresContract(postgres)}
 	require.NoError(t, config.Validate(targets))
 	plan, err := Resolve(targets)
 	require.NoError(t, err)

@@ -37,3 +37,24 @@ func DemoTargets(b DemoBuild) []config.Target {
 		},
 	}
 }
+
+// PostgresContract is the configuration the receiver's first issue gives as
+// its contract, for a PostgreSQL binary at path.
+func PostgresContract(path string) config.Target {
+	return config.Target{
+		Path: path, ServiceName: "postgres",
+		Spans: []config.Span{
+			{
+				Name: "pg.query", Entry: "usdt:postgresql:query__start", Exit: "usdt:postgresql:query__done",
+				Attributes:     map[string]string{"db.query.text": "arg0:string"},
+				ExitAttributes: map[string]string{"done.text": "arg0:string"},
+			},
+			{
+				Name: "palloc", Function: "palloc",
+				Attributes:     map[string]string{"size": "arg0:u64"},
+				ExitAttributes: map[string]string{"ptr": "retval:x64"},
+			},
+		},
+		Counters: []string{"usdt:postgresql:transaction__start", "uprobe:palloc"},
+	}
+}
