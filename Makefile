@@ -18,9 +18,9 @@ FUZZTIME_SLOW   ?= 1000x
 
 # Debian packages: pinned compiler for the BPF object (clang-14, llvm-14),
 # libbpf headers, <sys/sdt.h> for the test programs, bpftrace for comparisons.
-APT_PACKAGES := clang-14 llvm-14 libbpf-dev linux-libc-dev systemtap-sdt-dev gcc make bpftrace
+APT_PACKAGES := clang-14 llvm-14 libbpf-dev linux-libc-dev systemtap-sdt-dev gcc g++ make bpftrace
 
-.PHONY: all deps generate check-generate test test-unit test-distro fuzz build run demo bench bench-smoke clean
+.PHONY: all deps generate check-generate test test-unit test-distro fuzz build run demo bench bench-smoke soak clean
 
 all: test
 
@@ -40,14 +40,15 @@ deps:
 # clang-14, pinned in go.mod's tool block) and mdatagen's output.
 generate: deps
 	cd internal/bpfobj && $(GO) generate ./...
+	cd internal/tracer/floor && $(GO) generate ./...
 	cd receiver && $(GO) generate ./...
 
 # check-generate fails when the committed generated code is stale.
 check-generate: generate
-	@git diff --exit-code -- internal/bpfobj receiver/internal receiver/documentation.md receiver/generated_component_test.go receiver/generated_package_test.go \
+	@git diff --exit-code -- internal/bpfobj internal/tracer/floor receiver/internal receiver/documentation.md receiver/generated_component_test.go receiver/generated_package_test.go \
 		|| { echo "generated code is out of date: run make generate and commit"; exit 1; }
-	@test -z "$$(git status --porcelain -- internal/bpfobj receiver)" \
-		|| { git status --porcelain -- internal/bpfobj receiver; echo "untracked generated files"; exit 1; }
+	@test -z "$$(git status --porcelain -- internal/bpfobj internal/tracer/floor receiver)" \
+		|| { git status --porcelain -- internal/bpfobj internal/tracer/floor receiver; echo "untracked generated files"; exit 1; }
 
 # test runs every test: unit, fuzz smoke, privileged kernel tests (as root),
 # the built distro against the demo program, and probe spans in a real
@@ -103,6 +104,15 @@ bench: deps build
 # cannot rot; its numbers are not meant to be read.
 bench-smoke: deps build
 	$(GO) run ./internal/bench -smoke -distro $(abspath $(DISTRO))
+
+# soak runs the distro for SOAK_DURATION against programs that churn (a C
+# program at 100k spans/s, a Go program, short-lived processes and threads),
+# checks that nothing grows after warm-up and that every span fired is
+# delivered or counted lost, and writes docs/soak.json and the soak section
+# of docs/benchmarks.md. Not part of make test.
+SOAK_DURATION ?= 10m
+soak: deps build
+	$(GO) run ./internal/soak -duration $(SOAK_DURATION) -out docs -distro $(abspath $(DISTRO))
 
 clean:
 	rm -rf $(BUILD_DIR)

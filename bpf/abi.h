@@ -15,14 +15,22 @@ enum abi_limit {
 	ABI_MAX_FETCHES = 8,
 	/* Pointer dereferences in one fetch. */
 	ABI_MAX_DEREFS = 4,
-	/* Open spans per thread; deeper entries are counted, not recorded. */
-	ABI_MAX_DEPTH = 16,
+	/* Open spans per thread or goroutine; deeper entries are counted, not recorded. */
+	ABI_MAX_DEPTH = 512,
+	/* Bytes of entry values the open spans of one thread or goroutine keep
+	 * together; a span opened when they are used up records no entry
+	 * values (its fetches count as failed and the record as truncated). */
+	ABI_VALUE_STACK = 8192,
 	/* Bytes of fetched values (entry and exit together) in one span record. */
 	ABI_DATA_CAP = 1024,
 	/* Largest string or byte capture, including the terminating NUL. */
 	ABI_STRING_MAX = 256,
 	/* log2 latency buckets per span: bucket i counts durations in (2^i, 2^(i+1)] ns. */
 	ABI_HIST_BUCKETS = 64,
+	/* The kernel's MAX_URETPROBE_DEPTH (include/linux/uprobes.h): a thread
+	 * with this many pending return probes gets no more; the return of a
+	 * call entered deeper is never reported. */
+	ABI_KERNEL_RETURN_DEPTH = 64,
 };
 
 /* reg_slot numbers the 8-byte slots of the x86-64 struct pt_regs. */
@@ -73,6 +81,7 @@ enum site_flag {
 	SITE_CARRIER = 4,  /* entry_span carries a trace context for the spans nested in it */
 	SITE_FUNCTION = 8, /* entry_span is a whole function: entry at its first instruction, exit at its return */
 	SITE_GO = 16,      /* Go code: pair by goroutine (R14 holds g), not by thread */
+	SITE_KERNEL_RETURN = 32, /* entry_span closes at a kernel return probe (uretprobe) */
 };
 
 /*
@@ -115,6 +124,13 @@ struct site {
 	__u8 entry_fetch_count;
 	__u8 exit_fetch_count;
 	__u8 pad;
+	/* SITE_GO: byte offset of goid in the Go runtime's g structure of the
+	 * traced binary, 0 when unknown. A goroutine's open spans are kept
+	 * under its g pointer, which the runtime reuses for later goroutines:
+	 * the id tells a new goroutine from the one that left spans open. */
+	__u16 goid_offset;
+	__u16 pad2;
+	__u32 pad3;
 	/* Head sampling of entry_span when it opens a thread's outermost span:
 	 * recorded when a random u32 is below this; 1 << 32 records all. Nested
 	 * spans follow the outermost span's decision. */
@@ -138,23 +154,31 @@ struct span_stats {
 	__u64 unmatched;  /* exits with no open entry on the thread */
 	__u64 abandoned;  /* open spans discarded: an outer span closed first, or their stack was unwound */
 	__u64 overflow;   /* entries deeper than ABI_MAX_DEPTH, not recorded */
-	__u64 no_state;   /* entries dropped because task storage could not be had */
+	__u64 no_state;   /* entries dropped because no state could be had (goroutine states full) */
+	__u64 return_limit; /* entries not recorded: the kernel would not report their
+			     * return (ABI_KERNEL_RETURN_DEPTH pending on the thread) */
 	__u64 unsampled;  /* completed spans not recorded: their trace was not sampled */
 	__u64 short_spans; /* completed spans not recorded: shorter than min_duration_ns */
 	__u64 buckets[ABI_HIST_BUCKETS]; /* their sum is the number of completed spans */
 };
 
-/* record_flag marks conditions of one span record. */
+/* record_flag marks conditions of one span record (and of its open frame). */
 enum record_flag {
-	RECORD_TRUNCATED = 1, /* a fetch did not fit in ABI_DATA_CAP */
+	RECORD_TRUNCATED = 1, /* a fetch did not fit in ABI_DATA_CAP or in the value stack */
 	RECORD_UNSAMPLED = 2, /* in the frame only: the span's trace is not sampled */
 	RECORD_CARRIER = 4,   /* the span carries a trace context (SITE_CARRIER at entry) */
+	RECORD_FUNCTION = 8,  /* the span is one activation of a function (SITE_FUNCTION) */
+	RECORD_HAS_CHILD = 16, /* a span nested in it was recorded: it is recorded too,
+				* whatever min_duration_ns says, so that its children's
+				* parent exists */
 };
 
 /*
- * span_record is the head of one ring-buffer record, followed by entry_len
- * bytes of entry values and exit_len bytes of exit values, in site fetch
- * order. Times are CLOCK_MONOTONIC nanoseconds (bpf_ktime_get_ns).
+ * span_record is the trailer of one ring-buffer record: the record holds
+ * entry_len bytes of entry values, then exit_len bytes of exit values (in
+ * site fetch order), then this structure, so that a record is built where
+ * the entry values already are. Times are CLOCK_MONOTONIC nanoseconds
+ * (bpf_ktime_get_ns).
  */
 struct span_record {
 	__u64 start_ns;
@@ -163,6 +187,10 @@ struct span_record {
 	__u64 root_start_ns;   /* start of the outermost open span on the thread */
 	__u64 context_start_ns; /* start of the nearest enclosing carrier span, 0 if none */
 	__u64 owner;           /* what pairs the span: the thread id, or the goroutine (g pointer) */
+	/* The process image the span ran in: a pid reused by a new process has
+	 * another start time, an image replaced by execve another exec id. */
+	__u64 process_start_ns; /* start time of the thread group leader (CLOCK_MONOTONIC) */
+	__u64 exec_id;          /* the kernel's self_exec_id: one more at each execve */
 	__u32 pid;             /* thread group id, in the initial pid namespace */
 	__u32 tid;             /* thread id at exit, in the initial pid namespace */
 	__u32 span;            /* span definition index */

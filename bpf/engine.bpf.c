@@ -4,17 +4,42 @@
  * receiver. Every attached location carries a BPF cookie: count_hit reads it
  * as a probe id and counts; site_hit reads it as a site id whose spec (filled
  * from Go) says which span it opens or closes and which values to fetch.
- * Pairing lives in task-local storage, counters and latency histograms in
- * per-CPU arrays, and each completed span leaves as one ring-buffer record
- * submitted without a wakeup. Requires Linux 5.15 (attach cookies for uprobes).
+ * Pairing lives in task-local storage (goroutines: a hash keyed by g),
+ * counters and latency histograms in per-CPU arrays, and each completed span
+ * leaves as one ring-buffer record submitted without a wakeup. Two tracing
+ * programs end the open spans of a thread at exec and exit.
+ * Requires Linux 5.17 (attach cookies for uprobes, bpf_loop).
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
 
 #include "abi.h"
 #include "regs.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* The kernel types the engine reads, relocated against the running
+ * kernel's BTF (CO-RE). */
+struct signal_struct {
+	struct {
+		int counter;
+	} live;
+} __attribute__((preserve_access_index));
+
+struct uprobe_task {
+	unsigned int depth; /* pending return probes */
+} __attribute__((preserve_access_index));
+
+struct task_struct {
+	int pid;
+	int tgid;
+	struct task_struct *group_leader;
+	__u64 start_time;
+	__u64 self_exec_id; /* u32 before Linux 5.12: read with its real size */
+	struct signal_struct *signal;
+	struct uprobe_task *utask;
+} __attribute__((preserve_access_index));
 
 /* abi_types keeps every ABI type in the object's BTF so that bpf2go can
  * generate its Go declaration. */
@@ -55,23 +80,59 @@ struct {
 	__uint(max_entries, 1);
 } spans SEC(".maps");
 
-/* frame is one open span: the record being built and its data area. The
- * data area has room for one more string beyond ABI_DATA_CAP so that bounds
- * the verifier can see are enough. */
+/*
+ * frame is one open span: 32 bytes. Its entry values live in the state's
+ * value stack at value_off; when it closes, its exit values and the record
+ * trailer are written right after them and the record leaves from there.
+ */
 struct frame {
-	__u64 sp;       /* stack pointer at entry */
-	__u8 function;  /* SITE_FUNCTION: the span is the activation of a function */
-	__u8 pad[7];
-	/* rec and data are contiguous: they leave as one ring-buffer record. */
-	struct span_record rec;
-	__u8 data[ABI_DATA_CAP + ABI_STRING_MAX + 8];
+	__u64 start_ns;
+	/* pos is the stack position at entry, ordered so that deeper
+	 * activations have lower positions: the stack pointer for threads,
+	 * ~(stack top - stack pointer) for goroutines, whose stacks move. */
+	__u64 pos;
+	__u32 span;
+	__u32 entry_site;
+	__u16 value_off;
+	__u16 entry_len;
+	__u16 carrier; /* 1 + index of the nearest enclosing carrier frame, 0 if none */
+	__u8 flags;    /* enum record_flag */
+	__u8 entry_failed;
 };
 
-/* task_state is the pairing stack of one thread. */
+/* VALUE_WINDOW is what one fetch sequence may touch from its start: the
+ * record's data, and one more string so that bounds the verifier can see
+ * are enough. */
+#define VALUE_WINDOW (ABI_DATA_CAP + ABI_STRING_MAX + 8)
+/* VALUE_BASE_MAX is the highest start of a frame's values: a frame stores
+ * entry values only while the stack holds at most ABI_VALUE_STACK bytes,
+ * and one that does adds at most ABI_DATA_CAP. */
+#define VALUE_BASE_MAX (ABI_VALUE_STACK + ABI_DATA_CAP)
+
+/* values is a window of the value stack, as fetch_one sees it. */
+struct values {
+	__u8 data[VALUE_WINDOW];
+};
+
+/* state_flag marks conditions of a task_state. */
+enum state_flag {
+	STATE_NO_POS = 1, /* stack positions unknown: the stale-span rules are off */
+};
+
+/*
+ * task_state holds the open spans of one thread or goroutine: at most
+ * ABI_MAX_DEPTH frames of 32 bytes and a stack of their entry values.
+ * About 26.8 KiB per thread that ever opened a span, freed with the thread
+ * (goroutines: when their outermost span closes).
+ */
 struct task_state {
 	__u32 depth;    /* frames in use */
 	__u32 overflow; /* entries beyond ABI_MAX_DEPTH still open */
+	__u32 top;      /* bytes of the value stack in use */
+	__u32 flags;    /* enum state_flag */
+	__u64 goid;     /* goroutine states: the goroutine id that owns it, 0 if unknown */
 	struct frame frames[ABI_MAX_DEPTH];
+	__u8 stack[VALUE_BASE_MAX + VALUE_WINDOW + sizeof(struct span_record)];
 };
 
 struct {
@@ -89,9 +150,10 @@ struct go_key {
 	__u64 g;
 };
 
-/* go_states holds the open spans of goroutines. Entries stay: the Go runtime
- * reuses g structures, so the map holds about the peak number of goroutines
- * that ran a probed span; when it is full, entries are counted as no_state. */
+/* go_states holds the open spans of goroutines. An entry is created when a
+ * goroutine opens its outermost span and deleted when that span closes, when
+ * the process execs or exits; when the map is full, entries are counted as
+ * no_state. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -99,6 +161,15 @@ struct {
 	__type(value, struct task_state);
 	__uint(max_entries, 1); /* set by the loader */
 } go_states SEC(".maps");
+
+/* go_live counts the entries of go_states (slot 0), so that exec and exit
+ * only walk go_states when it holds something. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __s64);
+	__uint(max_entries, 1);
+} go_live SEC(".maps");
 
 /* empty_state is the zero value new go_states entries are copied from. */
 struct {
@@ -108,31 +179,6 @@ struct {
 	__uint(max_entries, 1);
 } empty_state SEC(".maps");
 
-/* state returns the open spans of whoever runs the probe: the goroutine for
- * Go sites, the thread otherwise. */
-static __always_inline struct task_state *state(const struct pt_regs *regs, __u8 site_flags, int create,
-						__u64 pid_tgid, __u64 *owner)
-{
-	if (site_flags & SITE_GO) {
-		struct go_key key = {.pid = pid_tgid >> 32, .g = regs->r14};
-		struct task_state *ts;
-
-		*owner = key.g;
-		ts = bpf_map_lookup_elem(&go_states, &key);
-		if (ts || !create)
-			return ts;
-		__u32 zero = 0;
-		struct task_state *empty = bpf_map_lookup_elem(&empty_state, &zero);
-		if (!empty)
-			return 0;
-		bpf_map_update_elem(&go_states, &key, empty, BPF_NOEXIST);
-		return bpf_map_lookup_elem(&go_states, &key);
-	}
-	*owner = (__u32)pid_tgid;
-	return bpf_task_storage_get(&task_states, bpf_get_current_task_btf(), 0,
-				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
-}
-
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 22);
@@ -141,6 +187,72 @@ struct {
 static __always_inline void add(__u64 *counter, __u64 n)
 {
 	__sync_fetch_and_add(counter, n);
+}
+
+static __always_inline struct span_stats *span_stats_of(__u32 span)
+{
+	return bpf_map_lookup_elem(&spans, &span);
+}
+
+/* count adds one to a counter of a span definition's statistics. */
+#define count(span, field)                                               \
+	do {                                                             \
+		struct span_stats *__st = span_stats_of(span);           \
+		if (__st)                                                \
+			add(&__st->field, 1);                            \
+	} while (0)
+
+/* abandon_ctx is the state of abandon_one over frames [from, to). */
+struct abandon_ctx {
+	struct task_state *ts;
+	__u32 from;
+};
+
+static long abandon_one(__u32 i, struct abandon_ctx *c)
+{
+	__u32 k = c->from + i;
+
+	if (k >= ABI_MAX_DEPTH)
+		return 1;
+	count(c->ts->frames[k].span, abandoned);
+	return 0;
+}
+
+/* abandon counts the open spans in frames [from, to) as abandoned: their
+ * exit can no longer come. It does not change the state. */
+static __always_inline void abandon(struct task_state *ts, __u32 from, __u32 to)
+{
+	struct abandon_ctx c = {.ts = ts, .from = from};
+
+	if (to > ABI_MAX_DEPTH)
+		to = ABI_MAX_DEPTH;
+	if (from < to)
+		bpf_loop(to - from, abandon_one, &c, 0);
+}
+
+/* truncate keeps the frames below depth open and frees the rest of the
+ * state: the value stack falls back to the first freed frame's values. */
+static __always_inline void truncate(struct task_state *ts, __u32 depth)
+{
+	if (depth < ABI_MAX_DEPTH && depth < ts->depth)
+		ts->top = ts->frames[depth].value_off;
+	if (depth == 0)
+		ts->top = 0;
+	ts->depth = depth;
+	ts->overflow = 0; /* deeper unrecorded entries went too */
+}
+
+/* reset abandons every open span of a state and empties it. */
+static __always_inline void reset(struct task_state *ts)
+{
+	__u32 depth = ts->depth;
+
+	abandon(ts, 0, depth);
+	if (ts->overflow) {
+		/* unrecorded entries: counted as overflow when they opened */
+		ts->overflow = 0;
+	}
+	truncate(ts, 0);
 }
 
 /* reg_file is a copy of the probed thread's registers, indexed by enum
@@ -168,17 +280,18 @@ static __always_inline __u64 slot_value(const struct reg_file *rf, __u8 slot)
 }
 
 /*
- * fetch_one runs one fetch op and stores its value in f->data at cursor. It
- * is a global function so that the verifier checks it once, not once per
- * fetch and path. It returns the new cursor and FETCH_RESULT_* flags.
+ * fetch_one runs one fetch op and stores its value in w at cursor (bytes
+ * from the start of the span's values). It is a global function so that the
+ * verifier checks it once, not once per fetch and path. It returns the new
+ * cursor and FETCH_RESULT_* flags.
  */
-__noinline __u32 fetch_one(const struct reg_file *rf, const struct fetch_op *op, struct frame *f,
+__noinline __u32 fetch_one(const struct reg_file *rf, const struct fetch_op *op, struct values *w,
 			   __u32 cursor)
 {
 	__u64 v = 0;
 	__u32 len, need;
 
-	if (!rf || !op || !f)
+	if (!rf || !op || !w)
 		return cursor | FETCH_RESULT_FAILED;
 	if (op->base == FETCH_BASE_REGISTER)
 		v = slot_value(rf, op->base_reg);
@@ -235,14 +348,14 @@ __noinline __u32 fetch_one(const struct reg_file *rf, const struct fetch_op *op,
 	cursor &= ABI_DATA_CAP - 1;
 
 	if (op->kind == FETCH_KIND_INT) {
-		*(__u64 *)(f->data + cursor) = v;
+		*(__u64 *)(w->data + cursor) = v;
 		return cursor + 8;
 	}
 	if (op->kind == FETCH_KIND_STRING) {
-		long n = bpf_probe_read_user_str(f->data + cursor + 2, len, (const void *)v);
+		long n = bpf_probe_read_user_str(w->data + cursor + 2, len, (const void *)v);
 		if (n <= 0)
 			return cursor | FETCH_RESULT_FAILED;
-		*(__u16 *)(f->data + cursor) = (__u16)(n - 1);
+		*(__u16 *)(w->data + cursor) = (__u16)(n - 1);
 		return cursor + ((2 + (__u32)n + 7) & ~7u);
 	}
 	if (op->kind == FETCH_KIND_GOSTRING) {
@@ -250,15 +363,15 @@ __noinline __u32 fetch_one(const struct reg_file *rf, const struct fetch_op *op,
 		__u32 n = golen < len ? golen : (len ? len - 1 : 0);
 		if (n > ABI_STRING_MAX - 1)
 			n = ABI_STRING_MAX - 1;
-		if (n && bpf_probe_read_user(f->data + cursor + 2, n, (const void *)v))
+		if (n && bpf_probe_read_user(w->data + cursor + 2, n, (const void *)v))
 			return cursor | FETCH_RESULT_FAILED;
 		__u32 end = cursor + 2 + n;
-		if (end < sizeof(f->data))
-			f->data[end] = 0;
-		*(__u16 *)(f->data + cursor) = (__u16)n;
+		if (end < sizeof(w->data))
+			w->data[end] = 0;
+		*(__u16 *)(w->data + cursor) = (__u16)n;
 		return cursor + ((2 + n + 1 + 7) & ~7u);
 	}
-	if (bpf_probe_read_user(f->data + cursor, len, (const void *)v))
+	if (bpf_probe_read_user(w->data + cursor, len, (const void *)v))
 		return cursor | FETCH_RESULT_FAILED;
 	return cursor + ((len + 7) & ~7u);
 }
@@ -266,13 +379,13 @@ __noinline __u32 fetch_one(const struct reg_file *rf, const struct fetch_op *op,
 /* fetch_all runs count fetch ops from cursor on; it sets *failed (bit i:
  * fetch i stored nothing) and *truncated, and returns the new cursor. */
 static __always_inline __u32 fetch_all(const struct reg_file *rf, const struct fetch_op *ops,
-				       __u32 count, struct frame *f, __u32 cursor, __u8 *failed,
+				       __u32 count, struct values *w, __u32 cursor, __u8 *failed,
 				       __u8 *truncated)
 {
 	for (__u32 i = 0; i < ABI_MAX_FETCHES; i++) {
 		if (i >= count)
 			break;
-		__u32 r = fetch_one(rf, &ops[i], f, cursor);
+		__u32 r = fetch_one(rf, &ops[i], w, cursor);
 		cursor = r & FETCH_RESULT_CURSOR;
 		if (r & FETCH_RESULT_FAILED)
 			*failed |= 1 << i;
@@ -282,97 +395,210 @@ static __always_inline __u32 fetch_all(const struct reg_file *rf, const struct f
 	return cursor;
 }
 
-static __always_inline struct span_stats *span_stats_of(__u32 span)
+/* window returns the value stack from byte base on, or 0 when base is out
+ * of bounds (which the engine never lets happen). */
+static __always_inline struct values *window(struct task_state *ts, __u32 base)
 {
-	return bpf_map_lookup_elem(&spans, &span);
+	if (base > VALUE_BASE_MAX)
+		return 0;
+	return (struct values *)(ts->stack + base);
 }
 
-static __always_inline void abandon(struct task_state *ts, __u32 k)
-{
-	struct span_stats *ast = span_stats_of(ts->frames[k & (ABI_MAX_DEPTH - 1)].rec.span);
+/* find_ctx is the state of find_one: the innermost frame below depth whose
+ * span is span, or -1. */
+struct find_ctx {
+	struct task_state *ts;
+	__u32 depth;
+	__u32 span;
+	int found;
+};
 
-	if (ast)
-		add(&ast->abandoned, 1);
+static long find_one(__u32 i, struct find_ctx *c)
+{
+	__u32 k = c->depth - 1 - i;
+
+	if (k >= ABI_MAX_DEPTH)
+		return 1;
+	if (c->ts->frames[k].span == c->span) {
+		c->found = k;
+		return 1;
+	}
+	return 0;
+}
+
+/* find returns the index of the innermost open frame of span below depth,
+ * or -1. */
+static __always_inline int find(struct task_state *ts, __u32 depth, __u32 span)
+{
+	if (depth == 0)
+		return -1;
+	if (depth > ABI_MAX_DEPTH)
+		depth = ABI_MAX_DEPTH;
+	if (ts->frames[(depth - 1) & (ABI_MAX_DEPTH - 1)].span == span)
+		return depth - 1; /* the usual case: the innermost one */
+	struct find_ctx c = {.ts = ts, .depth = depth - 1, .span = span, .found = -1};
+	if (depth > 1)
+		bpf_loop(depth - 1, find_one, &c, 0);
+	return c.found;
+}
+
+/* unwound_ctx is the state of unwound_one: how many frames from the top are
+ * function spans whose activation is gone. */
+struct unwound_ctx {
+	struct task_state *ts;
+	__u32 depth;
+	__u64 pos;
+	__u32 keep;
+};
+
+static long unwound_one(__u32 i, struct unwound_ctx *c)
+{
+	__u32 k = c->depth - 1 - i;
+
+	if (k >= ABI_MAX_DEPTH)
+		return 1;
+	struct frame *f = &c->ts->frames[k];
+	if (!(f->flags & RECORD_FUNCTION) || !f->pos || f->pos >= c->pos)
+		return 1;
+	c->keep = k;
+	return 0;
 }
 
 /*
  * drop_stale drops open spans whose exit can no longer come because the
- * stack was unwound past them (longjmp, exceptions), so that they do not
- * become the parents of everything after them on the thread:
- *  - a function span is dead once a probe fires with the stack pointer above
+ * stack was unwound past them (longjmp, exceptions, Go panics), so that they
+ * do not become the parents of everything after them:
+ *  - a function span is dead once a probe fires at a stack position above
  *    the one its entry saw (its activation is gone; equal is a tail call);
  *  - when a span opens again while one of its definition is open, at a stack
- *    pointer at or above the one that open span's entry saw, the open one is
+ *    position at or above the one that open span's entry saw, the open one is
  *    dead (a span can only nest in itself deeper in the stack), with
  *    everything opened after it: "start, error, start again".
  * Dropped spans count as abandoned, and so do entries lost to overflow.
  */
-static __always_inline void drop_stale(struct task_state *ts, __u32 span, __u64 sp)
+static __always_inline void drop_stale(struct task_state *ts, __u32 span, __u64 pos)
 {
 	__u32 depth = ts->depth;
-	int dropped = 0;
 
 	if (depth > ABI_MAX_DEPTH)
 		depth = ABI_MAX_DEPTH;
-	for (__u32 i = 0; i < ABI_MAX_DEPTH; i++) {
-		if (depth == 0)
-			break;
-		struct frame *top = &ts->frames[(depth - 1) & (ABI_MAX_DEPTH - 1)];
-		if (!top->function || top->sp >= sp)
-			break;
-		abandon(ts, depth - 1);
-		depth--;
-		dropped = 1;
+	struct unwound_ctx u = {.ts = ts, .depth = depth, .pos = pos, .keep = depth};
+	bpf_loop(depth, unwound_one, &u, 0);
+	__u32 keep = u.keep;
+	int k = find(ts, keep, span);
+	if (k >= 0) {
+		__u64 at = ts->frames[k & (ABI_MAX_DEPTH - 1)].pos;
+		if (at && at <= pos)
+			keep = k;
 	}
-	for (__u32 i = 0; i < ABI_MAX_DEPTH; i++) {
-		if (i >= depth)
-			break;
-		__u32 k = (depth - 1 - i) & (ABI_MAX_DEPTH - 1);
-		struct frame *f = &ts->frames[k];
-		if (f->rec.span != span)
-			continue;
-		/* The innermost open span of this definition decides: outer
-		 * ones have higher stack pointers. */
-		if (f->sp <= sp) {
-			for (__u32 j = 0; j < ABI_MAX_DEPTH; j++) {
-				if (k + j >= depth)
-					break;
-				abandon(ts, k + j);
-			}
-			depth = k;
-			dropped = 1;
-		}
-		break;
-	}
-	if (dropped) {
-		ts->depth = depth;
-		ts->overflow = 0; /* deeper unrecorded entries were unwound too */
+	if (keep < depth) {
+		abandon(ts, keep, depth);
+		truncate(ts, keep);
 	}
 }
 
-/* count adds one to a counter of a span definition's statistics. */
-#define count(span, field)                                               \
-	do {                                                             \
-		struct span_stats *__st = span_stats_of(span);           \
-		if (__st)                                                \
-			add(&__st->field, 1);                            \
-	} while (0)
+/* go_g_header is the start of the Go runtime's g: the goroutine's stack
+ * bounds (runtime.stack{lo, hi}), at offset 0 in every Go version. */
+struct go_g_header {
+	__u64 lo;
+	__u64 hi;
+};
+
+/* go_live_add adds n to the count of go_states entries. */
+static __always_inline void go_live_add(__s64 n)
+{
+	__u32 zero = 0;
+	__s64 *live = bpf_map_lookup_elem(&go_live, &zero);
+
+	if (live)
+		__sync_fetch_and_add(live, n);
+}
+
+/*
+ * state returns the open spans of whoever runs the probe: the goroutine for
+ * Go sites, the thread otherwise; 0 when there are none (create unset) or
+ * none can be had. *owner is what pairs the spans and *pos the stack
+ * position (see struct frame).
+ */
+static __always_inline struct task_state *state(const struct pt_regs *regs, const struct site *s,
+						int create, __u64 pid_tgid, __u64 *owner, __u64 *pos)
+{
+	if (!(s->flags & SITE_GO)) {
+		*owner = (__u32)pid_tgid;
+		*pos = regs->sp;
+		return bpf_task_storage_get(&task_states, bpf_get_current_task_btf(), 0,
+					    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	}
+
+	struct go_key key = {.pid = pid_tgid >> 32, .g = regs->r14};
+	struct go_g_header hdr = {};
+	__u64 goid = 0;
+	struct task_state *ts;
+
+	*owner = key.g;
+	if (bpf_probe_read_user(&hdr, sizeof(hdr), (const void *)key.g) || hdr.hi < regs->sp)
+		hdr.hi = 0;
+	*pos = hdr.hi ? ~(hdr.hi - regs->sp) : 0;
+	if (s->goid_offset && bpf_probe_read_user(&goid, sizeof(goid), (const void *)(key.g + s->goid_offset)))
+		goid = 0;
+
+	ts = bpf_map_lookup_elem(&go_states, &key);
+	if (!ts) {
+		if (!create)
+			return 0;
+		__u32 zero = 0;
+		struct task_state *empty = bpf_map_lookup_elem(&empty_state, &zero);
+		if (!empty)
+			return 0;
+		if (bpf_map_update_elem(&go_states, &key, empty, BPF_NOEXIST) == 0)
+			go_live_add(1);
+		ts = bpf_map_lookup_elem(&go_states, &key);
+		if (!ts)
+			return 0;
+	}
+	if (goid && ts->goid != goid) {
+		/* The g was reused by a new goroutine: whatever the old one left
+		 * open will never close. */
+		reset(ts);
+		ts->goid = goid;
+	}
+	ts->flags = hdr.hi ? 0 : STATE_NO_POS;
+	return ts;
+}
+
+/* go_release deletes a goroutine's state once nothing is open in it. */
+static __always_inline void go_release(const struct pt_regs *regs, struct task_state *ts, __u64 pid_tgid)
+{
+	if (ts->depth || ts->overflow)
+		return;
+	struct go_key key = {.pid = pid_tgid >> 32, .g = regs->r14};
+	if (bpf_map_delete_elem(&go_states, &key) == 0)
+		go_live_add(-1);
+}
 
 static __always_inline void span_entry(const struct pt_regs *regs, const struct site *s, __u32 site_id)
 {
 	struct task_state *ts;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u64 owner;
+	__u64 owner, pos;
 
-	ts = state(regs, s->flags, 1, pid_tgid, &owner);
+	if (s->flags & SITE_KERNEL_RETURN) {
+		/* The kernel sets up this call's return probe after the entry
+		 * programs ran: with ABI_KERNEL_RETURN_DEPTH pending, it will not. */
+		struct task_struct *task = bpf_get_current_task_btf();
+		struct uprobe_task *ut = BPF_CORE_READ(task, utask);
+		if (ut && BPF_CORE_READ(ut, depth) >= ABI_KERNEL_RETURN_DEPTH) {
+			count(s->entry_span, return_limit);
+			return;
+		}
+	}
+	ts = state(regs, s, 1, pid_tgid, &owner, &pos);
 	if (!ts) {
 		count(s->entry_span, no_state);
 		return;
 	}
-	__u64 sp = regs->sp;
-	/* Go stacks move when they grow: stack pointers do not order goroutine frames. */
-	if (ts->depth && !(s->flags & SITE_GO))
-		drop_stale(ts, s->entry_span, sp);
+	if (ts->depth && !(ts->flags & STATE_NO_POS))
+		drop_stale(ts, s->entry_span, pos);
 	if (ts->overflow || ts->depth >= ABI_MAX_DEPTH) {
 		ts->overflow++;
 		count(s->entry_span, overflow);
@@ -381,52 +607,53 @@ static __always_inline void span_entry(const struct pt_regs *regs, const struct 
 
 	__u32 depth = ts->depth & (ABI_MAX_DEPTH - 1);
 	struct frame *f = &ts->frames[depth];
-
-	f->rec.parent_start_ns = 0;
-	f->rec.root_start_ns = 0;
-	f->rec.context_start_ns = 0;
+	__u8 flags = 0;
+	__u16 carrier = 0;
 	if (depth > 0) {
 		struct frame *parent = &ts->frames[(depth - 1) & (ABI_MAX_DEPTH - 1)];
-		f->rec.parent_start_ns = parent->rec.start_ns;
-		f->rec.root_start_ns = parent->rec.root_start_ns;
-		f->rec.context_start_ns = parent->rec.flags & RECORD_CARRIER ? parent->rec.start_ns
-									 : parent->rec.context_start_ns;
+		flags = parent->flags & RECORD_UNSAMPLED;
+		carrier = parent->flags & RECORD_CARRIER ? depth : parent->carrier;
+	} else if (!emit_records ||
+		   (s->sample_threshold <= 0xffffffffULL && bpf_get_prandom_u32() >= s->sample_threshold)) {
+		flags = RECORD_UNSAMPLED;
 	}
-	__u8 unsampled;
-	if (depth > 0)
-		unsampled = ts->frames[(depth - 1) & (ABI_MAX_DEPTH - 1)].rec.flags & RECORD_UNSAMPLED;
-	else
-		unsampled = !emit_records ||
-			    (s->sample_threshold <= 0xffffffffULL && bpf_get_prandom_u32() >= s->sample_threshold);
-	unsampled = unsampled ? RECORD_UNSAMPLED : 0;
+	if (s->flags & SITE_CARRIER)
+		flags |= RECORD_CARRIER;
+	if (s->flags & SITE_FUNCTION)
+		flags |= RECORD_FUNCTION;
 
-	f->rec.owner = owner;
-	f->rec.pid = pid_tgid >> 32;
-	f->rec.tid = (__u32)pid_tgid;
-	f->rec.span = s->entry_span;
-	f->rec.entry_site = site_id;
-	f->rec.exit_site = 0;
-	f->rec.depth = depth;
-	f->rec.exit_len = 0;
-	f->rec.exit_failed = 0;
-	f->sp = sp;
-	f->function = s->flags & SITE_FUNCTION ? 1 : 0;
+	f->span = s->entry_span;
+	f->entry_site = site_id;
+	f->pos = pos;
+	f->carrier = carrier;
 
 	__u8 failed = 0, truncated = 0;
-	__u32 len = 0;
-	if (s->entry_fetch_count && !unsampled) {
-		struct reg_file rf;
-		copy_regs(&rf, regs);
-		len = fetch_all(&rf, s->entry, s->entry_fetch_count, f, 0, &failed, &truncated);
+	__u32 base = ts->top, len = 0;
+	if (base > VALUE_BASE_MAX)
+		base = VALUE_BASE_MAX; /* never: top stays within */
+	if (s->entry_fetch_count && !(flags & RECORD_UNSAMPLED)) {
+		struct values *w = base <= ABI_VALUE_STACK ? window(ts, base) : 0;
+		if (w) {
+			struct reg_file rf;
+			copy_regs(&rf, regs);
+			len = fetch_all(&rf, s->entry, s->entry_fetch_count, w, 0, &failed, &truncated);
+			if (len > ABI_DATA_CAP)
+				len = ABI_DATA_CAP;
+		} else {
+			/* The value stack is used up: the span opens without values. */
+			__u32 n = s->entry_fetch_count;
+			if (n > ABI_MAX_FETCHES)
+				n = ABI_MAX_FETCHES;
+			failed = (__u8)((1u << n) - 1);
+			truncated = 1;
+		}
 	}
-	f->rec.entry_len = len;
-	f->rec.entry_failed = failed;
-	f->rec.flags = (truncated ? RECORD_TRUNCATED : 0) | unsampled |
-		       (s->flags & SITE_CARRIER ? RECORD_CARRIER : 0);
-
-	f->rec.start_ns = bpf_ktime_get_ns();
-	if (depth == 0)
-		f->rec.root_start_ns = f->rec.start_ns;
+	f->value_off = base;
+	f->entry_len = len;
+	f->entry_failed = failed;
+	f->flags = flags | (truncated ? RECORD_TRUNCATED : 0);
+	ts->top = base + len;
+	f->start_ns = bpf_ktime_get_ns();
 	ts->depth = depth + 1;
 }
 
@@ -449,15 +676,14 @@ static __always_inline void span_exit(const struct pt_regs *regs, const struct s
 	__u64 now = bpf_ktime_get_ns();
 	struct span_stats *st = span_stats_of(s->exit_span);
 	struct task_state *ts;
-	__u32 depth, k;
-	int found = -1;
+	__u32 depth;
+	int found;
 
 	if (!st)
 		return;
-	/* The thread id only changes between entry and exit for Go code. */
-	__u64 pid_tgid = s->flags & SITE_GO ? bpf_get_current_pid_tgid() : 0;
-	__u64 owner;
-	ts = state(regs, s->flags, 0, pid_tgid, &owner);
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 owner, pos;
+	ts = state(regs, s, 0, pid_tgid, &owner, &pos);
 	if (!ts) {
 		add(&st->unmatched, 1);
 		return;
@@ -467,73 +693,94 @@ static __always_inline void span_exit(const struct pt_regs *regs, const struct s
 		ts->overflow--;
 		return;
 	}
-
 	depth = ts->depth;
 	if (depth > ABI_MAX_DEPTH)
 		depth = ABI_MAX_DEPTH;
-	for (__u32 i = 0; i < ABI_MAX_DEPTH; i++) {
-		if (i >= depth)
-			break;
-		k = (depth - 1 - i) & (ABI_MAX_DEPTH - 1);
-		if (ts->frames[k].rec.span == s->exit_span) {
-			found = k;
-			break;
-		}
-	}
+	found = find(ts, depth, s->exit_span);
 	if (found < 0) {
 		add(&st->unmatched, 1);
+		if (s->flags & SITE_GO)
+			go_release(regs, ts, pid_tgid);
 		return;
 	}
+	__u32 k = found & (ABI_MAX_DEPTH - 1);
 	/* Open spans above the match never saw their exit: drop them. */
-	for (__u32 i = 0; i < ABI_MAX_DEPTH; i++) {
-		if (found + 1 + i >= depth)
-			break;
-		abandon(ts, found + 1 + i);
-	}
+	abandon(ts, k + 1, depth);
 
-	struct frame *f = &ts->frames[found & (ABI_MAX_DEPTH - 1)];
-	__u64 duration = now - f->rec.start_ns;
+	struct frame *f = &ts->frames[k];
+	__u64 duration = now - f->start_ns;
 
 	add(&st->sum_ns, duration); /* the count is the sum of the buckets */
 	/* bucket i holds (2^i, 2^(i+1)]; durations of 0 and 1 ns go to bucket 0 */
 	__u32 b = duration > 1 ? log2_bucket(duration - 1) : 0;
 	add(&st->buckets[b & (ABI_HIST_BUCKETS - 1)], 1);
 
-	ts->depth = found;
-	if (f->rec.flags & RECORD_UNSAMPLED) {
+	__u32 base = f->value_off;
+	__u8 flags = f->flags;
+	truncate(ts, k);
+	if (flags & RECORD_UNSAMPLED) {
 		add(&st->unsampled, 1);
-		return;
+		goto out;
 	}
-	if (duration < s->min_duration_ns) {
+	if (duration < s->min_duration_ns && !(flags & RECORD_HAS_CHILD)) {
 		add(&st->short_spans, 1);
-		return;
+		goto out;
 	}
 
-	f->rec.end_ns = now;
-	f->rec.exit_site = site_id;
-	if (pid_tgid)
-		f->rec.tid = (__u32)pid_tgid;
-	__u32 entry_len = f->rec.entry_len & (ABI_DATA_CAP - 1);
-	if (f->rec.entry_len > ABI_DATA_CAP)
+	struct values *w = window(ts, base);
+	if (!w)
+		goto out;
+	__u32 entry_len = f->entry_len;
+	if (entry_len > ABI_DATA_CAP)
 		entry_len = ABI_DATA_CAP;
 	__u8 failed = 0, truncated = 0;
 	__u32 end = entry_len;
 	if (s->exit_fetch_count) {
 		struct reg_file rf;
 		copy_regs(&rf, regs);
-		end = fetch_all(&rf, s->exit, s->exit_fetch_count, f, entry_len, &failed, &truncated);
+		end = fetch_all(&rf, s->exit, s->exit_fetch_count, w, entry_len, &failed, &truncated);
 	}
 	if (end > ABI_DATA_CAP || end < entry_len)
 		end = entry_len;
-	f->rec.exit_len = end - entry_len;
-	f->rec.exit_failed = failed;
-	if (truncated)
-		f->rec.flags |= RECORD_TRUNCATED;
 
-	if (bpf_ringbuf_output(&records, &f->rec, sizeof(struct span_record) + end, BPF_RB_NO_WAKEUP)) {
+	struct span_record *rec = (struct span_record *)(w->data + end);
+	rec->start_ns = f->start_ns;
+	rec->end_ns = now;
+	rec->parent_start_ns = 0;
+	rec->root_start_ns = f->start_ns;
+	rec->context_start_ns = 0;
+	if (k > 0) {
+		struct frame *parent = &ts->frames[(k - 1) & (ABI_MAX_DEPTH - 1)];
+		rec->parent_start_ns = parent->start_ns;
+		rec->root_start_ns = ts->frames[0].start_ns;
+		/* The parent is recorded too, so that this span has one. */
+		parent->flags |= RECORD_HAS_CHILD;
+	}
+	if (f->carrier > 0 && f->carrier <= k)
+		rec->context_start_ns = ts->frames[(f->carrier - 1) & (ABI_MAX_DEPTH - 1)].start_ns;
+	rec->owner = owner;
+	struct task_struct *task = bpf_get_current_task_btf();
+	rec->process_start_ns = BPF_CORE_READ(task, group_leader, start_time);
+	rec->exec_id = 0;
+	bpf_probe_read_kernel(&rec->exec_id, bpf_core_field_size(task->self_exec_id), &task->self_exec_id);
+	rec->pid = pid_tgid >> 32;
+	rec->tid = (__u32)pid_tgid;
+	rec->span = s->exit_span;
+	rec->entry_site = f->entry_site;
+	rec->exit_site = site_id;
+	rec->entry_len = entry_len;
+	rec->exit_len = end - entry_len;
+	rec->depth = k;
+	rec->flags = flags | (truncated ? RECORD_TRUNCATED : 0);
+	rec->entry_failed = f->entry_failed;
+	rec->exit_failed = failed;
+	if (bpf_ringbuf_output(&records, w, end + sizeof(struct span_record), BPF_RB_NO_WAKEUP)) {
 		add(&st->lost, 1);
 		add(&ps->lost, 1);
 	}
+out:
+	if (s->flags & SITE_GO)
+		go_release(regs, ts, pid_tgid);
 }
 
 static __always_inline int count_hit_impl(struct pt_regs *ctx)
@@ -595,4 +842,63 @@ SEC("uprobe.multi")
 int site_hit_multi(struct pt_regs *ctx)
 {
 	return site_hit_impl(ctx);
+}
+
+/*
+ * Process lifetime. A thread's task storage survives execve, and goroutine
+ * states are keyed by a pid the next process may get: at exec and at the
+ * exit of a thread, what is open is counted as abandoned and forgotten.
+ */
+
+/* forget_one deletes the goroutine state of *pid at key, if it is one. */
+static long forget_one(void *map, struct go_key *key, struct task_state *ts, __u32 *pid)
+{
+	if (key->pid != *pid)
+		return 0;
+	reset(ts);
+	if (bpf_map_delete_elem(&go_states, key) == 0)
+		go_live_add(-1);
+	return 0;
+}
+
+/* forget_goroutines deletes every goroutine state of process pid. */
+static __always_inline void forget_goroutines(__u32 pid)
+{
+	__u32 zero = 0;
+	__s64 *live = bpf_map_lookup_elem(&go_live, &zero);
+
+	if (live && *live > 0)
+		bpf_for_each_map_elem(&go_states, forget_one, &pid, 0);
+}
+
+/* forget_thread abandons the open spans of a thread and frees its state. */
+static __always_inline void forget_thread(struct task_struct *task)
+{
+	struct task_state *ts = bpf_task_storage_get(&task_states, task, 0, 0);
+
+	if (!ts)
+		return;
+	reset(ts);
+	bpf_task_storage_delete(&task_states, task);
+}
+
+SEC("tp_btf/sched_process_exec")
+int on_exec(__u64 *ctx)
+{
+	struct task_struct *task = (struct task_struct *)ctx[0];
+
+	forget_thread(task);
+	forget_goroutines(task->tgid);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int on_exit(__u64 *ctx)
+{
+	struct task_struct *task = (struct task_struct *)ctx[0];
+
+	forget_thread(task);
+	if (task->signal->live.counter == 0) /* the last thread of the process */
+		forget_goroutines(task->tgid);
+	return 0;
 }

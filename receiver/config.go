@@ -27,6 +27,10 @@ type Config struct {
 	RingBufferSize int `mapstructure:"ring_buffer_size"`
 	// MaxBatchSpans bounds the spans handed to the pipeline in one call.
 	MaxBatchSpans int `mapstructure:"max_batch_spans"`
+	// MaxGoroutines bounds the goroutines of Go targets that can have open
+	// spans at the same time; each takes about 27 KiB of kernel memory
+	// while it does. Entries beyond it are counted, not recorded.
+	MaxGoroutines int `mapstructure:"max_goroutines"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -38,6 +42,7 @@ const (
 	defaultCollectionInterval = 10 * time.Second
 	defaultRingBufferSize     = 8 << 20
 	defaultMaxBatchSpans      = 8192
+	defaultMaxGoroutines      = 4096
 )
 
 func createDefaultConfig() *Config {
@@ -47,6 +52,7 @@ func createDefaultConfig() *Config {
 		CollectionInterval:   defaultCollectionInterval,
 		RingBufferSize:       defaultRingBufferSize,
 		MaxBatchSpans:        defaultMaxBatchSpans,
+		MaxGoroutines:        defaultMaxGoroutines,
 	}
 }
 
@@ -65,6 +71,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxBatchSpans < 1 || c.MaxBatchSpans > 1<<20 {
 		errs = append(errs, fmt.Errorf("max_batch_spans %d: want 1 to 1048576", c.MaxBatchSpans))
+	}
+	if c.MaxGoroutines < 1 || c.MaxGoroutines > 1<<20 {
+		errs = append(errs, fmt.Errorf("max_goroutines %d: want 1 to 1048576", c.MaxGoroutines))
 	}
 	return errors.Join(errs...)
 }

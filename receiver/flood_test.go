@@ -27,7 +27,7 @@ func TestFloodDeliveredPlusLostIsFired(t *testing.T) {
 	cfg := createDefaultConfig()
 	cfg.RingBufferSize = 4096 // about 55 records of 72 bytes
 	cfg.FlushInterval = time.Second
-	cfg.Targets = []config.Target{{Path: b.Program, Spans: []config.Span{{Name: "recurse", Function: "recurse"}}}}
+	cfg.Targets = []config.Target{{Path: b.Program, Spans: []config.Span{{Name: "recurse", Function: "recurse", Returns: config.ReturnsUretprobe}}}}
 	traces, metrics := new(consumertest.TracesSink), new(consumertest.MetricsSink)
 	f := NewFactory()
 	set := metadatatest.NewSettings(componenttest.NewTelemetry())
@@ -60,7 +60,7 @@ func TestRefusingPipeline(t *testing.T) {
 	tel := componenttest.NewTelemetry()
 	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
 	cfg := createDefaultConfig()
-	cfg.Targets = []config.Target{{Path: b.Program, Spans: []config.Span{{Name: "recurse", Function: "recurse"}}}}
+	cfg.Targets = []config.Target{{Path: b.Program, Spans: []config.Span{{Name: "recurse", Function: "recurse", Returns: config.ReturnsUretprobe}}}}
 	refuse := consumertest.NewErr(consumererror.NewPermanent(errors.New("refused")))
 	r, err := NewFactory().CreateTraces(context.Background(), metadatatest.NewSettings(tel), cfg, refuse)
 	require.NoError(t, err)

@@ -44,7 +44,11 @@ func newMetricsEmitter(cfg metadata.MetricsBuilderConfig, set receiver.Settings,
 	for _, t := range plan.Targets {
 		rb := e.mb.NewResourceBuilder()
 		rb.SetServiceName(t.ServiceName)
-		rb.SetProcessExecutablePath(t.Path)
+		if t.Executable {
+			// A library's metrics add up every process that loads it:
+			// no one executable is theirs.
+			rb.SetProcessExecutablePath(t.Path)
+		}
 		if hostName != "" {
 			rb.SetHostName(hostName)
 		}
@@ -156,8 +160,18 @@ func (e *metricsEmitter) selfTelemetry(ctx context.Context, tel *metadata.Teleme
 		if d := cur.Abandoned - prev.Abandoned; d > 0 {
 			tel.ReceiverUprobeSpansAbandoned.Add(ctx, int64(d), attrs)
 		}
-		if d := cur.Overflow + cur.NoState - prev.Overflow - prev.NoState; d > 0 {
-			tel.ReceiverUprobeSpansOverflow.Add(ctx, int64(d), attrs)
+		for _, o := range []struct {
+			reason    string
+			cur, prev uint64
+		}{
+			{"depth", cur.Overflow, prev.Overflow},
+			{"no_state", cur.NoState, prev.NoState},
+			{"kernel_return_limit", cur.ReturnLimit, prev.ReturnLimit},
+		} {
+			if d := o.cur - o.prev; d > 0 {
+				tel.ReceiverUprobeSpansOverflow.Add(ctx, int64(d), metric.WithAttributes(
+					attribute.String("span.name", s.Name), attribute.String("overflow.reason", o.reason)))
+			}
 		}
 	}
 	e.last = st

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componentstatus"
 	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/receiver"
@@ -53,9 +54,16 @@ type uprobeReceiver struct {
 	started                 bool
 	cancel                  context.CancelFunc
 	wg                      sync.WaitGroup
+	hosts                   statusHosts
+
+	// Seams for tests: beforeAttach runs between resolving the targets and
+	// attaching them; clockOffset measures the CLOCK_MONOTONIC to wall
+	// clock offset; clockEvery is how often the drain loop measures it.
+	beforeAttach func(*target.Plan)
+	clockOffset  func() (int64, error)
+	clockEvery   time.Duration
 
 	// Set in Start, then owned by the goroutines until Shutdown.
-	host      component.Host
 	tracer    *tracer.Tracer
 	plan      *target.Plan
 	builder   *spans.Builder
@@ -63,6 +71,8 @@ type uprobeReceiver struct {
 	emitter   *metricsEmitter
 	unhealthy bool
 	reported  spans.Counts
+	offsetNs  int64     // the wall clock offset spans are built with
+	clockAt   time.Time // when it was last measured
 }
 
 func newReceiver(cfg *Config, set receiver.Settings, onDone func()) (*uprobeReceiver, error) {
@@ -79,7 +89,10 @@ func newReceiver(cfg *Config, set receiver.Settings, onDone func()) (*uprobeRece
 		return nil, fmt.Errorf("creating self-telemetry: %w", err)
 	}
 	host, _ := os.Hostname()
-	return &uprobeReceiver{cfg: cfg, set: set, onDone: onDone, obs: obs, tel: tel, hostName: host}, nil
+	return &uprobeReceiver{
+		cfg: cfg, set: set, onDone: onDone, obs: obs, tel: tel, hostName: host,
+		clockOffset: tracer.WallClockOffset, clockEvery: time.Second,
+	}, nil
 }
 
 func (r *uprobeReceiver) setTraces(next consumer.Traces)   { r.traces = next }
@@ -87,19 +100,42 @@ func (r *uprobeReceiver) setMetrics(next consumer.Metrics) { r.metrics = next }
 
 // Start resolves the targets, loads the engine and attaches every probe, all
 // or nothing, then starts draining spans and reading counters in the
-// background. Both pipelines call it; only the first call does the work.
+// background. Both pipelines call it with their host; only the first call
+// does the work, and the component's status reaches every host.
 func (r *uprobeReceiver) Start(_ context.Context, host component.Host) error {
-	r.startOnce.Do(func() { r.startErr = r.start(host) })
+	r.hosts.add(host)
+	r.startOnce.Do(func() { r.startErr = r.start() })
 	return r.startErr
 }
 
-func (r *uprobeReceiver) start(host component.Host) error {
+// maxResolves bounds how often Start reads the targets again when a file
+// changed between reading and attaching it.
+const maxResolves = 3
+
+func (r *uprobeReceiver) start() error {
 	log := r.set.Logger
-	plan, err := target.Resolve(r.cfg.Targets, target.Options{OptimizedUprobes: tracer.HaveOptimizedUprobes()})
-	if err != nil {
-		return fmt.Errorf("resolving targets: %w", err)
+	var (
+		plan *target.Plan
+		tr   *tracer.Tracer
+		err  error
+	)
+	for attempt := 1; ; attempt++ {
+		plan, err = target.Resolve(r.cfg.Targets, target.Options{OptimizedUprobes: tracer.HaveOptimizedUprobes()})
+		if err != nil {
+			return fmt.Errorf("resolving targets: %w", err)
+		}
+		if r.beforeAttach != nil {
+			r.beforeAttach(plan)
+		}
+		tr, err = tracer.Open(plan, tracer.Options{
+			RingBufferSize: r.cfg.RingBufferSize, NoRecords: r.traces == nil, MaxGoroutines: r.cfg.MaxGoroutines,
+		})
+		if errors.Is(err, tracer.ErrFileChanged) && attempt < maxResolves {
+			log.Info("A traced file changed while it was being read; reading it again", zap.Error(err))
+			continue
+		}
+		break
 	}
-	tr, err := tracer.Open(plan, tracer.Options{RingBufferSize: r.cfg.RingBufferSize, NoRecords: r.traces == nil})
 	if err != nil {
 		var ae *tracer.AttachError
 		if errors.As(err, &ae) {
@@ -113,14 +149,15 @@ func (r *uprobeReceiver) start(host component.Host) error {
 		}
 		return err
 	}
-	offset, err := tracer.WallClockOffset()
+	offset, err := r.clockOffset()
 	if err != nil {
 		return errors.Join(fmt.Errorf("reading clocks: %w", err), tr.Close())
 	}
+	r.offsetNs, r.clockAt = offset, time.Now()
 	var salt [16]byte
 	_, _ = rand.Read(salt[:])
 
-	r.host, r.tracer, r.plan = host, tr, plan
+	r.tracer, r.plan = tr, plan
 	r.builder = spans.NewBuilder(spans.Settings{
 		Plan:         plan,
 		WallOffsetNs: offset,
@@ -196,6 +233,7 @@ func (r *uprobeReceiver) reportLocations(plan *target.Plan, sign int64) {
 // drain moves every span now in the ring buffer into the pipeline, in
 // batches of at most MaxBatchSpans.
 func (r *uprobeReceiver) drain(ctx context.Context) {
+	r.followClock()
 	for {
 		r.batch.Reset()
 		n, malformed := r.tracer.Drain(&r.batch, r.cfg.MaxBatchSpans)
@@ -209,6 +247,30 @@ func (r *uprobeReceiver) drain(ctx context.Context) {
 		if n < r.cfg.MaxBatchSpans {
 			return
 		}
+	}
+}
+
+// followClock measures the offset of the wall clock from CLOCK_MONOTONIC
+// (what the engine's times are) every clockEvery, and builds spans with the
+// new offset when it moved by more than a microsecond: after an NTP step or
+// a VM resume, spans are not shifted until a restart.
+func (r *uprobeReceiver) followClock() {
+	now := time.Now()
+	if now.Sub(r.clockAt) < r.clockEvery {
+		return
+	}
+	r.clockAt = now
+	off, err := r.clockOffset()
+	if err != nil {
+		return
+	}
+	if d := off - r.offsetNs; d > 1000 || d < -1000 {
+		if d > int64(time.Millisecond) || d < -int64(time.Millisecond) {
+			r.set.Logger.Info("The wall clock moved against the monotonic clock; spans follow it",
+				zap.Duration("by", time.Duration(d)))
+		}
+		r.offsetNs = off
+		r.builder.SetWallOffset(off)
 	}
 }
 
@@ -245,16 +307,49 @@ func (r *uprobeReceiver) reportCounts(ctx context.Context) {
 	r.reported = c
 }
 
-// health reports a pipeline refusal as a recoverable error, and recovery,
-// once per change. Refused spans are dropped: a probe has nobody to push back on.
+// health reports a pipeline refusal (of spans or metrics) as an error, and
+// recovery, once per change: recoverable, or permanent when the pipeline
+// said the data can never be taken. Refused data is dropped: a probe has
+// nobody to push back on.
 func (r *uprobeReceiver) health(err error) {
 	switch {
 	case err != nil && !r.unhealthy:
 		r.unhealthy = true
-		componentstatus.ReportStatus(r.host, componentstatus.NewRecoverableErrorEvent(err))
+		if consumererror.IsPermanent(err) {
+			r.hosts.report(componentstatus.NewPermanentErrorEvent(err))
+		} else {
+			r.hosts.report(componentstatus.NewRecoverableErrorEvent(err))
+		}
 	case err == nil && r.unhealthy:
 		r.unhealthy = false
-		componentstatus.ReportStatus(r.host, componentstatus.NewEvent(componentstatus.StatusOK))
+		r.hosts.report(componentstatus.NewEvent(componentstatus.StatusOK))
+	}
+}
+
+// statusHosts passes the component's status to the host of every pipeline
+// that started the shared instance, as the collector's sharedcomponent
+// does: a host that starts it later first gets the last status.
+type statusHosts struct {
+	mu    sync.Mutex
+	hosts []component.Host
+	last  *componentstatus.Event
+}
+
+func (s *statusHosts) add(h component.Host) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hosts = append(s.hosts, h)
+	if s.last != nil {
+		componentstatus.ReportStatus(h, s.last)
+	}
+}
+
+func (s *statusHosts) report(ev *componentstatus.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.last = ev
+	for _, h := range s.hosts {
+		componentstatus.ReportStatus(h, ev)
 	}
 }
 
@@ -274,6 +369,7 @@ func (r *uprobeReceiver) collect(ctx context.Context) {
 	obsCtx := r.obs.StartMetricsOp(ctx)
 	err = r.metrics.ConsumeMetrics(obsCtx, md)
 	r.obs.EndMetricsOp(obsCtx, metadata.Type.String(), n, err)
+	r.health(err)
 }
 
 // Shutdown detaches every probe (lowering USDT semaphores), hands the
@@ -302,19 +398,27 @@ func (r *uprobeReceiver) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// executableCache remembers process.executable.path of processes that map
-// a shared-library target; it is bounded and forgets everything when full.
+// executableCache remembers process.executable.path of the process images
+// that map a shared-library target: an image the receiver has not seen
+// (a new process, even on a reused pid, or one that called execve) is
+// looked up again. It is bounded and forgets everything when full.
 type executableCache struct {
 	max   int
-	paths map[uint32]string
+	paths map[imageKey]string
+}
+
+type imageKey struct {
+	pid   uint32
+	image event.Image
 }
 
 func newExecutableCache(max int) *executableCache {
-	return &executableCache{max: max, paths: map[uint32]string{}}
+	return &executableCache{max: max, paths: map[imageKey]string{}}
 }
 
-func (c *executableCache) lookup(pid uint32) string {
-	if p, ok := c.paths[pid]; ok {
+func (c *executableCache) lookup(pid uint32, image event.Image) string {
+	key := imageKey{pid, image}
+	if p, ok := c.paths[key]; ok {
 		return p
 	}
 	if len(c.paths) >= c.max {
@@ -324,6 +428,6 @@ func (c *executableCache) lookup(pid uint32) string {
 	if err != nil {
 		p = ""
 	}
-	c.paths[pid] = p
+	c.paths[key] = p
 	return p
 }

@@ -37,10 +37,11 @@ import (
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"golang.org/x/sys/unix"
 
+	"github.com/otel-uprobe/uprobereceiver/internal/benchdoc"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/target"
 	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
-	"github.com/otel-uprobe/uprobereceiver/internal/tracer"
+	"github.com/otel-uprobe/uprobereceiver/internal/tracer/floor"
 	uprobereceiver "github.com/otel-uprobe/uprobereceiver/receiver"
 )
 
@@ -217,7 +218,9 @@ func run(s settings) error {
 		if err := os.WriteFile(filepath.Join(s.out, "benchmarks.json"), append(js, '\n'), 0o644); err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(s.out, "benchmarks.md"), []byte(md), 0o644); err != nil {
+		path := filepath.Join(s.out, "benchmarks.md")
+		old, _ := os.ReadFile(path) // the soak section stays
+		if err := os.WriteFile(path, []byte(benchdoc.KeepSoak(string(old), md)), 0o644); err != nil {
 			return err
 		}
 	}
@@ -357,7 +360,7 @@ func perHit(s settings, res *Result, w *workload, path string) error {
 	}
 	floor := func(ret bool) attacher {
 		return func(fn string) (func() error, error) {
-			f, err := tracer.OpenFloor(path, offsets[fn], ret)
+			f, err := floor.Open(path, offsets[fn], ret)
 			if err != nil {
 				return nil, err
 			}

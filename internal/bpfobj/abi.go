@@ -5,7 +5,7 @@ import "github.com/cilium/ebpf"
 // The ABI types, generated from bpf/abi.h. Their layout is checked against the
 // object's BTF by TestLayout.
 type (
-	// SpanRecord is the head of one ring-buffer record: one completed span.
+	// SpanRecord is the trailer of one ring-buffer record: one completed span.
 	SpanRecord = engineSpanRecord
 	// Site is the spec of one attached location, selected by its BPF cookie.
 	Site = engineSite
@@ -25,14 +25,20 @@ const (
 	MaxFetches = int(engineAbiLimitABI_MAX_FETCHES)
 	// MaxDerefs is the number of pointer dereferences of one fetch.
 	MaxDerefs = int(engineAbiLimitABI_MAX_DEREFS)
-	// MaxDepth is the number of open spans per thread.
+	// MaxDepth is the number of open spans per thread or goroutine.
 	MaxDepth = int(engineAbiLimitABI_MAX_DEPTH)
+	// ValueStack is the number of bytes of entry values the open spans of
+	// one thread or goroutine keep together.
+	ValueStack = int(engineAbiLimitABI_VALUE_STACK)
 	// DataCap is the number of bytes of fetched values in one span record.
 	DataCap = int(engineAbiLimitABI_DATA_CAP)
 	// StringMax is the largest string or byte capture, in bytes including the NUL.
 	StringMax = int(engineAbiLimitABI_STRING_MAX)
 	// HistBuckets is the number of log2 latency buckets per span definition.
 	HistBuckets = int(engineAbiLimitABI_HIST_BUCKETS)
+	// KernelReturnDepth is the kernel's limit of pending return probes per
+	// thread (MAX_URETPROBE_DEPTH).
+	KernelReturnDepth = int(engineAbiLimitABI_KERNEL_RETURN_DEPTH)
 )
 
 // Fetch bases (enum fetch_base).
@@ -56,11 +62,17 @@ const (
 	SiteCarrier  = uint8(engineSiteFlagSITE_CARRIER)
 	SiteFunction = uint8(engineSiteFlagSITE_FUNCTION)
 	SiteGo       = uint8(engineSiteFlagSITE_GO)
+	// SiteKernelReturn marks an entry site whose span closes at a kernel
+	// return probe, which the kernel omits past KernelReturnDepth.
+	SiteKernelReturn = uint8(engineSiteFlagSITE_KERNEL_RETURN)
 )
 
 // Record flags (enum record_flag).
 const (
 	RecordTruncated = uint8(engineRecordFlagRECORD_TRUNCATED)
+	RecordCarrier   = uint8(engineRecordFlagRECORD_CARRIER)
+	RecordFunction  = uint8(engineRecordFlagRECORD_FUNCTION)
+	RecordHasChild  = uint8(engineRecordFlagRECORD_HAS_CHILD)
 )
 
 // Register slots (enum reg_slot).
@@ -90,12 +102,15 @@ const (
 	ProgramSiteHit       = engineProgSiteHit
 	ProgramCountHitMulti = engineProgCountHitMulti
 	ProgramSiteHitMulti  = engineProgSiteHitMulti
+	ProgramOnExec        = engineProgOnExec
+	ProgramOnExit        = engineProgOnExit
 	MapSites             = engineMapSites
 	MapProbes            = engineMapProbes
 	MapSpans             = engineMapSpans
 	MapRecords           = engineMapRecords
 	MapTaskStates        = engineMapTaskStates
 	MapGoStates          = engineMapGoStates
+	MapGoLive            = engineMapGoLive
 	VarEmitRecords       = engineVarEmitRecords
 )
 
@@ -104,15 +119,3 @@ const (
 func Spec() (*ebpf.CollectionSpec, error) {
 	return loadEngine()
 }
-
-// FloorSpec returns a fresh copy of the benchmark floor's collection spec:
-// program ProgramFloorCount counting into the one-entry per-CPU map MapFloorHits.
-func FloorSpec() (*ebpf.CollectionSpec, error) {
-	return loadFloor()
-}
-
-// Names in the floor's collection spec.
-const (
-	ProgramFloorCount = floorProgFloorCount
-	MapFloorHits      = floorMapFloorHits
-)

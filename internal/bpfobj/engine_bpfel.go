@@ -16,12 +16,14 @@ import (
 type engineAbiLimit uint32
 
 const (
-	engineAbiLimitABI_MAX_FETCHES  engineAbiLimit = 8
-	engineAbiLimitABI_MAX_DEREFS   engineAbiLimit = 4
-	engineAbiLimitABI_MAX_DEPTH    engineAbiLimit = 16
-	engineAbiLimitABI_DATA_CAP     engineAbiLimit = 1024
-	engineAbiLimitABI_STRING_MAX   engineAbiLimit = 256
-	engineAbiLimitABI_HIST_BUCKETS engineAbiLimit = 64
+	engineAbiLimitABI_MAX_FETCHES         engineAbiLimit = 8
+	engineAbiLimitABI_MAX_DEREFS          engineAbiLimit = 4
+	engineAbiLimitABI_MAX_DEPTH           engineAbiLimit = 512
+	engineAbiLimitABI_VALUE_STACK         engineAbiLimit = 8192
+	engineAbiLimitABI_DATA_CAP            engineAbiLimit = 1024
+	engineAbiLimitABI_STRING_MAX          engineAbiLimit = 256
+	engineAbiLimitABI_HIST_BUCKETS        engineAbiLimit = 64
+	engineAbiLimitABI_KERNEL_RETURN_DEPTH engineAbiLimit = 64
 )
 
 type engineFetchBase uint32
@@ -71,6 +73,8 @@ const (
 	engineRecordFlagRECORD_TRUNCATED engineRecordFlag = 1
 	engineRecordFlagRECORD_UNSAMPLED engineRecordFlag = 2
 	engineRecordFlagRECORD_CARRIER   engineRecordFlag = 4
+	engineRecordFlagRECORD_FUNCTION  engineRecordFlag = 8
+	engineRecordFlagRECORD_HAS_CHILD engineRecordFlag = 16
 )
 
 type engineRegSlot uint32
@@ -109,6 +113,9 @@ type engineSite struct {
 	EntryFetchCount uint8
 	ExitFetchCount  uint8
 	Pad             uint8
+	GoidOffset      uint16
+	Pad2            uint16
+	Pad3            uint32
 	SampleThreshold uint64
 	MinDurationNs   uint64
 	Entry           [8]engineFetchOp
@@ -118,11 +125,12 @@ type engineSite struct {
 type engineSiteFlag uint32
 
 const (
-	engineSiteFlagSITE_ENTRY    engineSiteFlag = 1
-	engineSiteFlagSITE_EXIT     engineSiteFlag = 2
-	engineSiteFlagSITE_CARRIER  engineSiteFlag = 4
-	engineSiteFlagSITE_FUNCTION engineSiteFlag = 8
-	engineSiteFlagSITE_GO       engineSiteFlag = 16
+	engineSiteFlagSITE_ENTRY         engineSiteFlag = 1
+	engineSiteFlagSITE_EXIT          engineSiteFlag = 2
+	engineSiteFlagSITE_CARRIER       engineSiteFlag = 4
+	engineSiteFlagSITE_FUNCTION      engineSiteFlag = 8
+	engineSiteFlagSITE_GO            engineSiteFlag = 16
+	engineSiteFlagSITE_KERNEL_RETURN engineSiteFlag = 32
 )
 
 type engineSpanRecord struct {
@@ -133,6 +141,8 @@ type engineSpanRecord struct {
 	RootStartNs    uint64
 	ContextStartNs uint64
 	Owner          uint64
+	ProcessStartNs uint64
+	ExecId         uint64
 	Pid            uint32
 	Tid            uint32
 	Span           uint32
@@ -148,16 +158,17 @@ type engineSpanRecord struct {
 }
 
 type engineSpanStats struct {
-	_          structs.HostLayout
-	SumNs      uint64
-	Lost       uint64
-	Unmatched  uint64
-	Abandoned  uint64
-	Overflow   uint64
-	NoState    uint64
-	Unsampled  uint64
-	ShortSpans uint64
-	Buckets    [64]uint64
+	_           structs.HostLayout
+	SumNs       uint64
+	Lost        uint64
+	Unmatched   uint64
+	Abandoned   uint64
+	Overflow    uint64
+	NoState     uint64
+	ReturnLimit uint64
+	Unsampled   uint64
+	ShortSpans  uint64
+	Buckets     [64]uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -165,6 +176,7 @@ type engineSpanStats struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	engineMapEmptyState     = "empty_state"
+	engineMapGoLive         = "go_live"
 	engineMapGoStates       = "go_states"
 	engineMapProbes         = "probes"
 	engineMapRecords        = "records"
@@ -173,6 +185,8 @@ const (
 	engineMapTaskStates     = "task_states"
 	engineProgCountHit      = "count_hit"
 	engineProgCountHitMulti = "count_hit_multi"
+	engineProgOnExec        = "on_exec"
+	engineProgOnExit        = "on_exit"
 	engineProgSiteHit       = "site_hit"
 	engineProgSiteHitMulti  = "site_hit_multi"
 	engineVarEmitRecords    = "emit_records"
@@ -223,6 +237,8 @@ type engineSpecs struct {
 type engineProgramSpecs struct {
 	CountHit      *ebpf.ProgramSpec `ebpf:"count_hit"`
 	CountHitMulti *ebpf.ProgramSpec `ebpf:"count_hit_multi"`
+	OnExec        *ebpf.ProgramSpec `ebpf:"on_exec"`
+	OnExit        *ebpf.ProgramSpec `ebpf:"on_exit"`
 	SiteHit       *ebpf.ProgramSpec `ebpf:"site_hit"`
 	SiteHitMulti  *ebpf.ProgramSpec `ebpf:"site_hit_multi"`
 }
@@ -232,6 +248,7 @@ type engineProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type engineMapSpecs struct {
 	EmptyState *ebpf.MapSpec `ebpf:"empty_state"`
+	GoLive     *ebpf.MapSpec `ebpf:"go_live"`
 	GoStates   *ebpf.MapSpec `ebpf:"go_states"`
 	Probes     *ebpf.MapSpec `ebpf:"probes"`
 	Records    *ebpf.MapSpec `ebpf:"records"`
@@ -269,6 +286,7 @@ func (o *engineObjects) Close() error {
 // It can be passed to loadEngineObjects or ebpf.CollectionSpec.LoadAndAssign.
 type engineMaps struct {
 	EmptyState *ebpf.Map `ebpf:"empty_state"`
+	GoLive     *ebpf.Map `ebpf:"go_live"`
 	GoStates   *ebpf.Map `ebpf:"go_states"`
 	Probes     *ebpf.Map `ebpf:"probes"`
 	Records    *ebpf.Map `ebpf:"records"`
@@ -280,6 +298,7 @@ type engineMaps struct {
 func (m *engineMaps) Close() error {
 	return _EngineClose(
 		m.EmptyState,
+		m.GoLive,
 		m.GoStates,
 		m.Probes,
 		m.Records,
@@ -303,6 +322,8 @@ type engineVariables struct {
 type enginePrograms struct {
 	CountHit      *ebpf.Program `ebpf:"count_hit"`
 	CountHitMulti *ebpf.Program `ebpf:"count_hit_multi"`
+	OnExec        *ebpf.Program `ebpf:"on_exec"`
+	OnExit        *ebpf.Program `ebpf:"on_exit"`
 	SiteHit       *ebpf.Program `ebpf:"site_hit"`
 	SiteHitMulti  *ebpf.Program `ebpf:"site_hit_multi"`
 }
@@ -311,6 +332,8 @@ func (p *enginePrograms) Close() error {
 	return _EngineClose(
 		p.CountHit,
 		p.CountHitMulti,
+		p.OnExec,
+		p.OnExit,
 		p.SiteHit,
 		p.SiteHitMulti,
 	)

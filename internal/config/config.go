@@ -43,8 +43,15 @@ type Span struct {
 	Entry string `mapstructure:"entry"`
 	// Exit is the probe that closes it (usdt:, uretprobe: or uprobe:).
 	Exit string `mapstructure:"exit"`
-	// Function is shorthand for entry uprobe:FUNCTION and exit uretprobe:FUNCTION.
+	// Function is shorthand for entry uprobe:FUNCTION and an exit where
+	// FUNCTION returns (see Returns).
 	Function string `mapstructure:"function"`
+	// Returns says how a Function span's exit is probed: "uretprobe" (the
+	// kernel's return probe: cheap, but the kernel reports at most 64
+	// nested returns per thread), "ret" (every RET instruction: any depth,
+	// but single-stepped, about 11 µs per return), or "auto" (default):
+	// "ret" for a function that calls itself, "uretprobe" otherwise.
+	Returns string `mapstructure:"returns"`
 	// Attributes maps attribute keys to fetch expressions evaluated at entry.
 	Attributes map[string]string `mapstructure:"attributes"`
 	// ExitAttributes maps attribute keys to fetch expressions evaluated at exit.
@@ -89,13 +96,25 @@ func (t Target) ServiceNameOrDefault() string {
 	return filepath.Base(t.Path)
 }
 
-// Probes returns the entry and exit references of the span, with Function expanded.
+// Probes returns the entry and exit references of the span, with Function
+// expanded: its exit is uretprobe:FUNCTION, or ret:FUNCTION with Returns
+// "ret" (the resolver may choose ret: for "auto", see Returns).
 func (s Span) Probes() (entry, exit string) {
 	if s.Function != "" {
+		if s.Returns == ReturnsRet {
+			return "uprobe:" + s.Function, "ret:" + s.Function
+		}
 		return "uprobe:" + s.Function, "uretprobe:" + s.Function
 	}
 	return s.Entry, s.Exit
 }
+
+// The values of Span.Returns.
+const (
+	ReturnsAuto      = "auto"
+	ReturnsUretprobe = "uretprobe"
+	ReturnsRet       = "ret"
+)
 
 // Attribute is one captured value of a span: its key and parsed expression.
 type Attribute struct {
@@ -127,6 +146,19 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// ReservedAttributes are the attribute keys the receiver sets itself, with
+// why: a span attribute may not take one of these names.
+var ReservedAttributes = map[string]string{
+	"thread.id":                       "the receiver sets it on every span to the thread the span ended on",
+	"service.name":                    "it is a resource attribute the receiver sets (service_name:)",
+	"process.pid":                     "it is a resource attribute the receiver sets",
+	"process.executable.path":         "it is a resource attribute the receiver sets",
+	"process.executable.build_id.gnu": "it is a resource attribute the receiver sets",
+	"process.executable.build_id.go":  "it is a resource attribute the receiver sets",
+	"host.name":                       "it is a resource attribute the receiver sets",
+	"container.id":                    "it is a resource attribute the receiver sets",
 }
 
 // role says at which end of a span an expression is evaluated.
@@ -235,6 +267,9 @@ func (s Span) validate(where string) (entry, exit string, errs []error) {
 		}
 		entryProbe = Probe{Kind: KindUprobe, Symbol: s.Function}
 		exitProbe = Probe{Kind: KindUretprobe, Symbol: s.Function}
+		if s.Returns == ReturnsRet {
+			exitProbe.Kind = KindRet
+		}
 		entryOK, exitOK = true, true
 	case s.Entry == "" && s.Exit != "":
 		add("exit without entry: add entry (usdt:… or uprobe:…)")
@@ -248,7 +283,7 @@ func (s Span) validate(where string) (entry, exit string, errs []error) {
 		switch {
 		case err != nil:
 			add("entry: %v", err)
-		case p.Kind == KindUretprobe:
+		case p.Returns():
 			add("entry: %s is a return probe; a span opens at usdt: or uprobe:", p)
 		default:
 			entryProbe, entryOK = p, true
@@ -261,6 +296,14 @@ func (s Span) validate(where string) (entry, exit string, errs []error) {
 		} else {
 			exitProbe, exitOK = p, true
 		}
+	}
+	switch {
+	case s.Returns == "" || s.Returns == ReturnsAuto || s.Returns == ReturnsUretprobe || s.Returns == ReturnsRet:
+		if s.Returns != "" && s.Function == "" {
+			add("returns: only a function: span chooses how its return is probed; with exit:, write uretprobe:SYMBOL or ret:SYMBOL")
+		}
+	default:
+		add("returns %q: want auto, uretprobe or ret", s.Returns)
 	}
 	if s.MinDuration < 0 {
 		add("min_duration %v must not be negative", s.MinDuration)
@@ -281,6 +324,9 @@ func (s Span) validate(where string) (entry, exit string, errs []error) {
 			at := fmt.Sprintf("%s.%s[%q]", where, field, k)
 			if k == "" {
 				errs = append(errs, fmt.Errorf("%s: empty attribute key", at))
+			}
+			if why, ok := ReservedAttributes[k]; ok {
+				errs = append(errs, fmt.Errorf("%s: %q is reserved: %s; choose another key", at, k, why))
 			}
 			e, err := fetch.Parse(m[k])
 			if err != nil {
@@ -318,13 +364,13 @@ func checkExpr(e fetch.Expr, r role, p Probe, pOK bool) error {
 		if r == atEntry {
 			return fmt.Errorf("%q: retval is only known at exit", e.Text)
 		}
-		if pOK && p.Kind != KindUretprobe {
-			return fmt.Errorf("%q: retval needs a uretprobe: exit (this exit is %s)", e.Text, p)
+		if pOK && !p.Returns() {
+			return fmt.Errorf("%q: retval needs a uretprobe: or ret: exit (this exit is %s)", e.Text, p)
 		}
 	}
 	if e.Root == fetch.RootArg && pOK {
 		switch {
-		case p.Kind == KindUretprobe:
+		case p.Returns():
 			return fmt.Errorf("%q: arguments are gone when a function returns; capture arg%d in attributes (at entry)", e.Text, e.Arg)
 		case p.Kind == KindUprobe && p.Offset != 0 && e.Arg >= 6:
 			return fmt.Errorf("%q: stack argument arg%d is only known at the function's first instruction", e.Text, e.Arg)

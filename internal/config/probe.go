@@ -19,8 +19,13 @@ const (
 	// KindUprobe is a uprobe at a function or inside one: uprobe:SYMBOL,
 	// uprobe:SYMBOL+0xOFF, or uprobe:0xADDR (a virtual address inside a function).
 	KindUprobe
-	// KindUretprobe is a return probe of a function: uretprobe:SYMBOL.
+	// KindUretprobe is a return probe of a function: uretprobe:SYMBOL, the
+	// kernel's return probe (at most 64 nested returns per thread; in Go
+	// binaries, whose stacks move, it is placed like KindRet).
 	KindUretprobe
+	// KindRet is every RET instruction of a function: ret:SYMBOL. No depth
+	// limit, but the kernel single-steps each RET (about 11 µs per hit).
+	KindRet
 )
 
 // String returns the reference prefix of the kind, e.g. "usdt".
@@ -32,6 +37,8 @@ func (k ProbeKind) String() string {
 		return "uprobe"
 	case KindUretprobe:
 		return "uretprobe"
+	case KindRet:
+		return "ret"
 	}
 	return "unknown"
 }
@@ -41,13 +48,13 @@ type Probe struct {
 	Kind     ProbeKind
 	Provider string // KindUSDT
 	Name     string // KindUSDT
-	Symbol   string // KindUprobe, KindUretprobe
+	Symbol   string // KindUprobe, KindUretprobe, KindRet
 	Offset   uint64 // KindUprobe: bytes from the start of Symbol
 	// Address is the virtual address of uprobe:0xADDR (Symbol is then empty).
 	Address uint64
 }
 
-// String returns the canonical reference: "usdt:p:n", "uprobe:f", "uprobe:f+0x10", "uretprobe:f".
+// String returns the canonical reference: "usdt:p:n", "uprobe:f", "uprobe:f+0x10", "uretprobe:f", "ret:f".
 // Two references that name the same probe have the same canonical form.
 func (p Probe) String() string {
 	switch p.Kind {
@@ -63,15 +70,20 @@ func (p Probe) String() string {
 		return "uprobe:" + p.Symbol
 	case KindUretprobe:
 		return "uretprobe:" + p.Symbol
+	case KindRet:
+		return "ret:" + p.Symbol
 	}
 	return ""
 }
+
+// Returns says whether the probe fires where a function returns.
+func (p Probe) Returns() bool { return p.Kind == KindUretprobe || p.Kind == KindRet }
 
 // ParseProbe parses a probe reference as written in the configuration.
 func ParseProbe(ref string) (Probe, error) {
 	kind, rest, ok := strings.Cut(ref, ":")
 	if !ok {
-		return Probe{}, fmt.Errorf("probe %q: want usdt:PROVIDER:NAME, uprobe:SYMBOL[+OFFSET] or uretprobe:SYMBOL", ref)
+		return Probe{}, fmt.Errorf("probe %q: want usdt:PROVIDER:NAME, uprobe:SYMBOL[+OFFSET], uretprobe:SYMBOL or ret:SYMBOL", ref)
 	}
 	switch kind {
 	case "usdt":
@@ -92,8 +104,11 @@ func ParseProbe(ref string) (Probe, error) {
 				return Probe{}, fmt.Errorf("probe %q: an address takes no offset: write the instruction's own address", ref)
 			}
 			v, err := strconv.ParseUint(a, 16, 64)
-			if err != nil || v == 0 {
+			if err != nil {
 				return Probe{}, fmt.Errorf("probe %q: address %q is not a hex number (want e.g. uprobe:0x401a2c)", ref, rest)
+			}
+			if v == 0 {
+				return Probe{}, fmt.Errorf("probe %q: address 0 is no instruction: give the virtual address of an instruction inside a function (e.g. uprobe:0x401a2c)", ref)
 			}
 			return Probe{Kind: KindUprobe, Address: v}, nil
 		}
@@ -110,16 +125,19 @@ func ParseProbe(ref string) (Probe, error) {
 			p.Offset = v
 		}
 		return p, nil
-	case "uretprobe":
+	case "uretprobe", "ret":
 		if strings.Contains(rest, "+") {
 			return Probe{}, fmt.Errorf("probe %q: a return probe takes no offset", ref)
 		}
 		if err := checkSymbol(rest); err != nil {
 			return Probe{}, fmt.Errorf("probe %q: %w", ref, err)
 		}
+		if kind == "ret" {
+			return Probe{Kind: KindRet, Symbol: rest}, nil
+		}
 		return Probe{Kind: KindUretprobe, Symbol: rest}, nil
 	}
-	return Probe{}, fmt.Errorf("probe %q: unknown probe kind %q (want usdt, uprobe or uretprobe)", ref, kind)
+	return Probe{}, fmt.Errorf("probe %q: unknown probe kind %q (want usdt, uprobe, uretprobe or ret)", ref, kind)
 }
 
 // parseOffset reads a decimal number without leading zeros, or a 0x hex

@@ -28,6 +28,7 @@ func TestParseProbeValid(t *testing.T) {
 		{"uprobe:memcpy@GLIBC_2.2.5", Probe{Kind: KindUprobe, Symbol: "memcpy@GLIBC_2.2.5"}, "uprobe:memcpy@GLIBC_2.2.5"},
 		{"uprobe:recurse.part.0+0x4", Probe{Kind: KindUprobe, Symbol: "recurse.part.0", Offset: 4}, "uprobe:recurse.part.0+0x4"},
 		{"uretprobe:f", Probe{Kind: KindUretprobe, Symbol: "f"}, "uretprobe:f"},
+		{"ret:f", Probe{Kind: KindRet, Symbol: "f"}, "ret:f"},
 		{"uretprobe:palloc", Probe{Kind: KindUretprobe, Symbol: "palloc"}, "uretprobe:palloc"},
 	} {
 		t.Run(c.in, func(t *testing.T) {
@@ -68,9 +69,9 @@ func TestParseProbeInvalid(t *testing.T) {
 		in   string
 		want string // a part of the error text
 	}{
-		{"", "want usdt:PROVIDER:NAME, uprobe:SYMBOL[+OFFSET] or uretprobe:SYMBOL"},
-		{"palloc", "want usdt:PROVIDER:NAME, uprobe:SYMBOL[+OFFSET] or uretprobe:SYMBOL"},
-		{"kprobe:x", `unknown probe kind "kprobe" (want usdt, uprobe or uretprobe)`},
+		{"", "want usdt:PROVIDER:NAME, uprobe:SYMBOL[+OFFSET], uretprobe:SYMBOL or ret:SYMBOL"},
+		{"palloc", "want usdt:PROVIDER:NAME, uprobe:SYMBOL[+OFFSET], uretprobe:SYMBOL or ret:SYMBOL"},
+		{"kprobe:x", `unknown probe kind "kprobe" (want usdt, uprobe, uretprobe or ret)`},
 		{"USDT:p:n", `unknown probe kind "USDT"`},
 		{"Uprobe:f", `unknown probe kind "Uprobe"`},
 		{" uprobe:f", `unknown probe kind " uprobe"`},
@@ -187,8 +188,12 @@ func TestParseProbeAddress(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Probe{Kind: KindUprobe, Address: 0x401a2c}, p)
 	assert.Equal(t, "uprobe:0x401a2c", p.String())
-	for _, bad := range []string{"uprobe:0x0", "uprobe:0xzz", "uprobe:0x"} {
+	for bad, want := range map[string]string{
+		"uprobe:0x0":  `probe "uprobe:0x0": address 0 is no instruction: give the virtual address of an instruction inside a function (e.g. uprobe:0x401a2c)`,
+		"uprobe:0xzz": `probe "uprobe:0xzz": address "0xzz" is not a hex number (want e.g. uprobe:0x401a2c)`,
+		"uprobe:0x":   `probe "uprobe:0x": address "0x" is not a hex number (want e.g. uprobe:0x401a2c)`,
+	} {
 		_, err := ParseProbe(bad)
-		assert.Error(t, err, bad)
+		assert.EqualError(t, err, want, bad)
 	}
 }

@@ -14,6 +14,8 @@ type Span struct {
 	// definition carries a trace context, 0 if none.
 	ContextStartNs uint64
 	PID            uint32
+	// Image is the process image the span ran in (see Image).
+	Image Image
 	// TID is the thread the span ended on.
 	TID uint32
 	// Owner is what paired the span: the thread id, or for Go code the
@@ -31,6 +33,17 @@ type Span struct {
 	// Entry and Exit are the stored values of each end, in fetch order. They
 	// belong to the Batch and are valid until it is reset.
 	Entry, Exit []byte
+}
+
+// Image identifies one program image of one process: a pid reused by a new
+// process has another StartNs, and an image replaced by execve another
+// ExecID.
+type Image struct {
+	// StartNs is the start time of the process (its thread group leader),
+	// CLOCK_MONOTONIC nanoseconds.
+	StartNs uint64
+	// ExecID is the kernel's count of the process's execve calls.
+	ExecID uint64
 }
 
 // Batch is a bounded, reusable set of spans read in one drain.
@@ -90,8 +103,12 @@ type SpanCounts struct {
 	Abandoned uint64
 	// Overflow counts entries deeper than the engine's per-thread stack.
 	Overflow uint64
-	// NoState counts entries dropped because per-thread storage could not be had.
+	// NoState counts entries dropped because no state could be had for
+	// their goroutine (too many goroutines with open spans).
 	NoState uint64
+	// ReturnLimit counts entries not recorded because the kernel would not
+	// report their return: the thread had 64 return probes pending.
+	ReturnLimit uint64
 	// Unsampled and Short count completed spans the engine did not record:
 	// their trace was not sampled, or they were shorter than the minimum.
 	Unsampled, Short uint64

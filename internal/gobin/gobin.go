@@ -41,6 +41,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 )
@@ -69,27 +70,37 @@ type Info struct {
 // read and for ELF files whose headers are malformed. Detect never panics,
 // whatever the file holds.
 func Detect(path string) (info Info, isGo bool, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			info, isGo, err = Info{}, false, fmt.Errorf("read %s: malformed file: %v", path, r)
-		}
-	}()
 	fh, err := os.Open(path)
 	if err != nil {
 		return Info{}, false, fmt.Errorf("open %s: %w", path, err)
 	}
 	defer fh.Close()
+	info, isGo, err = DetectFile(fh)
+	if err != nil {
+		return Info{}, false, fmt.Errorf("read %s: %w", path, err)
+	}
+	return info, isGo, nil
+}
+
+// DetectFile is Detect on a file already open, read through r only: what
+// it says is about exactly the bytes r reads.
+func DetectFile(r io.ReaderAt) (info Info, isGo bool, err error) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			info, isGo, err = Info{}, false, fmt.Errorf("malformed file: %v", rec)
+		}
+	}()
 	var magic [4]byte
-	if _, err := fh.ReadAt(magic[:], 0); err != nil || string(magic[:]) != elf.ELFMAG {
+	if _, err := r.ReadAt(magic[:], 0); err != nil || string(magic[:]) != elf.ELFMAG {
 		return Info{}, false, nil // not ELF (or shorter than its magic number)
 	}
-	f, err := elf.NewFile(fh)
+	f, err := elf.NewFile(r)
 	if err != nil {
-		return Info{}, false, fmt.Errorf("read ELF headers of %s: %w", path, err)
+		return Info{}, false, fmt.Errorf("reading ELF headers: %w", err)
 	}
 	defer f.Close()
 
-	if bi, err := buildinfo.Read(fh); err == nil {
+	if bi, err := buildinfo.Read(r); err == nil {
 		info.GoVersion = bi.GoVersion
 		info.Path = bi.Path
 		isGo = true

@@ -24,6 +24,10 @@ type Inst struct {
 	Class SiteClass
 	// Ret is true for a near return (ret, ret $imm, rep ret, bnd ret).
 	Ret bool
+	// Nop is true for an instruction that does nothing: 0x90 (without
+	// REX.B, which makes it xchg %r8,%rax) and the multi-byte nops
+	// (0f 1f /0, with or without prefixes), as USDT sites are.
+	Nop bool
 	// Text is the instruction in AT&T syntax (x86asm's GNU syntax, close
 	// to objdump's), with branch targets as offsets from the function
 	// start, or the instruction's bytes when x86asm does not know it. It
@@ -248,6 +252,7 @@ func finish(b []byte, off uint64, op x86asm.Op, text string, xi *x86asm.Inst) In
 	in := Inst{Offset: off, Len: len(b), Op: op, Text: text}
 	in.Class = classify(b)
 	in.endbr = len(b) == 4 && b[0] == 0xf3 && b[1] == 0x0f && b[2] == 0x1e && b[3] == 0xfa
+	in.Nop = isNop(b)
 	switch op {
 	case x86asm.RET:
 		in.Ret = true
@@ -275,6 +280,39 @@ func finish(b []byte, off uint64, op x86asm.Op, text string, xi *x86asm.Inst) In
 		}
 	}
 	return in
+}
+
+// isNop reports whether the instruction whose bytes are exactly b is a nop:
+// operand-size prefixes, then 0x90 or 0f 1f with a ModRM reg field of 0.
+// Other prefixes (rep: pause; segment overrides; lock) and REX.B are not.
+func isNop(b []byte) bool {
+	p := 0
+	for p < len(b) && b[p] == 0x66 {
+		p++
+	}
+	if p < len(b) && b[p]&0xf0 == 0x40 {
+		if b[p]&1 != 0 && p+1 < len(b) && b[p+1] == 0x90 {
+			return false // xchg %r8,%rax
+		}
+		p++
+	}
+	switch {
+	case p == len(b)-1:
+		return b[p] == 0x90
+	case p+2 < len(b):
+		return b[p] == 0x0f && b[p+1] == 0x1f && (b[p+2]>>3)&7 == 0
+	}
+	return false
+}
+
+// DecodeOne decodes the one instruction at the start of code, which is at
+// offset 0 of its function. Bytes after it are ignored.
+func DecodeOne(code []byte) (Inst, error) {
+	in, err := decodeOne(code, 0)
+	if err != nil {
+		return Inst{}, fmt.Errorf("decode instruction (bytes % x): %w", code[:min(len(code), 8)], err)
+	}
+	return in, nil
 }
 
 // legacyPrefix reports whether c is a legacy instruction prefix.

@@ -102,3 +102,14 @@ func Returns(insts []Inst) []uint64 {
 	}
 	return offs
 }
+
+// CallsSelf reports whether a function calls its own first instruction
+// directly: it recurses, so its activations can nest deeply.
+func CallsSelf(insts []Inst) bool {
+	for _, in := range insts {
+		if in.Op == x86asm.CALL && in.hasTarget && in.target == 0 {
+			return true
+		}
+	}
+	return false
+}

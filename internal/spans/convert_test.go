@@ -227,7 +227,7 @@ func TestExecutableAskedPerLibraryProcess(t *testing.T) {
 	plan := goldenPlan()
 	s := goldenSettings(plan)
 	var asked []uint32
-	s.Executable = func(pid uint32) string {
+	s.Executable = func(pid uint32, _ event.Image) string {
 		asked = append(asked, pid)
 		return "/proc-exe"
 	}
@@ -237,6 +237,34 @@ func TestExecutableAskedPerLibraryProcess(t *testing.T) {
 	// Library resources exist for pids 100 and 200; each is resolved once.
 	assert.Equal(t, []uint32{100, 200}, asked)
 	assert.Equal(t, len(in), td.SpanCount())
+}
+
+// A pid reused by a new process, or a process that called execve, is
+// another image: its spans get their own resource and its executable is
+// asked again.
+func TestExecutableFollowsImages(t *testing.T) {
+	plan := goldenPlan()
+	s := goldenSettings(plan)
+	paths := map[event.Image]string{{StartNs: 10}: "/bin/old", {StartNs: 10, ExecID: 1}: "/bin/new", {StartNs: 99}: "/bin/reused"}
+	var asked []event.Image
+	s.Executable = func(pid uint32, image event.Image) string {
+		asked = append(asked, image)
+		return paths[image]
+	}
+	b := NewBuilder(s)
+	span := func(image event.Image) event.Span {
+		return event.Span{StartNs: 1, EndNs: 2, RootStartNs: 1, PID: 7, TID: 7, Def: defLibCall, EntrySite: 6, ExitSite: 7,
+			Image: image, Entry: rec{}.int(1).str("a"), Exit: rec{}.int(0)}
+	}
+	td := b.Build([]event.Span{span(event.Image{StartNs: 10}), span(event.Image{StartNs: 10, ExecID: 1}), span(event.Image{StartNs: 99}), span(event.Image{StartNs: 10})})
+	require.Equal(t, 3, td.ResourceSpans().Len())
+	var got []string
+	for i := range td.ResourceSpans().Len() {
+		v, _ := td.ResourceSpans().At(i).Resource().Attributes().Get("process.executable.path")
+		got = append(got, v.Str())
+	}
+	assert.Equal(t, []string{"/bin/old", "/bin/new", "/bin/reused"}, got)
+	assert.Len(t, asked, 3, "each image is asked once")
 }
 
 func TestBuildIsRepeatable(t *testing.T) {

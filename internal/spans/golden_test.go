@@ -188,7 +188,7 @@ func goldenSettings(p *target.Plan) Settings {
 		HostName:     testHostName,
 		ScopeName:    testScope,
 		ScopeVersion: testVersion,
-		Executable:   func(uint32) string { return testLibExe },
+		Executable:   func(uint32, event.Image) string { return testLibExe },
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
+	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
@@ -36,9 +37,10 @@ type Settings struct {
 	HostName string
 	// ScopeName and ScopeVersion name the instrumentation scope.
 	ScopeName, ScopeVersion string
-	// Executable returns process.executable.path of a process of a target
-	// that is a shared library; nil leaves it unset for such targets.
-	Executable func(pid uint32) string
+	// Executable returns process.executable.path of a process image that
+	// loaded a target that is a shared library; nil leaves it unset for
+	// such targets.
+	Executable func(pid uint32, image event.Image) string
 	// ContextWait bounds how long a span waits for the trace context of an
 	// enclosing carrier span (default DefaultContextWait).
 	ContextWait time.Duration
@@ -87,6 +89,7 @@ type Builder struct {
 type resourceKey struct {
 	target int
 	pid    uint32
+	image  event.Image
 }
 
 // NewBuilder returns a Builder for the given settings.
@@ -99,6 +102,10 @@ func NewBuilder(s Settings) *Builder {
 	}
 	return &Builder{s: s, groups: map[resourceKey]ptrace.SpanSlice{}, waiting: map[ctxKey]*waiting{}}
 }
+
+// SetWallOffset sets the nanoseconds added to CLOCK_MONOTONIC times to get
+// Unix time, for the spans built from now on (the wall clock moved).
+func (b *Builder) SetWallOffset(ns int64) { b.s.WallOffsetNs = ns }
 
 // Counts returns the problems and outcomes met so far.
 func (b *Builder) Counts() Counts { return b.counts }
@@ -119,7 +126,7 @@ func (b *Builder) slice(key resourceKey, hint int) ptrace.SpanSlice {
 	ss, ok := b.groups[key]
 	if !ok {
 		rs := b.td.ResourceSpans().AppendEmpty()
-		b.resource(rs.Resource(), key.target, key.pid)
+		b.resource(rs.Resource(), key)
 		sc := rs.ScopeSpans().AppendEmpty()
 		sc.Scope().SetName(b.s.ScopeName)
 		sc.Scope().SetVersion(b.s.ScopeVersion)
@@ -151,7 +158,7 @@ func (b *Builder) Build(in []event.Span) ptrace.Traces {
 	for i := range in {
 		ev := &in[i]
 		def := &b.s.Plan.Spans[ev.Def]
-		key := resourceKey{def.Target, ev.PID}
+		key := resourceKey{def.Target, ev.PID, ev.Image}
 		if def.Carrier == target.CarrierNone && ev.ContextStartNs == 0 {
 			b.span(b.slice(key, len(in)-i).AppendEmpty(), ev, def)
 			continue
@@ -181,16 +188,16 @@ func (b *Builder) Build(in []event.Span) ptrace.Traces {
 	return b.td
 }
 
-func (b *Builder) resource(r pcommon.Resource, ti int, pid uint32) {
-	t := b.s.Plan.Targets[ti]
+func (b *Builder) resource(r pcommon.Resource, key resourceKey) {
+	t := b.s.Plan.Targets[key.target]
 	attrs := r.Attributes()
 	attrs.PutStr(string(semconv.ServiceNameKey), t.ServiceName)
-	attrs.PutInt(string(semconv.ProcessPIDKey), int64(pid))
+	attrs.PutInt(string(semconv.ProcessPIDKey), int64(key.pid))
 	exe := t.Path
 	if !t.Executable {
 		exe = ""
 		if b.s.Executable != nil {
-			exe = b.s.Executable(pid)
+			exe = b.s.Executable(key.pid, key.image)
 		}
 	}
 	if exe != "" {
@@ -274,10 +281,10 @@ func (h *hidden) read(f *target.Fetch, data []byte) (int, bool) {
 	var v idValue
 	switch f.Store {
 	case target.StoreInt:
-		h.status, h.hasStatus = intValue(f.Value, binary.LittleEndian.Uint64(data)), true
+		h.status, h.hasStatus = intValue(f.Value, bpfobj.IntValue(data)), true
 		return n, true
 	case target.StoreString, target.StoreGoString:
-		v = idValue{data[2 : 2+int(binary.LittleEndian.Uint16(data))], true}
+		v = idValue{bpfobj.StringValue(data), true}
 	case target.StoreBytes:
 		v = idValue{data[:f.MaxLen], false}
 	}
@@ -317,25 +324,7 @@ func (b *Builder) decode(attrs pcommon.Map, fetches []target.Fetch, data []byte,
 // valueSize returns the bytes the stored value of f at the start of data
 // takes, checking they are there.
 func valueSize(f *target.Fetch, data []byte) (int, bool) {
-	var size int
-	switch f.Store {
-	case target.StoreInt:
-		size = 8
-	case target.StoreString, target.StoreGoString:
-		if len(data) < 2 {
-			return 0, false
-		}
-		n := int(binary.LittleEndian.Uint16(data))
-		if n >= int(f.MaxLen) {
-			return 0, false
-		}
-		size = align8(2 + n + 1)
-	case target.StoreBytes:
-		size = align8(int(f.MaxLen))
-	default:
-		return 0, false
-	}
-	return size, size <= len(data)
+	return bpfobj.ValueSize(f.Store.FetchKind(), f.MaxLen, data)
 }
 
 // putValue decodes the value of f at the start of data into attrs and
@@ -347,9 +336,9 @@ func putValue(attrs pcommon.Map, f *target.Fetch, data []byte, text *arena) (int
 	}
 	switch f.Store {
 	case target.StoreInt:
-		putInt(attrs, f.Key, f.Value, binary.LittleEndian.Uint64(data), text)
+		putInt(attrs, f.Key, f.Value, bpfobj.IntValue(data), text)
 	case target.StoreString, target.StoreGoString:
-		raw := data[2 : 2+int(binary.LittleEndian.Uint16(data))]
+		raw := bpfobj.StringValue(data)
 		if utf8.Valid(raw) {
 			attrs.PutStr(f.Key, text.str(func(b []byte) []byte { return append(b, raw...) }))
 		} else {
@@ -360,8 +349,6 @@ func putValue(attrs pcommon.Map, f *target.Fetch, data []byte, text *arena) (int
 	}
 	return size, true
 }
-
-func align8(n int) int { return (n + 7) &^ 7 }
 
 // intValue converts a stored integer as v describes, as a 64-bit value
 // (unsigned types keep their bits).

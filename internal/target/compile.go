@@ -53,8 +53,8 @@ func compile(a config.Attribute, p config.Probe, loc location, r role) (Fetch, e
 	case fetch.RootRegister:
 		f.Register = e.Register
 	case fetch.RootRetval:
-		if p.Kind != config.KindUretprobe {
-			return Fetch{}, fmt.Errorf("%q: retval needs a uretprobe", e.Text)
+		if !p.Returns() {
+			return Fetch{}, fmt.Errorf("%q: retval needs a uretprobe: or ret: exit", e.Text)
 		}
 		f.Register = regs.SysVReturn // also Go's first result
 	case fetch.RootArg:
@@ -65,7 +65,7 @@ func compile(a config.Attribute, p config.Probe, loc location, r role) (Fetch, e
 			if own, err = usdtArg(&f, e.Arg, loc); err != nil {
 				return Fetch{}, fmt.Errorf("%q: %w", e.Text, err)
 			}
-		case p.Kind == config.KindUretprobe:
+		case p.Returns():
 			return Fetch{}, fmt.Errorf("%q: arguments are gone when a function returns", e.Text)
 		case isGo && e.Arg < len(regs.GoIntArgs):
 			f.Register = regs.GoIntArgs[e.Arg]
@@ -182,9 +182,11 @@ func usdtArg(f *Fetch, n int, loc location) ([]int64, error) {
 			}
 			switch {
 			case op.Base == regs.RIP:
-				// At the probe, %rip holds the site's runtime address, so the
-				// symbol is at rip + (symbol - site) whatever the load bias.
-				disp += int64(symAddr - l.Address)
+				// At the probe, %rip holds the runtime address of the
+				// instruction the uprobe is on (which may be the nop5 after
+				// the note's site), so the symbol is at
+				// rip + (symbol - probed address) whatever the load bias.
+				disp += int64(symAddr - loc.Address)
 			case loc.file.elf.Type == elf.ET_EXEC:
 				// A non-PIE executable runs at its link-time addresses.
 				disp += int64(symAddr)

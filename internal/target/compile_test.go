@@ -279,7 +279,7 @@ func TestCompileErrors(t *testing.T) {
 		{
 			"retval at a uprobe",
 			config.Span{Name: "w", Entry: "uprobe:work", Exit: "uprobe:recurse", ExitAttributes: map[string]string{"r": "retval"}},
-			[]string{`span "w": uprobe:recurse: attribute "r": "retval": retval needs a uretprobe`},
+			[]string{`span "w": uprobe:recurse: attribute "r": "retval": retval needs a uretprobe: or ret: exit`},
 		},
 		{
 			"argN at a uretprobe",

@@ -3,8 +3,10 @@ package target
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -140,7 +142,7 @@ func TestResolveNotFound(t *testing.T) {
 	})
 	t.Run("a bad reference", func(t *testing.T) {
 		lines := resolveErr(t, counting(prog, "kprobe:work"))
-		assert.Equal(t, []string{fmt.Sprintf(`target %s: probe "kprobe:work": unknown probe kind "kprobe" (want usdt, uprobe or uretprobe)`, prog)}, lines)
+		assert.Equal(t, []string{fmt.Sprintf(`target %s: probe "kprobe:work": unknown probe kind "kprobe" (want usdt, uprobe, uretprobe or ret)`, prog)}, lines)
 	})
 }
 
@@ -187,5 +189,38 @@ func TestResolveAllErrors(t *testing.T) {
 	require.Len(t, lines, len(prefixes), "%s", strings.Join(lines, "\n"))
 	for i, p := range prefixes {
 		assert.True(t, strings.HasPrefix(lines[i], p), "line %d:\n got %q\nwant %q…", i, lines[i], p)
+	}
+}
+
+// Anything but a regular file is refused before it is opened: a FIFO would
+// block the open forever, a device or directory is no program.
+func TestResolveRefusesSpecialFiles(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	for path, kind := range map[string]string{fifo: "a FIFO", dir: "a directory", "/dev/null": "a character device"} {
+		_, err := Resolve([]config.Target{{Path: path, Counters: []string{"uprobe:main"}}})
+		assert.EqualError(t, err, "target "+path+": not a regular file ("+kind+")")
+	}
+}
+
+// A C++ function written demangled is not a symbol: the error gives the
+// mangled names it stands for.
+func TestDemangledNameSuggestsMangled(t *testing.T) {
+	if _, err := exec.LookPath("g++"); err != nil {
+		testutil.SkipOrFail(t, "g++ not found: run make deps")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "app")
+	out, err := exec.Command("g++", "-O1", "-o", bin, testutil.Testdata("cpp", "app.cc")).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	for ref, want := range map[string]string{
+		"uprobe:app::handle":           "use the mangled name: uprobe:_ZN3app6handleEPKc (app::handle(char const*)), uprobe:_ZN3app6handleEi (app::handle(int))",
+		"uprobe:app::handle(int)":      "use the mangled name: uprobe:_ZN3app6handleEi (app::handle(int))",
+		"uretprobe:app::Server::serve": "use the mangled name: uretprobe:_ZN3app6Server5serveEi (app::Server::serve(int))",
+	} {
+		_, err := Resolve([]config.Target{{Path: bin, Counters: []string{ref}}})
+		require.Error(t, err, ref)
+		assert.Contains(t, err.Error(), want, ref)
 	}
 }

@@ -2,6 +2,7 @@ package target
 
 import (
 	"debug/elf"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -86,4 +87,15 @@ func fetchByKey(t *testing.T, fs []Fetch, key string) Fetch {
 	}
 	t.Fatalf("no fetch %q among %d", key, len(fs))
 	return Fetch{}
+}
+
+// idOf returns the identity of the file at path, as the resolver records it.
+func idOf(t *testing.T, path string) FileID {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	id, err := StatFileID(f)
+	require.NoError(t, err)
+	return id
 }

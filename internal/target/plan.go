@@ -6,6 +6,12 @@
 package target
 
 import (
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
@@ -24,10 +30,34 @@ type Plan struct {
 	opts Options
 }
 
+// FileID identifies the exact file a plan was read from: a file replaced at
+// its path (a package upgrade writes a new inode) or changed in place has
+// another FileID, and the offsets of the plan do not apply to it.
+type FileID struct {
+	Device, Inode uint64
+	Size          int64
+	ModTimeNs     int64
+}
+
+// StatFileID returns the identity of an open file.
+func StatFileID(f *os.File) (FileID, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return FileID{}, fmt.Errorf("stat %s: %w", f.Name(), err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return FileID{}, fmt.Errorf("%s: not a regular file", f.Name())
+	}
+	return FileID{Device: st.Dev, Inode: st.Ino, Size: st.Size, ModTimeNs: st.Mtim.Nano()}, nil
+}
+
 // Target is one resolved traced file.
 type Target struct {
 	// Path is the traced file as configured.
 	Path string
+	// File is the identity of the file the plan was read from: the
+	// tracer attaches only that file.
+	File FileID
 	// PID restricts attachments to one process; 0 means every process.
 	PID int
 	// ServiceName is the service.name resource attribute of its telemetry.
@@ -40,6 +70,9 @@ type Target struct {
 	Go bool
 	// GoVersion is the Go version that built it, when known.
 	GoVersion string
+	// GoIDOffset is the byte offset of the goroutine id in the Go
+	// runtime's g structure of a Go binary, 0 when unknown.
+	GoIDOffset uint16
 }
 
 // Probe is one probe reference of one target; hits and losses are counted per probe.
@@ -171,6 +204,22 @@ const (
 	// MaxLen-1 bytes, in the same layout as StoreString.
 	StoreGoString
 )
+
+// FetchKind returns the engine's fetch kind (bpfobj.FetchKind*) that stores
+// values of kind k, 0 for an unknown kind.
+func (k StoreKind) FetchKind() uint8 {
+	switch k {
+	case StoreInt:
+		return bpfobj.FetchKindInt
+	case StoreString:
+		return bpfobj.FetchKindString
+	case StoreBytes:
+		return bpfobj.FetchKindBytes
+	case StoreGoString:
+		return bpfobj.FetchKindGoString
+	}
+	return 0
+}
 
 // Fetch is one compiled fetch expression: how the engine reads the value
 // (v = Base + Disp + Index*Scale, then one read per dereference) and how user

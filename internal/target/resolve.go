@@ -1,6 +1,7 @@
 package target
 
 import (
+	"bytes"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -9,12 +10,14 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ianlancetaylor/demangle"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/elfaddr"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/otel-uprobe/uprobereceiver/internal/gobin"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
+	"golang.org/x/sys/unix"
 )
 
 // Options say what the running kernel can do, as far as placing probes
@@ -52,28 +55,82 @@ type function struct {
 	Size    uint64
 }
 
-// file is an opened traced ELF file and what was read from it.
+// file is an opened traced ELF file and what was read from it. Every read
+// goes through raw, so that the plan describes exactly the file identified
+// by id.
 type file struct {
 	path      string
 	opts      Options
 	raw       *os.File
+	id        FileID
 	isGo      bool
 	goVersion string
+	goIDOff   uint16
 	decoded   map[uint64][]insn.Inst
 	elf       *elf.File
 	functions map[string][]function
+	byAddress []function      // functions with a size, sorted by address, built on first use
+	fdes      []elfaddr.Range // .eh_frame function ranges, read on first use
+	fdesRead  bool
 	probes    map[string]usdt.Probe // by "provider:name"
 	symbols   map[string]uint64     // every defined symbol's virtual address, read on first use
 }
 
-func openFile(path string, opts Options) (_ *file, err error) {
-	if _, err := os.Stat(path); err != nil {
+// openRegular opens path for reading, refusing anything that is not a
+// regular file before it could block (a FIFO) or read a device, and returns
+// the file with its identity as the open descriptor sees it.
+func openRegular(path string) (*os.File, FileID, error) {
+	st, err := os.Stat(path)
+	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("target %s: no such file", path)
+			return nil, FileID{}, errors.New("no such file")
 		}
-		return nil, fmt.Errorf("target %s: %w", path, err)
+		return nil, FileID{}, readError(err)
 	}
-	raw, err := os.Open(path)
+	if !st.Mode().IsRegular() {
+		return nil, FileID{}, fmt.Errorf("not a regular file (%s)", fileKind(st.Mode()))
+	}
+	// O_NONBLOCK: should the path turn into a FIFO after the check, open
+	// must not wait for a writer.
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, FileID{}, readError(&fs.PathError{Op: "open", Path: path, Err: err})
+	}
+	raw := os.NewFile(uintptr(fd), path)
+	id, err := StatFileID(raw)
+	if err != nil {
+		raw.Close()
+		return nil, FileID{}, err
+	}
+	return raw, id, nil
+}
+
+// readError explains an error opening or reading a traced file.
+func readError(err error) error {
+	if errors.Is(err, fs.ErrPermission) {
+		return fmt.Errorf("%w: reading it needs read permission on the file and search permission on its directories (run as its owner or root, or with CAP_DAC_READ_SEARCH)", err)
+	}
+	return err
+}
+
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeDir != 0:
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	}
+	return m.Type().String()
+}
+
+func openFile(path string, opts Options) (_ *file, err error) {
+	raw, id, err := openRegular(path)
 	if err != nil {
 		return nil, fmt.Errorf("target %s: %w", path, err)
 	}
@@ -82,7 +139,7 @@ func openFile(path string, opts Options) (_ *file, err error) {
 		raw.Close()
 		return nil, fmt.Errorf("target %s: not an ELF file (%v)", path, err)
 	}
-	fl := &file{path: path, opts: opts, raw: raw, elf: f, decoded: map[uint64][]insn.Inst{}}
+	fl := &file{path: path, opts: opts, raw: raw, id: id, elf: f, decoded: map[uint64][]insn.Inst{}}
 	defer func() {
 		if err != nil {
 			fl.close()
@@ -97,12 +154,13 @@ func openFile(path string, opts Options) (_ *file, err error) {
 	if err := fl.readFunctions(); err != nil {
 		return nil, err
 	}
-	info, isGo, err := gobin.Detect(path)
+	info, isGo, err := gobin.DetectFile(raw)
 	if err != nil {
 		return nil, fmt.Errorf("target %s: %w", path, err)
 	}
 	if isGo {
 		fl.isGo, fl.goVersion = true, info.GoVersion
+		fl.goIDOff, _ = gobin.GoIDOffset(f, info.GoVersion)
 		fns, err := gobin.Functions(f)
 		if err != nil {
 			return nil, fmt.Errorf("target %s: reading the Go function table: %w", path, err)
@@ -261,8 +319,26 @@ func spanFetches(s config.Span) (entry, exit []fetchSpec, err error) {
 	return entry, exit, nil
 }
 
+// spanProbes returns the entry and exit references of a span in this file:
+// a function span with returns "auto" closes at the RET instructions of a
+// C function that calls itself, since the kernel reports at most 64 nested
+// return probes per thread, and at its kernel return probe otherwise.
+func (fl *file) spanProbes(s config.Span) (entry, exit string) {
+	entry, exit = s.Probes()
+	if s.Function == "" || fl.isGo || (s.Returns != "" && s.Returns != config.ReturnsAuto) {
+		return entry, exit
+	}
+	for _, fn := range fl.functions[s.Function] {
+		insts, err := fl.decode(fn)
+		if err == nil && insn.CallsSelf(insts) && len(insn.Returns(insts)) > 0 {
+			return entry, "ret:" + s.Function
+		}
+	}
+	return entry, exit
+}
+
 // spanDef builds the plan's span definition of a configured span.
-func spanDef(ti int, s config.Span, entry, exit int) (Span, error) {
+func spanDef(ti int, s config.Span, entryRef, exitRef string, entry, exit int) (Span, error) {
 	kind, err := config.ParseSpanKind(s.Kind)
 	if err != nil {
 		return Span{}, err
@@ -271,9 +347,8 @@ func spanDef(ti int, s config.Span, entry, exit int) (Span, error) {
 		Target: ti, Name: s.Name, Entry: entry, Exit: exit,
 		MinDurationNs: uint64(s.MinDuration.Nanoseconds()), SampleRatio: s.Ratio(), Kind: kind,
 	}
-	entryRef, exitRef := s.Probes()
 	if ep, err := config.ParseProbe(entryRef); err == nil && ep.Kind == config.KindUprobe && ep.Offset == 0 {
-		if xp, err := config.ParseProbe(exitRef); err == nil && xp.Kind == config.KindUretprobe && xp.Symbol == ep.Symbol {
+		if xp, err := config.ParseProbe(exitRef); err == nil && xp.Returns() && xp.Symbol == ep.Symbol {
 			def.Function = true
 		}
 	}
@@ -305,9 +380,11 @@ func (plan *Plan) addTarget(index int, t config.Target) error {
 		Path:        t.Path,
 		PID:         t.PID,
 		ServiceName: t.ServiceNameOrDefault(),
+		File:        fl.id,
 		Executable:  fl.executable(),
 		Go:          fl.isGo,
 		GoVersion:   fl.goVersion,
+		GoIDOffset:  fl.goIDOff,
 	})
 
 	var errs []error
@@ -335,7 +412,7 @@ func (plan *Plan) addTarget(index int, t config.Target) error {
 	}
 
 	for _, s := range t.Spans {
-		entryRef, exitRef := s.Probes()
+		entryRef, exitRef := fl.spanProbes(s)
 		entry, exit := probe(entryRef), probe(exitRef)
 		if entry == nil || exit == nil {
 			continue
@@ -345,7 +422,7 @@ func (plan *Plan) addTarget(index int, t config.Target) error {
 			errs = append(errs, fmt.Errorf("target %s: span %q: %w", t.Path, s.Name, err))
 			continue
 		}
-		def, err := spanDef(ti, s, entry.id, exit.id)
+		def, err := spanDef(ti, s, entryRef, exitRef, entry.id, exit.id)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("target %s: span %q: %w", t.Path, s.Name, err))
 			continue
@@ -417,7 +494,7 @@ func (fl *file) locate(p config.Probe) ([]location, error) {
 			locs[i] = loc
 		}
 		return locs, nil
-	case config.KindUprobe, config.KindUretprobe:
+	case config.KindUprobe, config.KindUretprobe, config.KindRet:
 		var fns []function
 		offset := p.Offset
 		if p.Symbol == "" {
@@ -478,12 +555,12 @@ func (fl *file) functionSites(p config.Probe, fn function, offset uint64) ([]loc
 		}
 		l, err := site(offset, insts[instAt(insts, offset)].Class, p.Kind == config.KindUretprobe)
 		return []location{l}, err
-	case fl.isGo && p.Kind == config.KindUretprobe:
-		// Kernel return probes crash Go programs (the runtime moves
-		// stacks): probe every RET instead.
+	case p.Kind == config.KindRet, fl.isGo && p.Kind == config.KindUretprobe:
+		// Every RET: asked for, or for Go, where kernel return probes
+		// crash programs (the runtime moves stacks).
 		rets := insn.Returns(insts)
 		if len(rets) == 0 {
-			return nil, fmt.Errorf("Go function %s has no RET instruction (it leaves by a tail call): its return cannot be probed", fn.Name)
+			return nil, fmt.Errorf("function %s has no RET instruction (it leaves by a tail call): its return cannot be probed there", fn.Name)
 		}
 		locs := make([]location, 0, len(rets))
 		for _, r := range rets {
@@ -536,6 +613,18 @@ func (fl *file) decode(fn function) ([]insn.Inst, error) {
 	return insts, nil
 }
 
+// readUpTo returns at most n bytes of the file at a virtual address: fewer
+// where the segment's file bytes end.
+func (fl *file) readUpTo(addr, n uint64) ([]byte, error) {
+	for _, p := range fl.elf.Progs {
+		if p.Type == elf.PT_LOAD && addr >= p.Vaddr && addr < p.Vaddr+p.Filesz {
+			n = min(n, p.Vaddr+p.Filesz-addr)
+			break
+		}
+	}
+	return fl.read(addr, n)
+}
+
 // read returns n bytes of the file at a virtual address.
 func (fl *file) read(addr, n uint64) ([]byte, error) {
 	off, err := elfaddr.FileOffset(fl.elf.Progs, addr)
@@ -552,56 +641,108 @@ func (fl *file) read(addr, n uint64) ([]byte, error) {
 	return buf, nil
 }
 
-// containing returns the function whose code holds a virtual address.
+// containing returns the function whose code holds a virtual address: from
+// the symbol table (or Go's function table), else from the bounds the
+// file's call-frame information (.eh_frame) gives, which stripped files keep.
 func (fl *file) containing(addr uint64) (function, bool) {
-	for _, fns := range fl.functions {
-		for _, fn := range fns {
-			if fn.Address <= addr && addr < fn.Address+fn.Size {
-				return fn, true
+	if fl.byAddress == nil {
+		fl.byAddress = []function{}
+		for _, fns := range fl.functions {
+			for _, fn := range fns {
+				if fn.Size > 0 {
+					fl.byAddress = append(fl.byAddress, fn)
+				}
 			}
 		}
+		sort.Slice(fl.byAddress, func(i, j int) bool { return fl.byAddress[i].Address < fl.byAddress[j].Address })
+	}
+	if i := sort.Search(len(fl.byAddress), func(i int) bool { return fl.byAddress[i].Address > addr }) - 1; i >= 0 {
+		if fn := fl.byAddress[i]; addr < fn.Address+fn.Size {
+			return fn, true
+		}
+	}
+	if !fl.fdesRead {
+		fl.fdesRead = true
+		fl.fdes, _ = elfaddr.FunctionRanges(fl.elf) // without CFI, no bounds: callers check what they can
+	}
+	if r, ok := elfaddr.Containing(fl.fdes, addr); ok {
+		return function{Name: fmt.Sprintf("the function at %#x", r.Start), Address: r.Start, Size: r.End - r.Start}, true
 	}
 	return function{}, false
 }
 
-// usdtSite places the uprobe of one USDT site: on the site's nop, or on the
-// 5-byte nop after it (the "nop; nop5" form of newer <sys/sdt.h>) when the
-// kernel optimizes uprobes there.
+// nop5 is the 5-byte nop of the "nop; nop5" USDT sites of newer <sys/sdt.h>,
+// the one encoding the kernel's optimized uprobe path rewrites.
+var nop5 = []byte{0x0f, 0x1f, 0x44, 0x00, 0x00}
+
+// usdtSite places the uprobe of one USDT site after checking the note
+// against the code: the site must be a nop on an instruction boundary of
+// its function, or the note does not describe this file's code (corrupted,
+// or from another build) and a uprobe there would change what the program
+// does. The uprobe goes on the site's nop, or, when the kernel optimizes
+// uprobes on 5-byte nops, on the exact 5-byte nop that follows a 1-byte nop
+// site ("nop; nop5"), or on the site itself when it is that nop.
 func (fl *file) usdtSite(l *usdt.Location) (location, error) {
 	loc := location{
 		Address: l.Address, FileOffset: l.FileOffset, SemaphoreFile: l.SemaphoreFileOffset,
-		USDT: l, file: fl, Class: insn.Emulated,
+		USDT: l, file: fl,
 	}
-	code, err := fl.read(l.Address, 6)
+	site, err := fl.checkedNop(l.Address)
 	if err != nil {
-		return location{}, fmt.Errorf("reading the site: %w", err)
+		return location{}, err
 	}
-	next, _ := insn.Classify(code[1:])
-	first, _ := insn.Classify(code)
-	switch {
-	case fl.opts.OptimizedUprobes && code[0] == 0x90 && next == insn.Optimizable:
-		loc.Address++
-		loc.FileOffset++
-		loc.Class = insn.Optimizable
-	case fl.opts.OptimizedUprobes && first == insn.Optimizable:
-		loc.Class = insn.Optimizable
-	default:
-		class, err := insn.Classify(code)
-		if err != nil {
-			return location{}, fmt.Errorf("decoding the site: %w", err)
+	loc.Class = site.Class
+	if loc.Class == insn.Optimizable && !fl.opts.OptimizedUprobes {
+		loc.Class = insn.Emulated // a nop all the same, without the optimized path
+	}
+	if fl.opts.OptimizedUprobes && site.Len == 1 {
+		// Move only onto a real nop5 right after the 1-byte nop, never
+		// onto whatever instruction comes next.
+		if next, err := fl.read(l.Address+1, uint64(len(nop5))); err == nil && bytes.Equal(next, nop5) {
+			loc.Address++
+			loc.FileOffset++
+			loc.Class = insn.Optimizable
 		}
-		if !class.Probeable() {
-			return location{}, fmt.Errorf("the site's instruction is one the kernel cannot probe safely (%s)", class)
-		}
-		if class == insn.Optimizable {
-			class = insn.Emulated // a nop all the same, without the optimized path
-		}
-		loc.Class = class
 	}
 	return loc, nil
 }
 
-// notFound names the file and the closest names it does have.
+// checkedNop decodes the instruction at a USDT site's virtual address and
+// checks that it is a nop starting on an instruction boundary of the
+// function that holds it (when the file says where functions are).
+func (fl *file) checkedNop(addr uint64) (insn.Inst, error) {
+	mismatch := "the note does not match the code (a corrupted or mismatched file?), so nothing is attached there"
+	if fn, ok := fl.containing(addr); ok {
+		insts, err := fl.decode(fn)
+		if err != nil {
+			return insn.Inst{}, fmt.Errorf("checking the site in %s: %w", fn.Name, err)
+		}
+		off := addr - fn.Address
+		if err := insn.Boundary(insts, off); err != nil {
+			return insn.Inst{}, fmt.Errorf("the site is not an instruction of %s: %w; %s", fn.Name, err, mismatch)
+		}
+		in := insts[instAt(insts, off)]
+		if !in.Nop {
+			return insn.Inst{}, fmt.Errorf("the site %s+%#x is %q, not the nop a USDT site is; %s", fn.Name, off, in.Text, mismatch)
+		}
+		return in, nil
+	}
+	code, err := fl.readUpTo(addr, 15)
+	if err != nil {
+		return insn.Inst{}, fmt.Errorf("reading the site: %w", err)
+	}
+	in, err := insn.DecodeOne(code)
+	if err != nil {
+		return insn.Inst{}, fmt.Errorf("decoding the site: %w; %s", err, mismatch)
+	}
+	if !in.Nop {
+		return insn.Inst{}, fmt.Errorf("the site is %q, not the nop a USDT site is; %s", in.Text, mismatch)
+	}
+	return in, nil
+}
+
+// notFound names the file and the closest names it does have. For a name
+// written demangled (C++, Rust), it names the mangled symbols it stands for.
 func (fl *file) notFound(p config.Probe) error {
 	var want string
 	var have []string
@@ -617,6 +758,12 @@ func (fl *file) notFound(p config.Probe) error {
 		for k := range fl.functions {
 			have = append(have, k)
 		}
+		if mangled := demangledMatches(want, have, 5); len(mangled) > 0 {
+			for i, m := range mangled {
+				mangled[i] = p.Kind.String() + ":" + m + " (" + demangle.Filter(m) + ")"
+			}
+			return fmt.Errorf("target %s: %s: probes name functions by their symbol; use the mangled name: %s", fl.path, p, strings.Join(mangled, ", "))
+		}
 	}
 	if len(have) == 0 {
 		return fmt.Errorf("target %s: %s: the file has no %ss", fl.path, p, what)
@@ -627,4 +774,26 @@ func (fl *file) notFound(p config.Probe) error {
 		close[i] = prefix + close[i]
 	}
 	return fmt.Errorf("target %s: %s: no such %s in the file; closest: %s", fl.path, p, what, strings.Join(close, ", "))
+}
+
+// demangledMatches returns, sorted, at most max mangled symbols whose
+// demangled name is want, with or without its parameters.
+func demangledMatches(want string, symbols []string, max int) []string {
+	if !strings.ContainsAny(want, ":<(") {
+		return nil // a plain name: nothing was demangled
+	}
+	var out []string
+	for _, sym := range symbols {
+		if !strings.HasPrefix(sym, "_Z") && !strings.HasPrefix(sym, "_R") {
+			continue
+		}
+		if demangle.Filter(sym) == want || demangle.Filter(sym, demangle.NoParams) == want {
+			out = append(out, sym)
+		}
+	}
+	sort.Strings(out)
+	if len(out) > max {
+		out = out[:max]
+	}
+	return out
 }

@@ -43,8 +43,8 @@ func TestResolveDemoPlan(t *testing.T) {
 			require.NoError(t, err)
 
 			assert.Equal(t, []Target{
-				{Path: b.Program, PID: 0, ServiceName: "demo", Executable: true},
-				{Path: b.Library, PID: 0, ServiceName: "libdemo.so", Executable: false},
+				{Path: b.Program, File: idOf(t, b.Program), PID: 0, ServiceName: "demo", Executable: true},
+				{Path: b.Library, File: idOf(t, b.Library), PID: 0, ServiceName: "libdemo.so", Executable: false},
 			}, plan.Targets)
 
 			// Probes in the order they are first named: spans, then counters.
@@ -186,7 +186,7 @@ func TestResolvePID(t *testing.T) {
 	b := testutil.BuildDemo(t, "-O2")
 	plan, err := Resolve([]config.Target{{Path: b.Program, PID: 4242, Counters: []string{"usdt:demo:tick", "uprobe:main"}}})
 	require.NoError(t, err)
-	assert.Equal(t, []Target{{Path: b.Program, PID: 4242, ServiceName: "demo", Executable: true}}, plan.Targets)
+	assert.Equal(t, []Target{{Path: b.Program, File: idOf(t, b.Program), PID: 4242, ServiceName: "demo", Executable: true}}, plan.Targets)
 	require.Len(t, plan.Attachments, 3)
 	for _, a := range plan.Attachments {
 		assert.Equal(t, 4242, a.PID)

@@ -24,7 +24,10 @@ func DemoTargets(b DemoBuild) []config.Target {
 					Attributes:     map[string]string{"n": "arg0", "label": "arg1:string"},
 					ExitAttributes: map[string]string{"ret": "retval:s64"},
 				},
-				{Name: "recurse", Function: "recurse", Attributes: map[string]string{"depth": "arg0:s32"}},
+				// The kernel's return probe, not the RET instructions "auto"
+				// picks for a recursive function: the demo's recursion is
+				// shallow, and these tests pin the kernel's path.
+				{Name: "recurse", Function: "recurse", Returns: config.ReturnsUretprobe, Attributes: map[string]string{"depth": "arg0:s32"}},
 				{Name: "outer", Function: "outer"},
 				{Name: "inner", Function: "inner", Attributes: map[string]string{"i": "arg0:u32"}},
 			},

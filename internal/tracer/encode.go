@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
+	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
 	"github.com/otel-uprobe/uprobereceiver/internal/target"
 )
@@ -36,14 +37,19 @@ func encodeSite(s target.Site, plan *target.Plan) (bpfobj.Site, error) {
 		if spans[s.EntrySpan].Function {
 			out.Flags |= bpfobj.SiteFunction
 		}
+		exit := plan.Probes[spans[s.EntrySpan].Exit]
+		if exit.Kind == config.KindUretprobe && !plan.Targets[exit.Target].Go {
+			out.Flags |= bpfobj.SiteKernelReturn
+		}
 	}
 	if s.ExitSpan >= 0 {
 		out.Flags |= bpfobj.SiteExit
 		out.ExitSpan = uint32(s.ExitSpan)
 		out.MinDurationNs = spans[s.ExitSpan].MinDurationNs
 	}
-	if plan.Targets[plan.Probes[s.Probe].Target].Go {
+	if t := plan.Targets[plan.Probes[s.Probe].Target]; t.Go {
 		out.Flags |= bpfobj.SiteGo
+		out.GoidOffset = t.GoIDOffset
 	}
 	out.EntryFetchCount = uint8(len(s.Entry))
 	out.ExitFetchCount = uint8(len(s.Exit))
@@ -94,19 +100,15 @@ func encodeFetch(f target.Fetch) (bpfobj.FetchOp, error) {
 		op.LastIsAddress = 1
 	}
 	copy(op.DerefOffsets[:], f.Derefs)
+	op.Kind = f.Store.FetchKind()
 	switch f.Store {
 	case target.StoreInt:
-		op.Kind = bpfobj.FetchKindInt
 		op.ReadSize = f.ReadSize
 		if op.ReadSize == 0 {
 			op.ReadSize = 8
 		}
-	case target.StoreString:
-		op.Kind = bpfobj.FetchKindString
-	case target.StoreBytes:
-		op.Kind = bpfobj.FetchKindBytes
+	case target.StoreString, target.StoreBytes:
 	case target.StoreGoString:
-		op.Kind = bpfobj.FetchKindGoString
 		if len(f.Derefs) == 0 {
 			slot, ok := slots[f.LenRegister]
 			if !ok {

@@ -18,10 +18,11 @@ var ErrPermission = errors.New("permission denied: the uprobe receiver needs roo
 
 // CheckKernel detects what the engine needs from the running kernel and
 // returns one sentence naming the first thing missing, or nil. Minimum:
-// Linux 5.15 with BTF (attach cookies for uprobes, task storage, ring buffers).
+// Linux 5.17 with BTF (attach cookies for uprobes, task storage, ring
+// buffers, bpf_loop, BTF tracepoints).
 func CheckKernel() error {
 	if _, err := btf.LoadKernelSpec(); err != nil {
-		return fmt.Errorf("the kernel has no BTF (/sys/kernel/btf/vmlinux): the receiver needs a kernel built with CONFIG_DEBUG_INFO_BTF (Linux 5.15 or newer): %w", err)
+		return fmt.Errorf("the kernel has no BTF (/sys/kernel/btf/vmlinux): the receiver needs a kernel built with CONFIG_DEBUG_INFO_BTF (Linux 5.17 or newer): %w", err)
 	}
 	checks := []struct {
 		what  string
@@ -32,6 +33,7 @@ func CheckKernel() error {
 		{"task-local storage (Linux 5.11)", func() error { return features.HaveMapType(ebpf.TaskStorage) }},
 		{"task storage in uprobe programs (Linux 5.11)", func() error { return features.HaveProgramHelper(ebpf.Kprobe, asm.FnTaskStorageGet) }},
 		{"BPF attach cookies for uprobes (Linux 5.15)", func() error { return features.HaveProgramHelper(ebpf.Kprobe, asm.FnGetAttachCookie) }},
+		{"bpf_loop (Linux 5.17)", func() error { return features.HaveProgramHelper(ebpf.Kprobe, asm.FnLoop) }},
 	}
 	for _, c := range checks {
 		err := c.check()
@@ -40,7 +42,7 @@ func CheckKernel() error {
 		case errors.Is(err, os.ErrPermission):
 			return ErrPermission
 		case errors.Is(err, ebpf.ErrNotSupported):
-			return fmt.Errorf("the kernel lacks %s; the receiver needs Linux 5.15 or newer with BTF", c.what)
+			return fmt.Errorf("the kernel lacks %s; the receiver needs Linux 5.17 or newer with BTF", c.what)
 		default:
 			return fmt.Errorf("probing the kernel for %s: %w", c.what, err)
 		}

@@ -56,26 +56,33 @@ func newRingReader(m *ebpf.Map) (*ringReader, error) {
 // read passes each committed record, in order, to fn until the ring is empty
 // or max records were passed, then publishes the new consumer position once.
 // A record's bytes are only valid during its fn call. It returns the number
-// of records passed.
-func (r *ringReader) read(max int, fn func(record []byte)) int {
+// of records passed, and 1 in corrupt when a record header claimed a length
+// past the producer position or the ring: the reader then skips to the
+// producer position, since nothing after such a header can be found.
+func (r *ringReader) read(max int, fn func(record []byte)) (passed, corrupt int) {
 	cons := atomic.LoadUint64(r.consumerPos)
 	prod := atomic.LoadUint64(r.producerPos)
-	n := 0
-	for cons < prod && n < max {
+	for cons < prod && passed < max {
 		off := cons & r.mask
 		hdr := atomic.LoadUint32((*uint32)(unsafe.Pointer(&r.data[off])))
 		if hdr&ringBusyBit != 0 {
 			break // reserved, not yet committed
 		}
 		length := uint64(hdr &^ (ringBusyBit | ringDiscardBit))
+		next := cons + (length+ringHeaderSize+7)&^7
+		if length > r.mask+1-ringHeaderSize || next > prod {
+			cons = prod
+			corrupt = 1
+			break
+		}
 		if hdr&ringDiscardBit == 0 {
 			fn(r.data[off+ringHeaderSize : off+ringHeaderSize+length])
-			n++
+			passed++
 		}
-		cons += (length + ringHeaderSize + 7) &^ 7
+		cons = next
 	}
 	atomic.StoreUint64(r.consumerPos, cons)
-	return n
+	return passed, corrupt
 }
 
 func (r *ringReader) close() error {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/features"
@@ -27,13 +26,17 @@ type Options struct {
 	// fetching values or writing records: nobody consumes spans.
 	NoRecords bool
 	// MaxGoroutines bounds the goroutines of Go targets that can have open
-	// spans at once (default 4096); each takes about 22 KiB while it does.
+	// spans at once (default DefaultMaxGoroutines); each takes StateBytes
+	// while it does. Entries beyond it are counted as no_state.
 	MaxGoroutines int
 	// PerLocation attaches every location through its own perf event even
 	// when the kernel has uprobe_multi links (Linux 6.6), which attach and
 	// detach many locations at once.
 	PerLocation bool
 }
+
+// DefaultMaxGoroutines is the default of Options.MaxGoroutines.
+const DefaultMaxGoroutines = 4096
 
 // AttachFailure is one attachment the kernel refused.
 type AttachFailure struct {
@@ -58,8 +61,14 @@ func (e *AttachError) Error() string {
 	return msg
 }
 
-// Unwrap returns the first failure's cause.
-func (e *AttachError) Unwrap() error { return e.Failures[0].Err }
+// Unwrap returns every failure's cause.
+func (e *AttachError) Unwrap() []error {
+	errs := make([]error, len(e.Failures))
+	for i, f := range e.Failures {
+		errs[i] = f.Err
+	}
+	return errs
+}
 
 // Tracer owns the loaded engine, its links and its ring buffer reader.
 type Tracer struct {
@@ -69,6 +78,8 @@ type Tracer struct {
 	probes   *ebpf.Map
 	spans    *ebpf.Map
 	links    []link.Link
+	lifetime []link.Link // exec and exit programs
+	goStates *ebpf.Map
 	ring     *ringReader
 	detached bool
 }
@@ -97,7 +108,7 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 	spec.Maps[bpfobj.MapRecords].MaxEntries = uint32(size)
 	for _, t := range plan.Targets {
 		if t.Go {
-			spec.Maps[bpfobj.MapGoStates].MaxEntries = uint32(cmp.Or(opts.MaxGoroutines, 4096))
+			spec.Maps[bpfobj.MapGoStates].MaxEntries = uint32(cmp.Or(opts.MaxGoroutines, DefaultMaxGoroutines))
 		}
 	}
 	multi := !opts.PerLocation && features.HaveBPFLinkUprobeMulti() == nil
@@ -122,11 +133,12 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 		return nil, fmt.Errorf("loading the BPF engine: %w", err)
 	}
 	t := &Tracer{
-		plan:   plan,
-		multi:  multi,
-		coll:   coll,
-		probes: coll.Maps[bpfobj.MapProbes],
-		spans:  coll.Maps[bpfobj.MapSpans],
+		plan:     plan,
+		multi:    multi,
+		coll:     coll,
+		probes:   coll.Maps[bpfobj.MapProbes],
+		spans:    coll.Maps[bpfobj.MapSpans],
+		goStates: coll.Maps[bpfobj.MapGoStates],
 	}
 	defer func() {
 		if err != nil {
@@ -148,6 +160,15 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 	if t.ring, err = newRingReader(coll.Maps[bpfobj.MapRecords]); err != nil {
 		return nil, err
 	}
+	// Lifetime programs first, so that no span opened by a probe outlives
+	// an exec or an exit.
+	for _, name := range []string{bpfobj.ProgramOnExec, bpfobj.ProgramOnExit} {
+		l, err := link.AttachTracing(link.TracingOptions{Program: coll.Programs[name]})
+		if err != nil {
+			return nil, fmt.Errorf("attaching %s: %w", name, err)
+		}
+		t.lifetime = append(t.lifetime, l)
+	}
 	if err := t.attach(); err != nil {
 		return nil, err
 	}
@@ -166,20 +187,62 @@ func (t *Tracer) program(p target.Program) *ebpf.Program {
 	return t.coll.Programs[name]
 }
 
+// ErrFileChanged says a traced file is no longer the file the plan was read
+// from (replaced at its path, or changed in place): the plan's offsets do
+// not apply to it. Resolve the targets again.
+var ErrFileChanged = errors.New("the file changed after it was read: its plan does not apply to it")
+
+// openTarget opens the file of target ti for attaching and checks it is
+// the very file the plan was read from. The kernel is then given the path
+// of the open descriptor (/proc/self/fd/N), so that it attaches exactly
+// that file whatever happens at the configured path meanwhile.
+func (t *Tracer) openTarget(ti int) (*os.File, error) {
+	tg := t.plan.Targets[ti]
+	fd, err := unix.Open(tg.Path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil, fmt.Errorf("%w (it is gone)", ErrFileChanged)
+		}
+		return nil, fmt.Errorf("opening %s: %w", tg.Path, err)
+	}
+	f := os.NewFile(uintptr(fd), tg.Path)
+	id, err := target.StatFileID(f)
+	if err == nil && id != tg.File {
+		err = fmt.Errorf("%w (read: inode %d, %d bytes; now: inode %d, %d bytes)", ErrFileChanged, tg.File.Inode, tg.File.Size, id.Inode, id.Size)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 // attach attaches every attachment of the plan and, if any fails, reports
 // every failure; the caller then closes what did attach.
 func (t *Tracer) attach() error {
-	executables := map[string]*link.Executable{}
+	executables := map[int]*link.Executable{}
+	var files []*os.File
+	defer func() {
+		for _, f := range files {
+			f.Close() // attached uprobes hold the inode, not the descriptor
+		}
+	}()
 	var failures []AttachFailure
-	executable := func(path string) (*link.Executable, error) {
-		if ex, ok := executables[path]; ok {
+	executable := func(a target.Attachment) (*link.Executable, error) {
+		ti := t.plan.Probes[a.Probe].Target
+		if ex, ok := executables[ti]; ok {
 			return ex, nil
 		}
-		ex, err := link.OpenExecutable(path)
+		f, err := t.openTarget(ti)
 		if err != nil {
 			return nil, err
 		}
-		executables[path] = ex
+		files = append(files, f)
+		ex, err := link.OpenExecutable(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
+		if err != nil {
+			return nil, err
+		}
+		executables[ti] = ex
 		return ex, nil
 	}
 	fail := func(a target.Attachment, err error) {
@@ -194,7 +257,7 @@ func (t *Tracer) attach() error {
 
 	if t.multi {
 		for _, g := range groupAttachments(t.plan.Attachments) {
-			ex, err := executable(g[0].Path)
+			ex, err := executable(g[0])
 			if err != nil {
 				for _, a := range g {
 					fail(a, err)
@@ -218,7 +281,7 @@ func (t *Tracer) attach() error {
 		}
 	} else {
 		for _, a := range t.plan.Attachments {
-			ex, err := executable(a.Path)
+			ex, err := executable(a)
 			if err != nil {
 				fail(a, err)
 				continue
@@ -309,20 +372,18 @@ func eventName(ref string) string {
 // returns how many it moved and how many records were malformed (counted,
 // skipped). Only one goroutine may drain.
 func (t *Tracer) Drain(batch *event.Batch, max int) (n, malformed int) {
-	hdrSize := int(unsafe.Sizeof(bpfobj.SpanRecord{}))
-	t.ring.read(max, func(rec []byte) {
-		if len(rec) < hdrSize {
+	_, corrupt := t.ring.read(max, func(raw []byte) {
+		rec, ok := bpfobj.DecodeRecord(raw)
+		if !ok {
 			malformed++
 			return
 		}
-		h := (*bpfobj.SpanRecord)(unsafe.Pointer(&rec[0]))
-		entryEnd := hdrSize + int(h.EntryLen)
-		if entryEnd+int(h.ExitLen) != len(rec) || int(h.Span) >= len(t.plan.Spans) ||
-			int(h.EntrySite) >= len(t.plan.Sites) || int(h.ExitSite) >= len(t.plan.Sites) {
+		h := rec.SpanRecord
+		if int(h.Span) >= len(t.plan.Spans) || int(h.EntrySite) >= len(t.plan.Sites) || int(h.ExitSite) >= len(t.plan.Sites) {
 			malformed++
 			return
 		}
-		data := batch.Copy(rec[hdrSize:])
+		data := batch.Copy(raw[:len(rec.Entry)+len(rec.Exit)])
 		batch.Spans = append(batch.Spans, event.Span{
 			StartNs:        h.StartNs,
 			EndNs:          h.EndNs,
@@ -331,6 +392,7 @@ func (t *Tracer) Drain(batch *event.Batch, max int) (n, malformed int) {
 			ContextStartNs: h.ContextStartNs,
 			Owner:          h.Owner,
 			PID:            h.Pid,
+			Image:          event.Image{StartNs: h.ProcessStartNs, ExecID: h.ExecId},
 			TID:            h.Tid,
 			Def:            h.Span,
 			EntrySite:      h.EntrySite,
@@ -344,7 +406,7 @@ func (t *Tracer) Drain(batch *event.Batch, max int) (n, malformed int) {
 		})
 		n++
 	})
-	return n, malformed
+	return n, malformed + corrupt
 }
 
 // Stats reads every probe's and span definition's counters, summed over CPUs.
@@ -377,6 +439,7 @@ func (t *Tracer) Stats() (event.Stats, error) {
 			out.Abandoned += c.Abandoned
 			out.Overflow += c.Overflow
 			out.NoState += c.NoState
+			out.ReturnLimit += c.ReturnLimit
 			out.Unsampled += c.Unsampled
 			out.Short += c.ShortSpans
 			for b, v := range c.Buckets {
@@ -386,6 +449,38 @@ func (t *Tracer) Stats() (event.Stats, error) {
 		}
 	}
 	return st, nil
+}
+
+// GoroutineStates returns the number of goroutines that have open spans
+// now, counted in the kernel's map.
+func (t *Tracer) GoroutineStates() (int, error) {
+	return countKeys(t.goStates)
+}
+
+// countKeys counts the keys of a hash map without reading its values.
+func countKeys(m *ebpf.Map) (int, error) {
+	key, next := make([]byte, m.KeySize()), make([]byte, m.KeySize())
+	n := 0
+	for err := m.NextKey(nil, next); ; err = m.NextKey(key, next) {
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return n, nil
+		}
+		if err != nil {
+			return n, fmt.Errorf("counting the entries of %s: %w", m, err)
+		}
+		n++
+		key, next = next, key
+	}
+}
+
+// StateBytes returns the kernel memory, in bytes, that one thread or
+// goroutine with open spans takes: its frames and its value stack.
+func StateBytes() (int, error) {
+	spec, err := bpfobj.Spec()
+	if err != nil {
+		return 0, err
+	}
+	return int(spec.Maps[bpfobj.MapTaskStates].ValueSize), nil
 }
 
 // Detach closes every link: the probes stop firing and the kernel lowers
@@ -398,11 +493,11 @@ func (t *Tracer) Detach() error {
 	t.detached = true
 	// A uprobe perf event waits for an RCU grace period when it goes (about
 	// 0.1 s each here); a uprobe_multi link waits once for all its locations.
-	errs := make([]error, 0, len(t.links))
-	for _, l := range t.links {
+	errs := make([]error, 0, len(t.links)+len(t.lifetime))
+	for _, l := range append(t.links, t.lifetime...) {
 		errs = append(errs, l.Close())
 	}
-	t.links = nil
+	t.links, t.lifetime = nil, nil
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("detaching probes: %w", err)
 	}

@@ -171,7 +171,7 @@ func TestOverflow(t *testing.T) {
 		Path:  b.Program,
 		Spans: []config.Span{{Name: "recurse", Function: "recurse", Attributes: map[string]string{"depth": "arg0:s32"}}},
 	}})
-	const depth = 20 // 21 nested calls
+	depth := bpfobj.MaxDepth + 44 // MaxDepth+45 nested calls
 	demo.Deep(depth)
 	demo.Deep(2) // after the overflow, pairing still works
 	st, err := tr.Stats()
@@ -369,6 +369,35 @@ func TestLongjmpDoesNotPoison(t *testing.T) {
 				}
 			}
 			assert.Equal(t, 2, queries)
+		})
+	}
+}
+
+// A file replaced at its path, or changed in place, after the plan was read
+// from it is not attached: the plan's offsets belong to the file that was
+// read, in both attach modes.
+func TestOpenRefusesAChangedFile(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, mode := range attachModes {
+		t.Run(mode.name, func(t *testing.T) {
+			b := testutil.BuildDemo(t, "-O0")
+			other := testutil.BuildDemo(t, "-O2")
+			targets := []config.Target{{Path: b.Program, Counters: []string{"uprobe:work"}}}
+			plan, err := target.Resolve(targets)
+			require.NoError(t, err)
+			require.NoError(t, os.Rename(other.Program, b.Program))
+			_, err = Open(plan, Options{RingBufferSize: testRing, PerLocation: mode.perLocation})
+			require.ErrorIs(t, err, ErrFileChanged)
+
+			plan, err = target.Resolve(targets)
+			require.NoError(t, err)
+			f, err := os.OpenFile(b.Program, os.O_WRONLY|os.O_APPEND, 0)
+			require.NoError(t, err)
+			_, err = f.Write([]byte{0}) // changed in place: same inode, another size
+			require.NoError(t, err)
+			require.NoError(t, f.Close())
+			_, err = Open(plan, Options{RingBufferSize: testRing, PerLocation: mode.perLocation})
+			require.ErrorIs(t, err, ErrFileChanged)
 		})
 	}
 }

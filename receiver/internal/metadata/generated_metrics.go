@@ -61,6 +61,36 @@ var MapAttributeOutcome = map[string]AttributeOutcome{
 	"overflow":  AttributeOutcomeOverflow,
 }
 
+// AttributeOverflowReason specifies the value overflow.reason attribute.
+type AttributeOverflowReason int
+
+const (
+	_ AttributeOverflowReason = iota
+	AttributeOverflowReasonDepth
+	AttributeOverflowReasonNoState
+	AttributeOverflowReasonKernelReturnLimit
+)
+
+// String returns the string representation of the AttributeOverflowReason.
+func (av AttributeOverflowReason) String() string {
+	switch av {
+	case AttributeOverflowReasonDepth:
+		return "depth"
+	case AttributeOverflowReasonNoState:
+		return "no_state"
+	case AttributeOverflowReasonKernelReturnLimit:
+		return "kernel_return_limit"
+	}
+	return ""
+}
+
+// MapAttributeOverflowReason is a helper map of string to AttributeOverflowReason attribute value.
+var MapAttributeOverflowReason = map[string]AttributeOverflowReason{
+	"depth":               AttributeOverflowReasonDepth,
+	"no_state":            AttributeOverflowReasonNoState,
+	"kernel_return_limit": AttributeOverflowReasonKernelReturnLimit,
+}
+
 // AttributeSiteClass specifies the value site.class attribute.
 type AttributeSiteClass int
 

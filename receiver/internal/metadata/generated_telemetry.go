@@ -98,7 +98,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ReceiverUprobeSpansOverflow, err = builder.meter.Int64Counter(
 		"otelcol_receiver_uprobe_spans_overflow",
-		metric.WithDescription("Span entries dropped because the thread already had the maximum number of open spans. [Alpha]"),
+		metric.WithDescription("Span entries counted but not recorded, by reason (see overflow.reason). [Alpha]"),
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)

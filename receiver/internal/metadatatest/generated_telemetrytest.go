@@ -104,7 +104,7 @@ func AssertEqualReceiverUprobeSpansAbandoned(t *testing.T, tt *componenttest.Tel
 func AssertEqualReceiverUprobeSpansOverflow(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_receiver_uprobe_spans_overflow",
-		Description: "Span entries dropped because the thread already had the maximum number of open spans. [Alpha]",
+		Description: "Span entries counted but not recorded, by reason (see overflow.reason). [Alpha]",
 		Unit:        "{span}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

@@ -1,4 +1,11 @@
-package tracer
+// Package floor is the benchmark's floor: the cheapest useful uprobe, a
+// per-CPU counter attached by itself (bpf/floor.bpf.c, bpf2go output
+// committed here). It lives under internal/tracer, the receiver's door to the
+// kernel, but outside the tracer package, so that the collector never links
+// it: only the benchmark imports it.
+package floor
+
+//go:generate go tool bpf2go -cc clang-14 -strip llvm-strip-14 -target bpfel -go-package floor -output-stem floor -no-global-types floor ../../../bpf/floor.bpf.c -- -I/usr/include/x86_64-linux-gnu -O2 -g -Wall -Werror -mcpu=v3
 
 import (
 	"errors"
@@ -8,7 +15,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
-	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
+	"github.com/otel-uprobe/uprobereceiver/internal/tracer"
 )
 
 // Floor is the benchmark's bare counting probe: one per-CPU counter,
@@ -19,18 +26,18 @@ type Floor struct {
 	links []link.Link
 }
 
-// OpenFloor attaches the floor program at a file offset of path as a uprobe,
+// Open attaches the floor program at a file offset of path as a uprobe,
 // and also as a uretprobe of the same function when withReturn is set (the
 // floor of an entry/exit pair).
-func OpenFloor(path string, fileOffset uint64, withReturn bool) (_ *Floor, err error) {
-	spec, err := bpfobj.FloorSpec()
+func Open(path string, fileOffset uint64, withReturn bool) (_ *Floor, err error) {
+	spec, err := loadFloor()
 	if err != nil {
 		return nil, fmt.Errorf("reading the floor program: %w", err)
 	}
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
 		if errors.Is(err, os.ErrPermission) {
-			return nil, ErrPermission
+			return nil, tracer.ErrPermission
 		}
 		return nil, fmt.Errorf("loading the floor program: %w", err)
 	}
@@ -44,7 +51,7 @@ func OpenFloor(path string, fileOffset uint64, withReturn bool) (_ *Floor, err e
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
-	prog := coll.Programs[bpfobj.ProgramFloorCount]
+	prog := coll.Programs[floorProgFloorCount]
 	opts := &link.UprobeOptions{Address: fileOffset, TraceFSPrefix: "otelcol_uprobe"}
 	l, err := ex.Uprobe("floor", prog, opts)
 	if err != nil {
@@ -64,7 +71,7 @@ func OpenFloor(path string, fileOffset uint64, withReturn bool) (_ *Floor, err e
 // Hits returns the number of times the floor program ran, over all CPUs.
 func (f *Floor) Hits() (uint64, error) {
 	var per []uint64
-	if err := f.coll.Maps[bpfobj.MapFloorHits].Lookup(uint32(0), &per); err != nil {
+	if err := f.coll.Maps[floorMapFloorHits].Lookup(uint32(0), &per); err != nil {
 		return 0, fmt.Errorf("reading floor hits: %w", err)
 	}
 	var n uint64

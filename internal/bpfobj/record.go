@@ -1,0 +1,81 @@
+package bpfobj
+
+import (
+	"encoding/binary"
+	"unsafe"
+)
+
+// This file is the one Go home of the ring-buffer record format that
+// bpf/engine.bpf.c writes: entry values, exit values, then a SpanRecord
+// trailer. Values are stored in fetch order, each padded to 8 bytes:
+//   - FetchKindInt: 8 bytes, little endian;
+//   - FetchKindString and FetchKindGoString: a little-endian u16 length n
+//     (without the NUL), n bytes, a NUL, padding;
+//   - FetchKindBytes: exactly max_len bytes, padding.
+
+// RecordTrailerSize is the size in bytes of the SpanRecord that ends every record.
+const RecordTrailerSize = int(unsafe.Sizeof(SpanRecord{}))
+
+// Record is one decoded ring-buffer record. Its slices alias the bytes it
+// was decoded from.
+type Record struct {
+	*SpanRecord
+	Entry, Exit []byte
+}
+
+// DecodeRecord splits a ring-buffer record into its trailer and its values.
+// It returns false when the record's length does not match what its
+// trailer says. The trailer aliases rec, which must be 8-byte aligned (ring
+// buffer records are).
+func DecodeRecord(rec []byte) (Record, bool) {
+	if len(rec) < RecordTrailerSize {
+		return Record{}, false
+	}
+	valuesLen := len(rec) - RecordTrailerSize
+	h := (*SpanRecord)(unsafe.Pointer(&rec[valuesLen]))
+	if int(h.EntryLen)+int(h.ExitLen) != valuesLen || valuesLen > DataCap {
+		return Record{}, false
+	}
+	return Record{
+		SpanRecord: h,
+		Entry:      rec[:h.EntryLen:h.EntryLen],
+		Exit:       rec[h.EntryLen:valuesLen:valuesLen],
+	}, true
+}
+
+// ValueSize returns how many bytes the stored value of a fetch of the given
+// kind (FetchKind*) and max_len takes at the start of data, and false when
+// data does not hold such a value.
+func ValueSize(kind uint8, maxLen uint16, data []byte) (int, bool) {
+	var size int
+	switch kind {
+	case FetchKindInt:
+		size = 8
+	case FetchKindString, FetchKindGoString:
+		if len(data) < 2 {
+			return 0, false
+		}
+		n := int(binary.LittleEndian.Uint16(data))
+		if n >= int(maxLen) {
+			return 0, false
+		}
+		size = align8(2 + n + 1)
+	case FetchKindBytes:
+		size = align8(int(maxLen))
+	default:
+		return 0, false
+	}
+	return size, size <= len(data)
+}
+
+// IntValue returns the integer stored at the start of data, which
+// ValueSize has checked.
+func IntValue(data []byte) uint64 { return binary.LittleEndian.Uint64(data) }
+
+// StringValue returns the bytes of the string stored at the start of data,
+// which ValueSize has checked.
+func StringValue(data []byte) []byte {
+	return data[2 : 2+int(binary.LittleEndian.Uint16(data))]
+}
+
+func align8(n int) int { return (n + 7) &^ 7 }

@@ -1,0 +1,103 @@
+package elfaddr
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+)
+
+// TestFunctionRangesMatchSymbols checks, on real files, that every function
+// with a size in the symbol table has exactly one FDE with its bounds.
+func TestFunctionRangesMatchSymbols(t *testing.T) {
+	for _, path := range []string{"/usr/bin/python3.11", "/bin/bash", "/usr/lib/postgresql/15/bin/postgres"} {
+		t.Run(path, func(t *testing.T) {
+			f, err := elf.Open(path)
+			if err != nil {
+				testutil.SkipOrFail(t, "%v", err)
+			}
+			defer f.Close()
+			ranges, err := FunctionRanges(f)
+			require.NoError(t, err)
+			require.NotEmpty(t, ranges)
+			byStart := map[uint64]uint64{}
+			for _, r := range ranges {
+				byStart[r.Start] = r.End
+			}
+			syms, _ := f.DynamicSymbols()
+			more, _ := f.Symbols()
+			checked := 0
+			for _, s := range append(syms, more...) {
+				if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Size == 0 || s.Section == elf.SHN_UNDEF {
+					continue
+				}
+				end, ok := byStart[s.Value]
+				if !ok {
+					continue // hand-written assembly may have no CFI
+				}
+				assert.Equal(t, s.Value+s.Size, end, "%s", s.Name)
+				r, ok := Containing(ranges, s.Value+s.Size/2)
+				assert.True(t, ok, s.Name)
+				assert.Equal(t, s.Value, r.Start, s.Name)
+				checked++
+			}
+			assert.Greater(t, checked, 100)
+		})
+	}
+}
+
+func TestContaining(t *testing.T) {
+	ranges := []Range{{0x10, 0x20}, {0x20, 0x30}, {0x40, 0x50}}
+	for _, tc := range []struct {
+		addr uint64
+		want Range
+		ok   bool
+	}{
+		{0x10, Range{0x10, 0x20}, true}, {0x1f, Range{0x10, 0x20}, true}, {0x20, Range{0x20, 0x30}, true},
+		{0x30, Range{}, false}, {0x0f, Range{}, false}, {0x4f, Range{0x40, 0x50}, true}, {0x50, Range{}, false},
+	} {
+		got, ok := Containing(ranges, tc.addr)
+		assert.Equal(t, tc.ok, ok, "%#x", tc.addr)
+		assert.Equal(t, tc.want, got, "%#x", tc.addr)
+	}
+}
+
+// ehEntry builds one .eh_frame entry from its body (after the length).
+func ehEntry(body []byte) []byte {
+	out := binary.LittleEndian.AppendUint32(nil, uint32(len(body)))
+	return append(out, body...)
+}
+
+func TestParseEHFrameEncodings(t *testing.T) {
+	cie := ehEntry([]byte{0, 0, 0, 0, 1, 'z', 'R', 0, 1, 0x78, 16, 1, 0x1b /* pcrel|sdata4 */, 0, 0, 0})
+	// FDE at offset len(cie): id = distance back to the CIE.
+	fdeStart := len(cie)
+	body := binary.LittleEndian.AppendUint32(nil, uint32(fdeStart+4))
+	// pc_begin pcrel: field at section addr + fdeStart + 8
+	fieldAddr := uint64(0x1000 + fdeStart + 8)
+	body = binary.LittleEndian.AppendUint32(body, uint32(int32(0x2000-int64(fieldAddr))))
+	body = binary.LittleEndian.AppendUint32(body, 0x40)
+	body = append(body, 0, 0, 0, 0)
+	data := append(cie, ehEntry(body)...)
+	data = append(data, 0, 0, 0, 0)
+	got, err := parseEHFrame(data, 0x1000, binary.LittleEndian, true)
+	require.NoError(t, err)
+	assert.Equal(t, []Range{{0x2000, 0x2040}}, got)
+}
+
+func FuzzParseEHFrame(f *testing.F) {
+	f.Add([]byte{4, 0, 0, 0, 0, 0, 0, 0}, uint64(0))
+	f.Add(ehEntry([]byte{0, 0, 0, 0, 1, 'z', 'R', 0, 1, 0x78, 16, 1, 0x1b, 0, 0, 0}), uint64(0x1000))
+	f.Fuzz(func(t *testing.T, data []byte, addr uint64) {
+		ranges, _ := parseEHFrame(data, addr, binary.LittleEndian, true)
+		for _, r := range ranges {
+			if r.End <= r.Start {
+				t.Fatalf("empty or wrapped range %+v", r)
+			}
+		}
+	})
+}
