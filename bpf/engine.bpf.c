@@ -12,7 +12,6 @@
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
-#include <bpf/bpf_core_read.h>
 
 #include "abi.h"
 #include "regs.h"
@@ -36,7 +35,7 @@ struct task_struct {
 	int tgid;
 	struct task_struct *group_leader;
 	__u64 start_time;
-	__u64 self_exec_id; /* u32 before Linux 5.12: read with its real size */
+	__u64 self_exec_id; /* 64 bits since Linux 5.7 */
 	struct signal_struct *signal;
 	struct uprobe_task *utask;
 } __attribute__((preserve_access_index));
@@ -482,9 +481,14 @@ static __always_inline void drop_stale(struct task_state *ts, __u32 span, __u64 
 
 	if (depth > ABI_MAX_DEPTH)
 		depth = ABI_MAX_DEPTH;
-	struct unwound_ctx u = {.ts = ts, .depth = depth, .pos = pos, .keep = depth};
-	bpf_loop(depth, unwound_one, &u, 0);
-	__u32 keep = u.keep;
+	__u32 keep = depth;
+	struct frame *top = &ts->frames[(depth - 1) & (ABI_MAX_DEPTH - 1)];
+	if ((top->flags & RECORD_FUNCTION) && top->pos && top->pos < pos) {
+		/* The usual case skips this: the innermost span is still live. */
+		struct unwound_ctx u = {.ts = ts, .depth = depth, .pos = pos, .keep = depth};
+		bpf_loop(depth, unwound_one, &u, 0);
+		keep = u.keep;
+	}
 	int k = find(ts, keep, span);
 	if (k >= 0) {
 		__u64 at = ts->frames[k & (ABI_MAX_DEPTH - 1)].pos;
@@ -585,9 +589,8 @@ static __always_inline void span_entry(const struct pt_regs *regs, const struct 
 	if (s->flags & SITE_KERNEL_RETURN) {
 		/* The kernel sets up this call's return probe after the entry
 		 * programs ran: with ABI_KERNEL_RETURN_DEPTH pending, it will not. */
-		struct task_struct *task = bpf_get_current_task_btf();
-		struct uprobe_task *ut = BPF_CORE_READ(task, utask);
-		if (ut && BPF_CORE_READ(ut, depth) >= ABI_KERNEL_RETURN_DEPTH) {
+		struct uprobe_task *ut = bpf_get_current_task_btf()->utask;
+		if (ut && ut->depth >= ABI_KERNEL_RETURN_DEPTH) {
 			count(s->entry_span, return_limit);
 			return;
 		}
@@ -760,9 +763,8 @@ static __always_inline void span_exit(const struct pt_regs *regs, const struct s
 		rec->context_start_ns = ts->frames[(f->carrier - 1) & (ABI_MAX_DEPTH - 1)].start_ns;
 	rec->owner = owner;
 	struct task_struct *task = bpf_get_current_task_btf();
-	rec->process_start_ns = BPF_CORE_READ(task, group_leader, start_time);
-	rec->exec_id = 0;
-	bpf_probe_read_kernel(&rec->exec_id, bpf_core_field_size(task->self_exec_id), &task->self_exec_id);
+	rec->process_start_ns = task->group_leader->start_time;
+	rec->exec_id = task->self_exec_id;
 	rec->pid = pid_tgid >> 32;
 	rec->tid = (__u32)pid_tgid;
 	rec->span = s->exit_span;

@@ -41,6 +41,7 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/target"
 	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+	"github.com/otel-uprobe/uprobereceiver/internal/tracer"
 	"github.com/otel-uprobe/uprobereceiver/internal/tracer/floor"
 	uprobereceiver "github.com/otel-uprobe/uprobereceiver/receiver"
 )
@@ -360,7 +361,7 @@ func perHit(s settings, res *Result, w *workload, path string) error {
 	}
 	floor := func(ret bool) attacher {
 		return func(fn string) (func() error, error) {
-			f, err := floor.Open(path, offsets[fn], ret)
+			f, err := openFloor(path, offsets[fn], ret)
 			if err != nil {
 				return nil, err
 			}
@@ -938,4 +939,14 @@ func orNone(s string) string {
 		return "bpftrace not installed"
 	}
 	return s
+}
+
+// openFloor attaches the benchmark's floor program (a bare per-CPU counter)
+// at a file offset of path, with a return probe when withReturn is set.
+func openFloor(path string, fileOffset uint64, withReturn bool) (*tracer.Counter, error) {
+	spec, err := floor.Spec()
+	if err != nil {
+		return nil, fmt.Errorf("reading the floor program: %w", err)
+	}
+	return tracer.OpenCounter(spec, floor.Program, floor.Map, path, fileOffset, withReturn)
 }

@@ -13,6 +13,7 @@
 //	      | "s8" | "s16" | "s32" | "s64"
 //	      | "x8" | "x16" | "x32" | "x64"
 //	      | "string" [ "[" N "]" ] | "bytes" "[" N "]"
+//	      | "gostring" [ "[" N "]" ]
 //
 // The roots are argN, the Nth argument (0 to 999; the caller decides whether
 // that is a USDT argument or an argument of the calling convention), retval,
@@ -30,8 +31,11 @@
 // The type says how the value is stored and shown: uN and sN are unsigned
 // and signed integers of N bits, xN is an unsigned integer shown in hex,
 // string is a NUL-terminated string of at most DefaultStringLen bytes
-// including the NUL, string[N] one of at most N bytes (N >= 2), and bytes[N]
-// exactly N raw bytes (N >= 1). Only the whole expression has a type.
+// including the NUL, string[N] one of at most N bytes (N >= 2), bytes[N]
+// exactly N raw bytes (N >= 1), and gostring (gostring[N]) a Go string: a
+// pointer and a length, read from two argument registers (argN:gostring)
+// or from a string header in memory (+16(%ax):gostring), at most
+// DefaultStringLen-1 (N-1) bytes of it. Only the whole expression has a type.
 //
 // Examples:
 //
