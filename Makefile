@@ -17,8 +17,10 @@ FUZZTIME_MEDIUM ?= 20000x
 FUZZTIME_SLOW   ?= 1000x
 
 # Debian packages: pinned compiler for the BPF object (clang-14, llvm-14),
-# libbpf headers, <sys/sdt.h> for the test programs, bpftrace for comparisons.
-APT_PACKAGES := clang-14 llvm-14 libbpf-dev linux-libc-dev systemtap-sdt-dev gcc g++ make bpftrace
+# libbpf headers, <sys/sdt.h> for the test programs, bpftrace for comparisons,
+# g++ and gdb for the debuginfo tests (gdb checks compiled paths against the
+# running program).
+APT_PACKAGES := clang-14 llvm-14 libbpf-dev linux-libc-dev systemtap-sdt-dev gcc g++ gdb make bpftrace
 
 .PHONY: all deps generate check-generate test test-unit test-distro fuzz build run demo bench bench-smoke soak clean
 
@@ -52,8 +54,9 @@ check-generate: generate
 
 # test runs every test: unit, fuzz smoke, privileged kernel tests (as root),
 # the built distro against the demo program, and probe spans in a real
-# Jaeger (which it builds once into a cache outside the repository).
-test: test-unit fuzz test-distro test-jaeger
+# Jaeger (which it builds once into a cache outside the repository), and the
+# arm64 suite in an arm64 kernel under qemu (test-arm64).
+test: test-unit fuzz test-distro test-jaeger test-arm64
 
 # test-unit runs every package's tests but those that need the built distro
 # (test-distro) or Jaeger (test-jaeger).
@@ -63,7 +66,7 @@ test-unit: deps
 
 # fuzz runs every fuzz target briefly.
 fuzz:
-	@set -e; for pkg in ./internal/usdt ./internal/fetch ./internal/config ./internal/spans ./internal/insn ./internal/gobin; do \
+	@set -e; for pkg in ./internal/usdt ./internal/fetch ./internal/config ./internal/spans ./internal/insn ./internal/gobin ./internal/elfaddr ./internal/debuginfo; do \
 		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 			case $$f in FuzzFunctions) n=$(FUZZTIME_SLOW);; FuzzDecode) n=$(FUZZTIME_MEDIUM);; *) n=$(FUZZTIME);; esac; \
 			echo "fuzz $$pkg $$f ($$n)"; \
@@ -116,6 +119,9 @@ soak: deps build
 
 clean:
 	rm -rf $(BUILD_DIR)
+
+# arm64: test-arm64 (an arm64 kernel under qemu) and build-arm64.
+include mk/arm64.mk
 
 # Jaeger v2 for the end-to-end tests, pinned by testdata/jaeger (a wrapper
 # module: go install refuses Jaeger's module, whose go.mod has a replace). It

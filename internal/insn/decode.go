@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"golang.org/x/arch/arm64/arm64asm"
 	"golang.org/x/arch/x86/x86asm"
 )
 
@@ -18,21 +19,32 @@ type Inst struct {
 	Len int
 	// Op is the instruction's x86asm opcode, or 0 for the few instructions
 	// x86asm does not know (endbr64, endbr32, rdpkru, …; see the package
-	// documentation), which Text still names.
+	// documentation), which Text still names. It is 0 for arm64
+	// instructions.
 	Op x86asm.Op
+	// ARM64Op is, for an instruction of DecodeARM64, its arm64asm opcode,
+	// or 0 for words arm64asm does not know (PAC and BTI hints are
+	// arm64asm.HINT; Text names them). It is 0 for x86-64 instructions.
+	ARM64Op arm64asm.Op
 	// Class says how the kernel runs a uprobe placed on the instruction.
 	Class SiteClass
-	// Ret is true for a near return (ret, ret $imm, rep ret, bnd ret).
+	// Ret is true for a near return (ret, ret $imm, rep ret, bnd ret; on
+	// arm64 ret, retaa and retab).
 	Ret bool
 	// Nop is true for an instruction that does nothing: 0x90 (without
 	// REX.B, which makes it xchg %r8,%rax) and the multi-byte nops
-	// (0f 1f /0, with or without prefixes), as USDT sites are.
+	// (0f 1f /0, with or without prefixes), as USDT sites are; on arm64
+	// the nop hint (d503201f).
 	Nop bool
 	// Text is the instruction in AT&T syntax (x86asm's GNU syntax, close
 	// to objdump's), with branch targets as offsets from the function
-	// start, or the instruction's bytes when x86asm does not know it. It
-	// is meant for messages.
+	// start, or the instruction's bytes when x86asm does not know it; for
+	// arm64 in GNU syntax (arm64asm's, with PAC and BTI hints named), or
+	// ".inst 0x…". It is meant for messages.
 	Text string
+
+	arm64 bool   // decoded by DecodeARM64
+	word  uint32 // arm64: the instruction word
 
 	endbr     bool  // endbr64
 	stopsFlow bool  // control never falls through to the next instruction

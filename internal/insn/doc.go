@@ -1,6 +1,6 @@
-// Package insn decodes and classifies x86-64 machine code so that the
-// receiver places uprobes only where they are safe and, among safe places,
-// where they are cheap.
+// Package insn decodes and classifies x86-64 and arm64 machine code so that
+// the receiver places uprobes only where they are safe and, among safe
+// places, where they are cheap.
 //
 // # Why
 //
@@ -82,4 +82,24 @@
 // instruction; Classify then errs on the slow side. An optimized 5-byte nop
 // must also not straddle a page boundary, which depends on the address and
 // not only on the bytes.
+//
+// # arm64
+//
+// [DecodeARM64] and [ClassifyARM64] do the same for arm64 code (the
+// architecture comes from the traced file's e_machine; [DecodeFor] and
+// [ClassifyFor] choose by it). Every arm64 instruction is 4 bytes, so the
+// boundaries are the multiples of 4 and the sweep cannot lose step;
+// golang.org/x/arch/arm64/arm64asm only names the instructions, and words it
+// does not know are still instructions. The kernel plants a BRK instead of
+// int3 and decides by the instruction's bits (arch/arm64/kernel/probes/
+// decode-insn.c): it simulates branches, adr/adrp and (since Linux 6.13)
+// nop, which [ClassifyARM64] calls Emulated; steps most other instructions
+// out of line (SingleStepped); and refuses exclusive loads and stores,
+// literal loads, exception-generating instructions, msr, mrs of DAIF, the
+// PAC authentication hints and other hints, and the authenticating branches
+// (Unsupported, error EINVAL). The SIMD&FP literal load slips through its
+// literal check and is stepped at the wrong address (Unsafe). No arm64
+// instruction is optimizable. [CheapEntry] is always the first instruction
+// of a C function on arm64, and [GoEntry] recognizes Go's arm64 stack check
+// (ldr x16, [x28, #16]; cmp; b.ls to morestack).
 package insn

@@ -44,11 +44,18 @@ func (i odInst) mnemonic() string {
 // under each symbol (up to the next symbol, so padding included).
 func objdump(t *testing.T, bin string) map[string][]odInst {
 	t.Helper()
-	if _, err := exec.LookPath("objdump"); err != nil {
-		testutil.SkipOrFail(t, "objdump not found (binutils)")
+	return objdumpWith(t, "objdump", bin)
+}
+
+// objdumpWith is objdump with another objdump binary, such as
+// aarch64-linux-gnu-objdump, and extra options.
+func objdumpWith(t *testing.T, tool, bin string, options ...string) map[string][]odInst {
+	t.Helper()
+	if _, err := exec.LookPath(tool); err != nil {
+		testutil.SkipOrFail(t, "%s not found (binutils)", tool)
 	}
-	out, err := exec.Command("objdump", "-d", "--no-show-raw-insn", "-w", bin).Output()
-	require.NoError(t, err, "objdump -d %s", bin)
+	out, err := exec.Command(tool, append([]string{"-d", "--no-show-raw-insn", "-w"}, append(options, bin)...)...).Output()
+	require.NoError(t, err, "%s -d %s", tool, bin)
 	funcs := map[string][]odInst{}
 	var cur string
 	sc := bufio.NewScanner(bytes.NewReader(out))

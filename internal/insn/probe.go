@@ -13,9 +13,15 @@ import "golang.org/x/arch/x86/x86asm"
 // at +4 sees what a probe at +0 would, and a uretprobe may be placed there
 // as well. Otherwise it is 0. With no instructions it returns 0 and
 // SingleStepped.
+//
+// For arm64 instructions (from DecodeARM64) it is always 0, see
+// cheapEntryARM64.
 func CheapEntry(insts []Inst) (uint64, SiteClass) {
 	if len(insts) == 0 {
 		return 0, SingleStepped
+	}
+	if isARM64(insts) {
+		return cheapEntryARM64(insts)
 	}
 	if len(insts) > 1 && insts[0].endbr && insts[1].Class <= Emulated {
 		return insts[1].Offset, insts[1].Class
@@ -48,9 +54,16 @@ const goMorestackBlock = 64
 // check by the cmp against the guard, the jbe right after it, and a jump
 // back to the check's start in the block the jbe targets; functions marked
 // nosplit, small leaf functions and most assembly functions have none.
+//
+// For arm64 instructions (from DecodeARM64) it recognizes the arm64 check
+// (ldr x16, [x28, #16]; cmp; b.ls to a block that calls morestack and
+// branches back), see goEntryARM64.
 func GoEntry(insts []Inst) (uint64, SiteClass) {
 	if len(insts) == 0 {
 		return 0, SingleStepped
+	}
+	if isARM64(insts) {
+		return goEntryARM64(insts)
 	}
 	for i := 0; i+2 < len(insts) && i < goPrologue; i++ {
 		cmp, jbe := insts[i], insts[i+1]
@@ -88,8 +101,9 @@ func jumpsBack(insts []Inst, start, limit uint64) bool {
 	return false
 }
 
-// Returns returns the offsets of every near RET instruction in insts, in
-// order. Go return probes go there, since kernel uretprobes crash Go
+// Returns returns the offsets of every near RET instruction in insts (on
+// arm64 every ret, retaa and retab; the kernel refuses to probe the last
+// two), in order. Go return probes go there, since kernel uretprobes crash Go
 // programs. A function may also leave through a tail jump (Go's ABI
 // wrappers and some assembly functions do), by panicking, or by a call that
 // never returns; those exits have no RET.

@@ -1,8 +1,20 @@
-// Package regs names the x86-64 registers that probes can read: the sixteen
-// general-purpose registers and the instruction pointer, as 64-bit wholes,
-// and the AT&T operand names (%eax, %ax, %al, %ah, %r8d, …) that select part
-// of one. It is pure Go and knows nothing of BPF: the loader maps a Register
-// to the pt_regs slot the engine reads.
+// Package regs names the registers that probes can read, for x86-64 and
+// arm64, and the calling conventions that put arguments in them.
+//
+// For x86-64 these are the sixteen general-purpose registers and the
+// instruction pointer, as 64-bit wholes, and the AT&T operand names (%eax,
+// %ax, %al, %ah, %r8d, …) that select part of one. For arm64 they are x0…x30,
+// sp, pc and pstate, and the assembler's 32-bit views w0…w30. The registers
+// of both architectures share the Register type with disjoint values, so a
+// Register says which architecture it belongs to ([Register.Arch]); the
+// package-level functions and tables without an architecture in their name
+// are the x86-64 ones, and [Arch] has the per-architecture equivalents.
+// The architecture always comes from the traced ELF file ([ArchOf]), never
+// from the host.
+//
+// It is pure Go and knows nothing of BPF: [Arch.Slot] gives the index of a
+// register's 8-byte word in the kernel's struct pt_regs of its architecture,
+// which the loader passes to the engine.
 package regs
 
 import "strings"
@@ -32,13 +44,15 @@ const (
 	RIP
 )
 
-var names = [...]string{
+var names = [PSTATE + 1]string{
 	None: "", RAX: "rax", RBX: "rbx", RCX: "rcx", RDX: "rdx", RSI: "rsi", RDI: "rdi",
 	RBP: "rbp", RSP: "rsp", R8: "r8", R9: "r9", R10: "r10", R11: "r11", R12: "r12",
 	R13: "r13", R14: "r14", R15: "r15", RIP: "rip",
 }
 
-// String returns the AT&T name of the whole register without the %, e.g. "rdi".
+// String returns the name of the whole register: for amd64 its AT&T name
+// without the %, e.g. "rdi"; for arm64 its assembler name, e.g. "x0", "sp",
+// "pc", "pstate".
 func (r Register) String() string {
 	if int(r) < len(names) {
 		return names[r]

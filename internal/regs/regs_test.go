@@ -134,7 +134,8 @@ func TestRegisterString(t *testing.T) {
 	assert.Equal(t, "rax", RAX.String())
 	assert.Equal(t, "r15", R15.String())
 	assert.Equal(t, "rip", RIP.String())
-	assert.Equal(t, "invalid", Register(RIP+1).String())
+	assert.Equal(t, "x0", Register(RIP+1).String(), "the arm64 registers follow the amd64 ones")
+	assert.Equal(t, "invalid", Register(PSTATE+1).String())
 	assert.Equal(t, "invalid", Register(255).String())
 	// Every register's name parses back to it.
 	for r := RAX; r <= RIP; r++ {

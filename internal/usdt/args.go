@@ -10,16 +10,17 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
 )
 
-// Arg is one parsed x86-64 argument spec "[-]SIZE[f]@OPERAND".
+// Arg is one parsed argument spec "[-]SIZE[f]@OPERAND" of an x86-64 or
+// arm64 note.
 type Arg struct {
 	// Size is the width of the value in bytes: 1, 2, 4 or 8.
 	Size uint8
 	// Signed reports that the spec's size was negative.
 	Signed bool
 	// Float reports an "f" suffix on the size: a floating-point value.
-	// Values in xmm registers are refused by ParseArg, since pt_regs does
-	// not hold them; a Float value in memory or in a general-purpose
-	// register parses.
+	// Values in xmm (x86-64) or v/d/s (arm64) registers are refused, since
+	// pt_regs does not hold them; a Float value in memory or in a
+	// general-purpose register parses.
 	Float bool
 	// Operand is where the value lives.
 	Operand Operand
@@ -36,13 +37,15 @@ type OperandKind uint8
 // The operand kinds.
 const (
 	// OperandRegister is a register or part of one: %rax, %eax, %ax, %al,
-	// %ah, %r8d, %rip, ….
+	// %ah, %r8d, %rip, … on x86-64; x0, w0, sp, … on arm64.
 	OperandRegister OperandKind = iota + 1
 	// OperandMemory is memory at DISP(BASE[,INDEX[,SCALE]]), with an
 	// optional symbol in the displacement: sym(%rip), sym+8(%rip),
-	// 40+sym(%rip), -140(%rbp), (%rsp), -96(%rbp,%rax,8), (,%rax,8).
+	// 40+sym(%rip), -140(%rbp), (%rsp), -96(%rbp,%rax,8), (,%rax,8) on
+	// x86-64; [BASE, DISP], [BASE] or [BASE, INDEX, lsl K] on arm64.
 	OperandMemory
-	// OperandConstant is an immediate value: $5, $-3, $0x10.
+	// OperandConstant is an immediate value: $5, $-3, $0x10 on x86-64; 5,
+	// -3 on arm64.
 	OperandConstant
 )
 
@@ -63,7 +66,8 @@ func (k OperandKind) String() string {
 //
 // For OperandMemory the value is read at the virtual address
 // (Symbol's virtual address, when Symbol != "") + Disp + Base + Index*Scale,
-// with one exception that follows the assembler's meaning of %rip: when Base
+// with two exceptions: arm64 operands with SymbolLow12 (see there), and one
+// that follows the assembler's meaning of %rip: when Base
 // is regs.RIP and Symbol is set ("counter+8(%rip)"), the virtual address is
 // Symbol's virtual address + Disp and the value of %rip is not added (the
 // assembler turned the symbol into a displacement relative to the
@@ -79,7 +83,7 @@ type Operand struct {
 	// the name selects.
 	Register regs.Operand
 	// Base is, for OperandMemory, the base register; it is regs.None only
-	// when Index is set.
+	// when Index is set (never on arm64).
 	Base regs.Register
 	// Index is, for OperandMemory, the index register, regs.None when
 	// absent.
@@ -91,6 +95,16 @@ type Operand struct {
 	// Symbol is, for OperandMemory, the symbol in the displacement, e.g.
 	// "counter" for "counter+8(%rip)" (Disp is then 8), or "".
 	Symbol string
+	// SymbolLow12 is set, for an arm64 OperandMemory, when Symbol stands
+	// for the low 12 bits of its virtual address only, as in
+	// "[x7, #:lo12:counter]": the virtual address is then Base + ((Symbol's
+	// virtual address + Disp) & 0xfff), Disp being the symbol's addend
+	// ("#:lo12:counter+8"). The compiler loaded the symbol's 4 KiB page
+	// into Base with adrp, and since a load bias is a multiple of the page
+	// size, the low 12 bits of the link-time and run-time virtual
+	// addresses agree. Symbol may be an assembler-local name (".LANCHOR0")
+	// that the file's symbol table does not hold.
+	SymbolLow12 bool
 	// Value is, for OperandConstant, the constant.
 	Value int64
 }
@@ -102,9 +116,16 @@ func (o Operand) RIPRelativeSymbol() bool {
 	return o.Kind == OperandMemory && o.Base == regs.RIP && o.Symbol != ""
 }
 
-// String formats o in AT&T syntax, canonically: "%eax", "-8(%rbp,%rax,8)",
-// "counter+8(%rip)", "$-1". Parsing the result gives o back.
-func (o Operand) String() string {
+// String formats o canonically in the assembler syntax of the architecture
+// of its registers (see [Operand.Format]): AT&T syntax for x86-64, e.g.
+// "%eax", "-8(%rbp,%rax,8)", "counter+8(%rip)", "$-1"; arm64 syntax when a
+// register is an arm64 one, e.g. "w1", "[sp, 16]". A constant names no
+// register and is formatted in AT&T syntax ("$5"); Format(regs.ArchARM64)
+// gives "5". Parsing the result gives o back.
+func (o Operand) String() string { return o.Format(o.arch()) }
+
+// formatATT formats o in AT&T syntax, canonically.
+func (o Operand) formatATT() string {
 	switch o.Kind {
 	case OperandRegister:
 		return "%" + operandName(o.Register)
@@ -194,6 +215,12 @@ func ParseArg(text string) (Arg, error) {
 }
 
 func parseArg(text string) (Arg, error) {
+	return parseSizeThen(text, parseOperand)
+}
+
+// parseSizeThen parses the "[-]SIZE[f]@" part of a spec and hands the rest
+// to parseOperand.
+func parseSizeThen(text string, parseOperand func(string) (Operand, error)) (Arg, error) {
 	a := Arg{Text: text}
 	size, operand, ok := strings.Cut(text, "@")
 	if !ok {

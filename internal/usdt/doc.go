@@ -81,6 +81,23 @@
 //	-4@counter+8(%rip)     memory at a symbol's virtual address plus a displacement
 //	-4@$5                  a constant
 //
-// [ParseArgs] parses them for x86-64; the argument specs of other
-// architectures are kept as text only.
+// On arm64 OPERAND is in the GNU assembler's arm64 syntax, and a memory
+// operand holds a space, so specs are separated by spaces outside brackets:
+//
+//	-4@x0                  a register (x0…x30, sp, or w0…w30 for the low 4 bytes)
+//	-8@[sp, 16]            memory at [BASE, DISP]
+//	8@[x2]                 memory at [BASE]
+//	1@[x4, x3]             memory at [BASE, INDEX]
+//	-8@[x7, #:lo12:counter] memory at BASE + the low 12 bits of counter's address
+//	-4@5                   a constant
+//
+// Both gcc and clang write these through <sys/sdt.h>, whose default operand
+// constraint "nor" allows only a register, an offsettable memory operand or
+// a constant; clang tends to put every argument in memory addressed by a
+// register ("-4@[x8]"). Floating-point values appear as "8f@x2" or
+// "8f@[x1, 32]": the constraint keeps them out of the vector registers.
+//
+// [ParseArgs] parses x86-64 specs; [ParseArgsFor] parses the specs of
+// either architecture, chosen by the file's e_machine (never the host's);
+// the argument specs of other architectures are kept as text only.
 package usdt

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"strings"
 	"testing"
+
+	"github.com/otel-uprobe/uprobereceiver/internal/regs"
 )
 
 func fuzzClassOrder(is64, bigEndian bool) (elf.Class, byteOrder) {
@@ -138,8 +140,82 @@ func FuzzNotes(f *testing.F) {
 			return
 		}
 		for _, n := range notes {
-			// Every note's args go through the parser too.
+			// Every note's args go through the parsers too.
 			_, _ = ParseArgs(n.Args)
+			_, _ = ParseArgsFor(regs.ArchARM64, n.Args)
+		}
+	})
+}
+
+func FuzzParseARM64Args(f *testing.F) {
+	for _, s := range []string{
+		"", "8@x0", "-4@w1", "8@[sp, 16]", "-4@[x1, -8]", "8@[x2]", "-8@[x29, -16]", "-4@5", "-4@-1",
+		"-8@x0 -8@x1 -8@[sp] -8@[sp, 8] -8@[sp, 16]", "8f@[x1, 32] 4f@x1", "-8@20015998343868",
+		"-8@[x1, x2, lsl 3]", "-8@[x2, w0, sxtw 3]", "8@[x2, #-0x10]", "8@xzr", "8@[x0, 8]!",
+		"8@[x0, #:lo12:counter]", "1@[x4, x3]", "-8@[x0, #:lo12:.LANCHOR0+8]", "8@[x0, #:got_lo12:c]", "8@d0", "8@[sp, 8", "8@x0] 8@x1", "8@#0x7fffffffffffffff",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		args, err := ParseArgsFor(regs.ArchARM64, text)
+		if err != nil {
+			if args != nil {
+				t.Fatalf("args %v with error %v", args, err)
+			}
+			return
+		}
+		fields, err := splitARM64Args(text)
+		if err != nil {
+			t.Fatalf("ParseArgsFor accepted %q, which does not split: %v", text, err)
+		}
+		if len(args) != len(fields) {
+			t.Fatalf("%d args for %d fields", len(args), len(fields))
+		}
+		for i, a := range args {
+			if a.Text != fields[i] {
+				t.Fatalf("text %q, want %q", a.Text, fields[i])
+			}
+			switch a.Size {
+			case 1, 2, 4, 8:
+			default:
+				t.Fatalf("%q: size %d", a.Text, a.Size)
+			}
+			o := a.Operand
+			switch o.Kind {
+			case OperandRegister:
+				if o.Register.Reg.Arch() != regs.ArchARM64 || o.Register.Reg == regs.PC || o.Register.Reg == regs.PSTATE {
+					t.Fatalf("%q: register %v", a.Text, o.Register.Reg)
+				}
+				if o.Register.Size != 4 && o.Register.Size != 8 || o.Register.Shift != 0 {
+					t.Fatalf("%q: register part %+v", a.Text, o.Register)
+				}
+			case OperandMemory:
+				if o.Base.Arch() != regs.ArchARM64 {
+					t.Fatalf("%q: base %v", a.Text, o.Base)
+				}
+				if (o.Index == regs.None) != (o.Scale == 0) || o.Index != regs.None && o.Disp != 0 {
+					t.Fatalf("%q: index %v, scale %d, disp %d", a.Text, o.Index, o.Scale, o.Disp)
+				}
+				if (o.Symbol != "") != o.SymbolLow12 || o.SymbolLow12 && o.Index != regs.None {
+					t.Fatalf("%q: symbol %q, low 12 bits %v, index %v", a.Text, o.Symbol, o.SymbolLow12, o.Index)
+				}
+			case OperandConstant:
+			default:
+				t.Fatalf("%q: kind %d", a.Text, o.Kind)
+			}
+			// The canonical form parses back to the same operand.
+			canon := o.Format(regs.ArchARM64)
+			back, err := ParseArgFor(regs.ArchARM64, "8@"+canon)
+			if err != nil {
+				t.Fatalf("%q: canonical form %q: %v", a.Text, canon, err)
+			}
+			if back.Operand != o {
+				t.Fatalf("%q: canonical form %q gives %+v, want %+v", a.Text, canon, back.Operand, o)
+			}
+			// And it is one field: no space outside brackets.
+			if f, err := splitARM64Args("8@" + canon); err != nil || len(f) != 1 {
+				t.Fatalf("%q: canonical form %q splits into %q (%v)", a.Text, canon, f, err)
+			}
 		}
 	})
 }

@@ -8,10 +8,11 @@ import (
 	"slices"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/elfaddr"
+	"github.com/otel-uprobe/uprobereceiver/internal/regs"
 )
 
-// ErrUnsupportedArch is wrapped by Location.ArgsErr when the file is not
-// x86-64: argument specs are parsed for x86-64 only.
+// ErrUnsupportedArch is wrapped by Location.ArgsErr when the file is neither
+// x86-64 nor arm64: argument specs are parsed for those two only.
 var ErrUnsupportedArch = errors.New("argument specs of this architecture are not supported")
 
 // Probe is every site of one provider:name probe.
@@ -41,16 +42,17 @@ type Location struct {
 	// Args is ArgsText parsed; nil when ArgsErr != nil.
 	Args []Arg
 	// ArgsErr says why ArgsText did not parse (an unsupported form, or a
-	// file that is not x86-64, see ErrUnsupportedArch); the site is still
-	// listed.
+	// file that is neither x86-64 nor arm64, see ErrUnsupportedArch); the
+	// site is still listed.
 	ArgsErr error
 }
 
 // Probes groups Notes(f) by provider and name, sorted by provider then
 // name, with each probe's sites in note order, and converts every site's
 // and semaphore's virtual address into a file offset through f's PT_LOAD
-// segments. Argument specs are parsed only when f.Machine is EM_X86_64;
-// otherwise each Location.ArgsErr wraps ErrUnsupportedArch. It returns an
+// segments. Argument specs are parsed in the syntax of f.Machine
+// (ParseArgsFor): EM_X86_64 or EM_AARCH64; for other machines each
+// Location.ArgsErr wraps ErrUnsupportedArch. It returns an
 // error only for structural problems: a malformed note, or a virtual address
 // outside every PT_LOAD segment. It returns nil, nil when f has no
 // .note.stapsdt section.
@@ -62,6 +64,7 @@ func Probes(f *elf.File) ([]Probe, error) {
 	if len(notes) == 0 {
 		return nil, nil
 	}
+	arch, archErr := regs.ArchOf(f.Machine)
 	type key struct{ provider, name string }
 	index := map[key]int{}
 	var probes []Probe
@@ -79,8 +82,8 @@ func Probes(f *elf.File) ([]Probe, error) {
 				return nil, fmt.Errorf("locate semaphore of %s:%s: %w", n.Provider, n.Name, err)
 			}
 		}
-		if f.Machine == elf.EM_X86_64 {
-			loc.Args, loc.ArgsErr = ParseArgs(n.Args)
+		if archErr == nil {
+			loc.Args, loc.ArgsErr = ParseArgsFor(arch, n.Args)
 		} else {
 			loc.ArgsErr = fmt.Errorf("parse arguments %q: %w: %v", n.Args, ErrUnsupportedArch, f.Machine)
 		}

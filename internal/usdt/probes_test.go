@@ -248,7 +248,13 @@ func compareWithReadelf(t *testing.T, path string) []Probe {
 			assert.Equal(t, off, loc.FileOffset, "%s site %d: file offset", p, i)
 			assert.Contains(t, []string{".text", ".text.startup", ".text.hot", ".text.unlikely"}, sec.Name)
 			require.Less(t, loc.FileOffset, uint64(len(data)))
-			assert.Equal(t, byte(0x90), data[loc.FileOffset], "%s site %d: byte at file offset %#x", p, i, loc.FileOffset)
+			if f.Machine == elf.EM_AARCH64 {
+				// nop is d503201f, little-endian.
+				require.LessOrEqual(t, loc.FileOffset+4, uint64(len(data)))
+				assert.Equal(t, []byte{0x1f, 0x20, 0x03, 0xd5}, data[loc.FileOffset:loc.FileOffset+4], "%s site %d: bytes at file offset %#x", p, i, loc.FileOffset)
+			} else {
+				assert.Equal(t, byte(0x90), data[loc.FileOffset], "%s site %d: byte at file offset %#x", p, i, loc.FileOffset)
+			}
 
 			if loc.SemaphoreAddress == 0 {
 				assert.Zero(t, loc.SemaphoreFileOffset)
@@ -261,6 +267,11 @@ func compareWithReadelf(t *testing.T, path string) []Probe {
 
 			if loc.ArgsErr == nil {
 				fields := strings.Fields(loc.ArgsText)
+				if f.Machine == elf.EM_AARCH64 {
+					var err error
+					fields, err = splitARM64Args(loc.ArgsText)
+					require.NoError(t, err)
+				}
 				require.Len(t, loc.Args, len(fields), "%s site %d", p, i)
 				for j, a := range loc.Args {
 					assert.Equal(t, fields[j], a.Text)
@@ -483,10 +494,10 @@ func TestStapsdtBaseAdjustment(t *testing.T) {
 
 func TestProbesUnsupportedArchitecture(t *testing.T) {
 	path := buildFixture(t, t.TempDir(), "fixture", []string{"-O2"}, "sem.c", "plain.c")
-	arm := patchCopy(t, path, func(_ *elf.File, data []byte) {
-		binary.LittleEndian.PutUint16(data[0x12:], uint16(elf.EM_AARCH64))
+	riscv := patchCopy(t, path, func(_ *elf.File, data []byte) {
+		binary.LittleEndian.PutUint16(data[0x12:], uint16(elf.EM_RISCV))
 	})
-	probes, err := Probes(openELF(t, arm))
+	probes, err := Probes(openELF(t, riscv))
 	require.NoError(t, err)
 	require.NotEmpty(t, probes)
 	for _, p := range probes {
@@ -494,10 +505,31 @@ func TestProbesUnsupportedArchitecture(t *testing.T) {
 			assert.Nil(t, loc.Args)
 			require.Error(t, loc.ArgsErr)
 			assert.True(t, errors.Is(loc.ArgsErr, ErrUnsupportedArch), loc.ArgsErr.Error())
-			assert.Contains(t, loc.ArgsErr.Error(), "EM_AARCH64")
+			assert.Contains(t, loc.ArgsErr.Error(), "EM_RISCV")
 			assert.NotZero(t, loc.FileOffset)
 		}
 	}
+
+	// The specs are parsed in the syntax of the file's machine, not the
+	// host's: x86-64 specs in a file marked arm64 do not parse.
+	arm := patchCopy(t, path, func(_ *elf.File, data []byte) {
+		binary.LittleEndian.PutUint16(data[0x12:], uint16(elf.EM_AARCH64))
+	})
+	probes, err = Probes(openELF(t, arm))
+	require.NoError(t, err)
+	failed := 0
+	for _, p := range probes {
+		for _, loc := range p.Locations {
+			if loc.ArgsText == "" {
+				assert.NoError(t, loc.ArgsErr)
+				continue
+			}
+			require.Error(t, loc.ArgsErr, "%s: %q", p, loc.ArgsText)
+			assert.False(t, errors.Is(loc.ArgsErr, ErrUnsupportedArch), loc.ArgsErr.Error())
+			failed++
+		}
+	}
+	assert.NotZero(t, failed)
 }
 
 func TestProbesAddressOutsideSegments(t *testing.T) {
