@@ -1,0 +1,512 @@
+package debuginfo
+
+import (
+	"bytes"
+	"context"
+	"debug/dwarf"
+	"debug/elf"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// DefaultDebugDir is where distributions install separate debug files.
+const DefaultDebugDir = "/usr/lib/debug"
+
+// DefaultMaxSectionBytes bounds the size of one debug section, after
+// decompression, that Open reads into memory.
+const DefaultMaxSectionBytes = 1 << 30
+
+// Options say where Open looks for debuginfo.
+type Options struct {
+	// DebugDirs are the roots of separate debug files, searched in order:
+	// DIR/.build-id/xx/rest.debug by build id, and DIR/<directory of the
+	// file>/<debuglink name> by .gnu_debuglink. Nil means
+	// []string{DefaultDebugDir}; an empty non-nil slice searches none.
+	DebugDirs []string
+	// Debuginfod, when not nil, fetches the debug file by build id when no
+	// local one is found. NewDebuginfodFromEnv builds one from
+	// DEBUGINFOD_URLS.
+	Debuginfod *Debuginfod
+	// MaxSectionBytes bounds one decompressed debug section;
+	// 0 means DefaultMaxSectionBytes.
+	MaxSectionBytes int64
+}
+
+// SourceKind says where a file's DWARF came from.
+type SourceKind uint8
+
+// The places DWARF comes from, in the order Open tries them.
+const (
+	// SourceEmbedded is the file itself.
+	SourceEmbedded SourceKind = iota + 1
+	// SourceBuildID is DIR/.build-id/xx/rest.debug.
+	SourceBuildID
+	// SourceDebuglink is the file named by .gnu_debuglink, CRC32 checked.
+	SourceDebuglink
+	// SourceDebuginfod is a debuginfod server (through its cache).
+	SourceDebuginfod
+)
+
+// String returns "embedded", "build-id", "debuglink" or "debuginfod".
+func (k SourceKind) String() string {
+	switch k {
+	case SourceEmbedded:
+		return "embedded"
+	case SourceBuildID:
+		return "build-id"
+	case SourceDebuglink:
+		return "debuglink"
+	case SourceDebuginfod:
+		return "debuginfod"
+	}
+	return "invalid"
+}
+
+// File is one traced ELF file and its DWARF, wherever that came from. It
+// owns the open files until Close. Its methods, and those of the Scopes it
+// makes, must not run concurrently: debug/dwarf's type cache is not
+// synchronized. Open one File per goroutine, or serialize.
+type File struct {
+	// Path is the traced file.
+	Path string
+	// DebugPath is the file the DWARF was read from (Path when embedded).
+	DebugPath string
+	// Source says how DebugPath was found.
+	Source SourceKind
+	// BuildID is the GNU build id of the traced file in hex, "" if none.
+	BuildID string
+	// Arch is the file's machine.
+	Arch *Arch
+	// Type is the ELF type of the traced file: ET_EXEC files run at their
+	// link-time virtual addresses, ET_DYN ones (PIE, shared libraries) at a
+	// load bias the engine does not know.
+	Type elf.Type
+
+	exe, dbg *elf.File
+	closers  []io.Closer
+	order    binary.ByteOrder
+	data     *dwarf.Data
+	sections sections
+	units    []unit
+
+	once    sync.Once
+	idx     *index
+	idxErr  error
+	cfiOnce sync.Once
+	cfi     *cfiTables
+	cfiErr  error
+}
+
+// sections are the raw (decompressed) debug sections the package decodes
+// itself; debug/dwarf keeps its copies private.
+type sections struct {
+	info, loc, loclists, addr, debugFrame, ehFrame []byte
+	// ehFrameAddr is the virtual address of .eh_frame (for pc-relative
+	// pointers); debugFrame has none.
+	ehFrameAddr uint64
+}
+
+// Open opens the ELF file at path and finds its DWARF: in the file, by
+// build id under each DebugDirs root, by .gnu_debuglink (next to the file,
+// in its .debug/ directory, under each root) and at last through
+// opts.Debuginfod. A separate file must carry the same build id (and, by
+// debuglink, the same CRC32). The error wraps ErrNoDebugInfo when nothing
+// was found and lists where Open looked.
+func Open(ctx context.Context, path string, opts Options) (*File, error) {
+	exe, err := elf.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	f := &File{Path: path, DebugPath: path, exe: exe, closers: []io.Closer{exe}, order: exe.ByteOrder, Type: exe.Type}
+	if err := f.init(ctx, opts); err != nil {
+		return nil, errors.Join(err, f.Close())
+	}
+	return f, nil
+}
+
+// Close closes the files File opened.
+func (f *File) Close() error {
+	var errs []error
+	for i := len(f.closers) - 1; i >= 0; i-- {
+		errs = append(errs, f.closers[i].Close())
+	}
+	f.closers = nil
+	return errors.Join(errs...)
+}
+
+func (f *File) init(ctx context.Context, opts Options) error {
+	arch, err := ArchFor(f.exe.Machine)
+	if err != nil {
+		return fmt.Errorf("%s: %w", f.Path, err)
+	}
+	f.Arch = arch
+	id, err := BuildID(f.exe)
+	if err != nil {
+		return fmt.Errorf("%s: %w", f.Path, err)
+	}
+	f.BuildID = hex.EncodeToString(id)
+	maxBytes := opts.MaxSectionBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxSectionBytes
+	}
+
+	dbg, src, looked, err := f.findDebug(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if dbg == nil {
+		return fmt.Errorf("%s: %w (looked in: %s)%s", f.Path, ErrNoDebugInfo, strings.Join(looked, ", "), f.noDebugHint())
+	}
+	f.dbg, f.Source = dbg, src
+	if dbg != f.exe {
+		f.closers = append(f.closers, dbg)
+	}
+
+	if err := checkSectionSizes(dbg, maxBytes); err != nil {
+		return fmt.Errorf("%s: %w", f.DebugPath, err)
+	}
+	if f.data, err = dbg.DWARF(); err != nil {
+		return fmt.Errorf("reading DWARF of %s: %w", f.DebugPath, err)
+	}
+	read := func(ef *elf.File, name string) ([]byte, *elf.Section, error) {
+		return sectionData(ef, name, maxBytes)
+	}
+	if f.sections.info, _, err = read(dbg, ".debug_info"); err != nil {
+		return err
+	}
+	if f.sections.loc, _, err = read(dbg, ".debug_loc"); err != nil {
+		return err
+	}
+	if f.sections.loclists, _, err = read(dbg, ".debug_loclists"); err != nil {
+		return err
+	}
+	if f.sections.addr, _, err = read(dbg, ".debug_addr"); err != nil {
+		return err
+	}
+	// .debug_frame may be in either file; .eh_frame is loaded, so only the
+	// traced file has its contents (--only-keep-debug leaves it NOBITS).
+	if f.sections.debugFrame, _, err = read(dbg, ".debug_frame"); err != nil {
+		return err
+	}
+	if f.sections.debugFrame == nil && dbg != f.exe {
+		if f.sections.debugFrame, _, err = read(f.exe, ".debug_frame"); err != nil {
+			return err
+		}
+	}
+	var eh *elf.Section
+	if f.sections.ehFrame, eh, err = read(f.exe, ".eh_frame"); err != nil {
+		return err
+	}
+	if eh != nil {
+		f.sections.ehFrameAddr = eh.Addr
+	}
+	if f.units, err = parseUnits(f.sections.info, f.order); err != nil {
+		return fmt.Errorf("reading DWARF of %s: %w", f.DebugPath, err)
+	}
+	return nil
+}
+
+// noDebugHint explains a missing DWARF when the file says why.
+func (f *File) noDebugHint() string {
+	if f.exe.Section(".go.buildinfo") != nil || f.exe.Section(".note.go.buildid") != nil {
+		return ": a Go binary linked with -ldflags=-w (or -s -w) carries no DWARF; build it without -w"
+	}
+	return ": install the package's debug symbols, set DEBUGINFOD_URLS, or build with -g"
+}
+
+// hasDWARF reports whether ef carries .debug_info with contents.
+func hasDWARF(ef *elf.File) bool {
+	for _, name := range []string{".debug_info", ".zdebug_info"} {
+		if s := ef.Section(name); s != nil && s.Type != elf.SHT_NOBITS && s.Size > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// findDebug returns the ELF file holding the DWARF, how it was found and,
+// when none was, every place it looked.
+func (f *File) findDebug(ctx context.Context, opts Options) (*elf.File, SourceKind, []string, error) {
+	if hasDWARF(f.exe) {
+		return f.exe, SourceEmbedded, nil, nil
+	}
+	looked := []string{f.Path}
+	dirs := opts.DebugDirs
+	if dirs == nil {
+		dirs = []string{DefaultDebugDir}
+	}
+	var rejected []error
+
+	if f.BuildID != "" && len(f.BuildID) > 2 {
+		for _, dir := range dirs {
+			p := filepath.Join(dir, ".build-id", f.BuildID[:2], f.BuildID[2:]+".debug")
+			looked = append(looked, p)
+			ef, err := f.openDebug(p, 0, false)
+			if err != nil {
+				rejected = append(rejected, err)
+				continue
+			}
+			if ef != nil {
+				f.DebugPath = p
+				return ef, SourceBuildID, nil, nil
+			}
+		}
+	}
+
+	link, crc, ok, err := Debuglink(f.exe)
+	if err != nil {
+		return nil, 0, nil, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	if ok {
+		abs, err := filepath.Abs(f.Path)
+		if err != nil {
+			return nil, 0, nil, fmt.Errorf("resolving %s: %w", f.Path, err)
+		}
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
+			abs = real // the debug file lies next to the file, not the link
+		}
+		dir := filepath.Dir(abs)
+		cands := []string{filepath.Join(dir, link), filepath.Join(dir, ".debug", link)}
+		for _, d := range dirs {
+			cands = append(cands, filepath.Join(d, dir, link))
+		}
+		for _, p := range cands {
+			if p == abs {
+				continue // the debuglink of a file never names the file itself
+			}
+			looked = append(looked, p)
+			ef, err := f.openDebug(p, crc, true)
+			if err != nil {
+				rejected = append(rejected, err)
+				continue
+			}
+			if ef != nil {
+				f.DebugPath = p
+				return ef, SourceDebuglink, nil, nil
+			}
+		}
+	}
+
+	if opts.Debuginfod != nil && f.BuildID != "" {
+		looked = append(looked, "debuginfod "+strings.Join(opts.Debuginfod.URLs, " "))
+		p, err := opts.Debuginfod.Fetch(ctx, f.BuildID)
+		if err != nil {
+			rejected = append(rejected, err)
+		} else {
+			ef, err := f.openDebug(p, 0, false)
+			if err != nil {
+				rejected = append(rejected, err)
+			} else if ef != nil {
+				f.DebugPath = p
+				return ef, SourceDebuginfod, nil, nil
+			}
+		}
+	}
+	if len(rejected) > 0 {
+		return nil, 0, nil, fmt.Errorf("%s: %w (looked in: %s): %w", f.Path, ErrNoDebugInfo, strings.Join(looked, ", "), errors.Join(rejected...))
+	}
+	return nil, 0, looked, nil
+}
+
+// openDebug opens a candidate debug file. It returns nil, nil when the file
+// does not exist, and an error when it exists but does not belong to the
+// traced file (build id, CRC32) or has no DWARF.
+func (f *File) openDebug(path string, crc uint32, checkCRC bool) (*elf.File, error) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if checkCRC {
+		got, err := fileCRC32(path)
+		if err != nil {
+			return nil, fmt.Errorf("reading debuglink %s: %w", path, err)
+		}
+		if got != crc {
+			return nil, fmt.Errorf("debuglink %s: crc32 %#08x, want %#08x: %w", path, got, crc, ErrCRCMismatch)
+		}
+	}
+	ef, err := elf.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("opening debug file %s: %w", path, err)
+	}
+	id, err := BuildID(ef)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("debug file %s: %w", path, err), ef.Close())
+	}
+	if got := hex.EncodeToString(id); f.BuildID != "" && got != f.BuildID {
+		return nil, errors.Join(fmt.Errorf("debug file %s: build id %q, want %q: %w", path, got, f.BuildID, ErrBuildIDMismatch), ef.Close())
+	}
+	if ef.Machine != f.exe.Machine {
+		return nil, errors.Join(fmt.Errorf("debug file %s: machine %s, want %s", path, ef.Machine, f.exe.Machine), ef.Close())
+	}
+	if !hasDWARF(ef) {
+		return nil, errors.Join(fmt.Errorf("debug file %s: %w", path, ErrNoDebugInfo), ef.Close())
+	}
+	return ef, nil
+}
+
+// fileCRC32 is the CRC32 (IEEE, as .gnu_debuglink uses) of a whole file.
+func fileCRC32(path string) (uint32, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	h := crc32.NewIEEE()
+	_, err = io.Copy(h, fh)
+	return h.Sum32(), errors.Join(err, fh.Close())
+}
+
+// BuildID returns the GNU build id note (NT_GNU_BUILD_ID) of an ELF file,
+// from its SHT_NOTE sections or, without section headers, its PT_NOTE
+// segments; nil when it has none.
+func BuildID(ef *elf.File) ([]byte, error) {
+	var datas [][]byte
+	for _, s := range ef.Sections {
+		if s.Type == elf.SHT_NOTE {
+			b, err := s.Data()
+			if err != nil {
+				return nil, fmt.Errorf("reading %s: %w", s.Name, err)
+			}
+			datas = append(datas, b)
+		}
+	}
+	if len(datas) == 0 {
+		for _, p := range ef.Progs {
+			if p.Type == elf.PT_NOTE && p.Filesz < 1<<20 {
+				b := make([]byte, p.Filesz)
+				if _, err := p.ReadAt(b, 0); err != nil {
+					return nil, fmt.Errorf("reading note segment: %w", err)
+				}
+				datas = append(datas, b)
+			}
+		}
+	}
+	for _, b := range datas {
+		if id := findNote(b, ef.ByteOrder, "GNU", 3); id != nil {
+			return id, nil
+		}
+	}
+	return nil, nil
+}
+
+// findNote returns the descriptor of the first note of the given name and
+// type in a note section's contents, or nil.
+func findNote(b []byte, order binary.ByteOrder, name string, typ uint32) []byte {
+	align := func(n uint64) uint64 { return (n + 3) &^ 3 }
+	for len(b) >= 12 {
+		namesz := uint64(order.Uint32(b[0:]))
+		descsz := uint64(order.Uint32(b[4:]))
+		t := order.Uint32(b[8:])
+		b = b[12:]
+		if align(namesz) > uint64(len(b)) {
+			return nil
+		}
+		n := b[:namesz]
+		b = b[align(namesz):]
+		if align(descsz) > uint64(len(b)) && descsz > uint64(len(b)) {
+			return nil
+		}
+		desc := b[:descsz]
+		if align(descsz) <= uint64(len(b)) {
+			b = b[align(descsz):]
+		} else {
+			b = nil
+		}
+		if t == typ && string(bytes.TrimRight(n, "\x00")) == name {
+			return desc
+		}
+	}
+	return nil
+}
+
+// Debuglink returns the file name and CRC32 of an ELF file's
+// .gnu_debuglink section; ok is false when it has none.
+func Debuglink(ef *elf.File) (name string, crc uint32, ok bool, err error) {
+	s := ef.Section(".gnu_debuglink")
+	if s == nil || s.Type == elf.SHT_NOBITS {
+		return "", 0, false, nil
+	}
+	b, err := s.Data()
+	if err != nil {
+		return "", 0, false, fmt.Errorf("reading .gnu_debuglink: %w", err)
+	}
+	name, crc, err = parseDebuglink(b, ef.ByteOrder)
+	if err != nil {
+		return "", 0, false, err
+	}
+	return name, crc, true, nil
+}
+
+// parseDebuglink decodes .gnu_debuglink: a NUL-terminated file name padded
+// to 4 bytes, then the CRC32 of the debug file.
+func parseDebuglink(b []byte, order binary.ByteOrder) (string, uint32, error) {
+	i := bytes.IndexByte(b, 0)
+	if i <= 0 {
+		return "", 0, fmt.Errorf("reading .gnu_debuglink: no file name: %w", ErrMalformed)
+	}
+	name := string(b[:i])
+	if strings.ContainsRune(name, '/') || name == "." || name == ".." {
+		return "", 0, fmt.Errorf("reading .gnu_debuglink: file name %q is not a base name: %w", name, ErrMalformed)
+	}
+	off := (i + 1 + 3) &^ 3
+	if off+4 > len(b) {
+		return "", 0, fmt.Errorf("reading .gnu_debuglink: no crc32: %w", ErrMalformed)
+	}
+	return name, order.Uint32(b[off:]), nil
+}
+
+// checkSectionSizes refuses debug sections whose decompressed size is over
+// maxBytes before anything decompresses them: SHF_COMPRESSED sections give
+// it in their header (debug/elf's Size), legacy .zdebug ones after "ZLIB".
+func checkSectionSizes(ef *elf.File, maxBytes int64) error {
+	for _, s := range ef.Sections {
+		if s.Type == elf.SHT_NOBITS {
+			continue
+		}
+		size := s.Size
+		switch {
+		case strings.HasPrefix(s.Name, ".zdebug_") && s.ReaderAt != nil:
+			var hdr [12]byte
+			if _, err := s.ReadAt(hdr[:], 0); err == nil && string(hdr[:4]) == "ZLIB" {
+				size = binary.BigEndian.Uint64(hdr[4:])
+			}
+		case strings.HasPrefix(s.Name, ".debug_"):
+		default:
+			continue
+		}
+		if size > uint64(maxBytes) {
+			return fmt.Errorf("section %s: %d bytes, over the %d-byte limit", s.Name, size, maxBytes)
+		}
+	}
+	return nil
+}
+
+// sectionData returns the decompressed contents of the named section of
+// ef, looking also for the legacy .zdebug_ name (zlib with a "ZLIB"
+// header; debug/elf decompresses it, and SHF_COMPRESSED zlib and zstd). It
+// returns nil when there is no such section or it has no contents in this
+// file (SHT_NOBITS).
+func sectionData(ef *elf.File, name string, maxBytes int64) ([]byte, *elf.Section, error) {
+	s := ef.Section(name)
+	if s == nil && strings.HasPrefix(name, ".debug_") {
+		s = ef.Section(".zdebug_" + name[len(".debug_"):])
+	}
+	if s == nil || s.Type == elf.SHT_NOBITS {
+		return nil, nil, nil
+	}
+	if s.Size > uint64(maxBytes) {
+		return nil, nil, fmt.Errorf("reading %s: %d bytes, over the %d-byte limit", s.Name, s.Size, maxBytes)
+	}
+	b, err := s.Data()
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading %s: %w", s.Name, err)
+	}
+	return b, s, nil
+}

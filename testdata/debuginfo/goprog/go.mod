@@ -1,0 +1,3 @@
+module example.com/debuginfo/goprog
+
+go 1.26
