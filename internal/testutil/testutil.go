@@ -6,6 +6,7 @@ package testutil
 import (
 	"bufio"
 	"fmt"
+	"github.com/otel-uprobe/uprobereceiver/internal/testutil/ci"
 	"io"
 	"os"
 	"os/exec"
@@ -17,23 +18,18 @@ import (
 )
 
 // InCI reports whether the tests run in CI, where nothing may be skipped.
-func InCI() bool { return os.Getenv("CI") == "true" }
+func InCI() bool { return ci.InCI() }
 
 // SkipOrFail skips the test, or fails it in CI.
 func SkipOrFail(t testing.TB, format string, args ...any) {
 	t.Helper()
-	if InCI() {
-		t.Fatalf("CI=true and this test cannot run: "+format, args...)
-	}
-	t.Skipf(format, args...)
+	ci.SkipOrFail(t, format, args...)
 }
 
 // RequireRoot skips the test unless it runs as root (and fails it in CI).
 func RequireRoot(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		SkipOrFail(t, "needs root to load BPF programs and attach uprobes")
-	}
+	ci.RequireRoot(t)
 }
 
 // RepoRoot returns the repository's top directory.

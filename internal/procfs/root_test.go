@@ -1,0 +1,100 @@
+//go:build linux
+
+package procfs
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// escapeTree is a container-like root whose links try to leave it.
+func escapeTree(t *testing.T) tree {
+	tr := newTree(t)
+	tr.file("etc/passwd", "inside\n", 0o644)
+	tr.file("usr/lib/libz.so.1", "zlib\n", 0o644)
+	tr.symlink("lib", "usr/lib")                          // relative, fine
+	tr.symlink("abs", "/etc")                             // absolute: the root's /etc
+	tr.symlink("up", "../../../../../../../../etc")       // ".." stops at the root
+	tr.symlink("usr/lib/evil.so", "/../../../etc/passwd") // absolute with ".."
+	tr.symlink("loop1", "loop2")
+	tr.symlink("loop2", "loop1")
+	tr.symlink("proc-self", "/proc/self/root/etc/passwd") // a magic link on a live system
+	tr.symlink("dangling", "/nowhere/file")
+	return tr
+}
+
+func TestRootStaysInside(t *testing.T) {
+	tr := escapeTree(t)
+	r := Root(tr.dir)
+	tests := []struct {
+		name, path, wantJoin, wantContent string
+	}{
+		{"plain", "/etc/passwd", "etc/passwd", "inside\n"},
+		{"relative name", "etc/passwd", "etc/passwd", "inside\n"},
+		{"relative link", "/lib/libz.so.1", "usr/lib/libz.so.1", "zlib\n"},
+		{"absolute link", "/abs/passwd", "etc/passwd", "inside\n"},
+		{"dot-dot link", "/up/passwd", "etc/passwd", "inside\n"},
+		{"dot-dot in the name", "/../../../etc/passwd", "etc/passwd", "inside\n"},
+		{"absolute link with dot-dot", "/lib/evil.so", "etc/passwd", "inside\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := r.Join(tt.path)
+			require.NoError(t, err)
+			assert.Equal(t, filepath.Join(tr.dir, tt.wantJoin), p)
+
+			data, _, err := r.ReadFile(tt.path, 100)
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantContent, string(data))
+
+			f, err := r.openJoined(tt.path, os.O_RDONLY)
+			require.NoError(t, err, "fallback without openat2")
+			f.Close()
+
+			_, id, err := r.Stat(tt.path)
+			require.NoError(t, err)
+			fi, err := os.Stat(filepath.Join(tr.dir, tt.wantJoin))
+			require.NoError(t, err)
+			assert.Equal(t, IDOf(fi), id)
+		})
+	}
+}
+
+func TestRootErrors(t *testing.T) {
+	tr := escapeTree(t)
+	r := Root(tr.dir)
+
+	_, err := r.Join("/loop1")
+	require.ErrorIs(t, err, syscall.ELOOP)
+	_, err = r.Open("/loop1")
+	require.ErrorIs(t, err, syscall.ELOOP)
+
+	_, err = r.Open("/proc-self")
+	require.ErrorIs(t, err, os.ErrNotExist, "the link resolves inside the root, which has no /proc")
+
+	p, err := r.Join("/dangling")
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(tr.dir, "nowhere/file"), p)
+	_, _, err = r.Stat("/dangling")
+	require.ErrorIs(t, err, os.ErrNotExist)
+	assert.Contains(t, err.Error(), tr.dir+"/dangling")
+
+	_, truncated, err := r.ReadFile("/etc/passwd", 3)
+	require.NoError(t, err)
+	assert.True(t, truncated)
+}
+
+// TestRootRefusesMagicLinks: on the live system, /proc/self/root is a
+// magic link, which resolution inside a root refuses to follow.
+func TestRootRefusesMagicLinks(t *testing.T) {
+	_, err := Root("/").Open("/proc/self/root/etc/hostname")
+	require.ErrorIs(t, err, syscall.ELOOP)
+	f, err := Root("/").Open("/etc/hostname")
+	require.NoError(t, err)
+	f.Close()
+}
