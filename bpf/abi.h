@@ -27,6 +27,13 @@ enum abi_limit {
 	ABI_STRING_MAX = 256,
 	/* log2 latency buckets per span: bucket i counts durations in (2^i, 2^(i+1)] ns. */
 	ABI_HIST_BUCKETS = 64,
+	/* Targets whose processes are chosen (by pid or by a process
+	 * selector): one bit each in a process's proc_entry mask. */
+	ABI_MAX_CHOSEN_TARGETS = 63,
+	/* Bytes of the executable's name and of its command line that a
+	 * process record carries. */
+	ABI_EXEC_FILENAME_MAX = 256,
+	ABI_EXEC_ARGS_MAX = 512,
 	/* The kernel's MAX_URETPROBE_DEPTH (include/linux/uprobes.h): a thread
 	 * with this many pending return probes gets no more; the return of a
 	 * call entered deeper is never reported. */
@@ -82,6 +89,42 @@ enum site_flag {
 	SITE_FUNCTION = 8, /* entry_span is a whole function: entry at its first instruction, exit at its return */
 	SITE_GO = 16,      /* Go code: pair by goroutine (R14 holds g), not by thread */
 	SITE_KERNEL_RETURN = 32, /* entry_span closes at a kernel return probe (uretprobe) */
+	SITE_CHOSEN = 64,  /* only processes whose proc_entry has bit target_bit count */
+};
+
+/*
+ * proc_mask_bit names the bits of a proc_entry mask besides the chosen
+ * targets' bits 0 to ABI_MAX_CHOSEN_TARGETS-1.
+ */
+enum proc_mask_bit {
+	/* The process execed and user space has not yet decided which
+	 * selectors it matches: its hits count as pending and its span records
+	 * are marked RECORD_PENDING until the decision. */
+	PROC_PENDING_BIT = 63,
+};
+
+/* proc_entry is what the engine knows of one process (thread group). */
+struct proc_entry {
+	__u64 mask;     /* bit t: the process belongs to chosen target t; PROC_PENDING_BIT */
+	__u64 start_ns; /* start time of the process, to tell a reused pid */
+};
+
+/* pending_kind says what a pending_key counts. */
+enum pending_kind {
+	PENDING_HITS = 1,        /* hits of probe id */
+	PENDING_SPAN_BUCKET = 2, /* completed spans of span id in bucket */
+	PENDING_SPAN_SUM = 3,    /* their durations, summed (ns) */
+};
+
+/* pending_key names one counter of a pending process: what it counted
+ * while user space had not decided whether the process is chosen. */
+struct pending_key {
+	__u32 pid;
+	__u32 id;     /* probe id or span id */
+	__u8 kind;    /* enum pending_kind */
+	__u8 bucket;  /* PENDING_SPAN_BUCKET */
+	__u16 pad;
+	__u32 pad2;
 };
 
 /*
@@ -129,7 +172,8 @@ struct site {
 	 * under its g pointer, which the runtime reuses for later goroutines:
 	 * the id tells a new goroutine from the one that left spans open. */
 	__u16 goid_offset;
-	__u16 pad2;
+	__u8 target_bit; /* SITE_CHOSEN: the target's bit in proc_entry.mask */
+	__u8 pad2;
 	__u32 pad3;
 	/* Head sampling of entry_span when it opens a thread's outermost span:
 	 * recorded when a random u32 is below this; 1 << 32 records all. Nested
@@ -171,6 +215,43 @@ enum record_flag {
 	RECORD_HAS_CHILD = 16, /* a span nested in it was recorded: it is recorded too,
 				* whatever min_duration_ns says, so that its children's
 				* parent exists */
+	RECORD_PENDING = 32,  /* the process was pending: keep the span only if it is chosen */
+};
+
+/*
+ * record_kind is the last byte of every ring-buffer record: it says which
+ * trailer ends the record.
+ */
+enum record_kind {
+	RECORD_KIND_SPAN = 0,    /* span_record */
+	RECORD_KIND_PROCESS = 1, /* process_record */
+};
+
+/* process_event says what happened to a process. */
+enum process_event {
+	PROCESS_EXEC = 1, /* it execed: filename and command line follow */
+	PROCESS_FORK = 2, /* a pending process forked pid */
+	PROCESS_EXIT = 3, /* a process the engine knew exited */
+};
+
+/*
+ * process_record is the trailer of a process record, sent only while some
+ * target chooses its processes by a selector. The record is always
+ * ABI_EXEC_FILENAME_MAX bytes holding the executable's name as given to
+ * execve (filename_len of them used), ABI_EXEC_ARGS_MAX bytes holding its
+ * command line (NUL separated; args_len used), then this structure.
+ */
+struct process_record {
+	__u64 time_ns;  /* CLOCK_MONOTONIC */
+	__u64 start_ns; /* start time of the process */
+	__u64 exec_id;  /* the kernel's self_exec_id of the process (span_record's) */
+	__u32 pid;
+	__u32 parent;   /* PROCESS_FORK: the pid that forked */
+	__u16 filename_len;
+	__u16 args_len;
+	__u8 event;     /* enum process_event */
+	__u8 pad[2];
+	__u8 kind;      /* RECORD_KIND_PROCESS */
 };
 
 /*
@@ -202,7 +283,8 @@ struct span_record {
 	__u8 flags;  /* enum record_flag */
 	__u8 entry_failed; /* bit i: entry fetch i failed and stored nothing */
 	__u8 exit_failed;  /* bit i: exit fetch i failed and stored nothing */
-	__u8 pad[3];
+	__u8 pad[2];
+	__u8 kind;         /* RECORD_KIND_SPAN */
 };
 
 #endif /* UPROBE_ABI_H */

@@ -30,9 +30,19 @@ struct uprobe_task {
 	unsigned int depth; /* pending return probes */
 } __attribute__((preserve_access_index));
 
+struct linux_binprm {
+	const char *filename;
+} __attribute__((preserve_access_index));
+
+struct mm_struct {
+	unsigned long arg_start;
+	unsigned long arg_end;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	int pid;
 	int tgid;
+	struct mm_struct *mm;
 	struct task_struct *group_leader;
 	__u64 start_time;
 	__u64 self_exec_id; /* 64 bits since Linux 5.7 */
@@ -44,6 +54,13 @@ struct task_struct {
  * generate its Go declaration. */
 struct abi_types {
 	struct span_record record;
+	struct process_record process;
+	struct proc_entry proc;
+	struct pending_key pending;
+	enum proc_mask_bit proc_bit;
+	enum pending_kind pending_kind;
+	enum record_kind record_kind;
+	enum process_event process_event;
 	enum abi_limit limit;
 	enum reg_slot slot;
 	enum fetch_base base;
@@ -56,6 +73,17 @@ const struct abi_types *unused_abi_types __attribute__((unused));
 /* emit_records is false when no traces pipeline consumes span records: the
  * engine then only pairs, counts and aggregates. Set by the loader. */
 volatile const __u8 emit_records = 1;
+
+/* selector_bits are the bits of proc_entry masks that process selectors
+ * decide (as opposed to pid: targets): an exec clears them, marks the
+ * process pending and sends a process record for user space to decide.
+ * Zero when no target has a selector. Set by the loader. */
+volatile const __u64 selector_bits = 0;
+
+/* send_execs makes every exec send a process record, so that user space can
+ * find targets' files in processes that start (containers of new images,
+ * optional targets). Set by the loader. */
+volatile const __u8 send_execs = 0;
 
 /* Sizes below are placeholders: the loader sets them from the plan. */
 struct {
@@ -182,6 +210,67 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 22);
 } records SEC(".maps");
+
+/* procs holds the processes of chosen targets (pid: or process:), by
+ * thread group id. User space fills it for the processes it finds and
+ * decides; the engine marks execing processes pending, copies entries to
+ * forked children and deletes them at exit. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, struct proc_entry);
+	__uint(max_entries, 1); /* set by the loader */
+} procs SEC(".maps");
+
+/* pending counts what pending processes did (see enum pending_kind), apart
+ * from the probe and span counters: user space adds a process's counts when
+ * it decides the process is chosen, and drops them otherwise. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct pending_key);
+	__type(value, __u64);
+	__uint(max_entries, 1); /* set by the loader */
+} pending SEC(".maps");
+
+/* pending_add adds n to a counter of a pending process. */
+static __always_inline void pending_add(__u32 pid, __u8 kind, __u32 id, __u8 bucket, __u64 n)
+{
+	struct pending_key key = {.pid = pid, .id = id, .kind = kind, .bucket = bucket};
+	__u64 *v = bpf_map_lookup_elem(&pending, &key);
+
+	if (v) {
+		__sync_fetch_and_add(v, n);
+		return;
+	}
+	if (bpf_map_update_elem(&pending, &key, &n, BPF_NOEXIST) == 0)
+		return;
+	v = bpf_map_lookup_elem(&pending, &key); /* another CPU made it first */
+	if (v)
+		__sync_fetch_and_add(v, n);
+}
+
+/* choice says whether a hit of site s counts, for a process pid. */
+enum choice {
+	CHOICE_NO = 0,
+	CHOICE_YES = 1,
+	CHOICE_PENDING = 2, /* counts as pending: user space decides later */
+};
+
+static __always_inline enum choice chosen(const struct site *s, __u32 pid)
+{
+	if (!(s->flags & SITE_CHOSEN))
+		return CHOICE_YES;
+	struct proc_entry *pe = bpf_map_lookup_elem(&procs, &pid);
+	if (!pe)
+		return CHOICE_NO;
+	__u64 mask = pe->mask;
+	if (s->target_bit < ABI_MAX_CHOSEN_TARGETS && (mask & (1ULL << s->target_bit)))
+		return CHOICE_YES;
+	if (mask & (1ULL << PROC_PENDING_BIT))
+		return CHOICE_PENDING;
+	return CHOICE_NO;
+}
 
 static __always_inline void add(__u64 *counter, __u64 n)
 {
@@ -580,7 +669,8 @@ static __always_inline void go_release(const struct pt_regs *regs, struct task_s
 		go_live_add(-1);
 }
 
-static __always_inline void span_entry(const struct pt_regs *regs, const struct site *s, __u32 site_id)
+static __always_inline void span_entry(const struct pt_regs *regs, const struct site *s, __u32 site_id,
+				       __u8 pending_flag)
 {
 	struct task_state *ts;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
@@ -624,6 +714,7 @@ static __always_inline void span_entry(const struct pt_regs *regs, const struct 
 		flags |= RECORD_CARRIER;
 	if (s->flags & SITE_FUNCTION)
 		flags |= RECORD_FUNCTION;
+	flags |= pending_flag;
 
 	f->span = s->entry_span;
 	f->entry_site = site_id;
@@ -713,10 +804,15 @@ static __always_inline void span_exit(const struct pt_regs *regs, const struct s
 	struct frame *f = &ts->frames[k];
 	__u64 duration = now - f->start_ns;
 
-	add(&st->sum_ns, duration); /* the count is the sum of the buckets */
 	/* bucket i holds (2^i, 2^(i+1)]; durations of 0 and 1 ns go to bucket 0 */
 	__u32 b = duration > 1 ? log2_bucket(duration - 1) : 0;
-	add(&st->buckets[b & (ABI_HIST_BUCKETS - 1)], 1);
+	if (f->flags & RECORD_PENDING) {
+		pending_add(pid_tgid >> 32, PENDING_SPAN_SUM, s->exit_span, 0, duration);
+		pending_add(pid_tgid >> 32, PENDING_SPAN_BUCKET, s->exit_span, b & (ABI_HIST_BUCKETS - 1), 1);
+	} else {
+		add(&st->sum_ns, duration); /* the count is the sum of the buckets */
+		add(&st->buckets[b & (ABI_HIST_BUCKETS - 1)], 1);
+	}
 
 	__u32 base = f->value_off;
 	__u8 flags = f->flags;
@@ -776,6 +872,7 @@ static __always_inline void span_exit(const struct pt_regs *regs, const struct s
 	rec->flags = flags | (truncated ? RECORD_TRUNCATED : 0);
 	rec->entry_failed = f->entry_failed;
 	rec->exit_failed = failed;
+	rec->kind = RECORD_KIND_SPAN;
 	if (bpf_ringbuf_output(&records, w, end + sizeof(struct span_record), BPF_RB_NO_WAKEUP)) {
 		add(&st->lost, 1);
 		add(&ps->lost, 1);
@@ -803,14 +900,20 @@ static __always_inline int site_hit_impl(struct pt_regs *ctx)
 
 	if (!s)
 		return 0;
+	enum choice c = chosen(s, bpf_get_current_pid_tgid() >> 32);
+	if (c == CHOICE_NO)
+		return 0;
 	ps = bpf_map_lookup_elem(&probes, &s->probe_id);
 	if (!ps)
 		return 0;
-	add(&ps->hits, 1);
+	if (c == CHOICE_PENDING)
+		pending_add(bpf_get_current_pid_tgid() >> 32, PENDING_HITS, s->probe_id, 0, 1);
+	else
+		add(&ps->hits, 1);
 	if (s->flags & SITE_EXIT)
 		span_exit(ctx, s, site_id, ps);
 	if (s->flags & SITE_ENTRY)
-		span_entry(ctx, s, site_id);
+		span_entry(ctx, s, site_id, c == CHOICE_PENDING ? RECORD_PENDING : 0);
 	return 0;
 }
 
@@ -884,13 +987,85 @@ static __always_inline void forget_thread(struct task_struct *task)
 	bpf_task_storage_delete(&task_states, task);
 }
 
+/* process_buf is the fixed layout of a process record: the executable's
+ * name, the command line, then the trailer. */
+struct process_buf {
+	char filename[ABI_EXEC_FILENAME_MAX];
+	char args[ABI_EXEC_ARGS_MAX];
+	struct process_record rec;
+};
+
+/* send_process sends a process record; for an exec, with the executable's
+ * name and the command line of the new image (current is the process). */
+static __always_inline void send_process(struct task_struct *task, __u8 event, __u32 pid, __u32 parent,
+					 struct linux_binprm *bprm)
+{
+	struct process_buf *b = bpf_ringbuf_reserve(&records, sizeof(*b), 0);
+
+	if (!b)
+		return; /* counted by user space as a process it could not decide */
+	b->rec.time_ns = bpf_ktime_get_ns();
+	b->rec.start_ns = task->group_leader->start_time;
+	b->rec.exec_id = task->self_exec_id;
+	b->rec.pid = pid;
+	b->rec.parent = parent;
+	b->rec.event = event;
+	b->rec.kind = RECORD_KIND_PROCESS;
+	b->rec.pad[0] = b->rec.pad[1] = 0;
+	b->rec.filename_len = 0;
+	b->rec.args_len = 0;
+	if (bprm) {
+		long n = bpf_probe_read_kernel_str(b->filename, sizeof(b->filename), bprm->filename);
+		if (n > 0)
+			b->rec.filename_len = n - 1;
+		struct mm_struct *mm = task->mm;
+		__u64 start = mm->arg_start, end = mm->arg_end;
+		__u64 len = end > start ? end - start : 0;
+		if (len > sizeof(b->args))
+			len = sizeof(b->args);
+		if (len && bpf_probe_read_user(b->args, len, (const void *)start) == 0)
+			b->rec.args_len = len;
+	}
+	bpf_ringbuf_submit(b, 0);
+}
+
 SEC("tp_btf/sched_process_exec")
 int on_exec(__u64 *ctx)
 {
 	struct task_struct *task = (struct task_struct *)ctx[0];
+	struct linux_binprm *bprm = (struct linux_binprm *)ctx[2];
+	__u32 pid = task->tgid;
 
 	forget_thread(task);
-	forget_goroutines(task->tgid);
+	forget_goroutines(pid);
+	if (selector_bits) {
+		/* A new program: which selectors it matches is for user space to say. */
+		struct proc_entry *pe = bpf_map_lookup_elem(&procs, &pid);
+		struct proc_entry e = {.start_ns = task->group_leader->start_time};
+		e.mask = (pe ? pe->mask & ~selector_bits : 0) | (1ULL << PROC_PENDING_BIT);
+		bpf_map_update_elem(&procs, &pid, &e, BPF_ANY);
+	}
+	if (selector_bits || send_execs)
+		send_process(task, PROCESS_EXEC, pid, 0, bprm);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int on_fork(__u64 *ctx)
+{
+	struct task_struct *parent = (struct task_struct *)ctx[0];
+	struct task_struct *child = (struct task_struct *)ctx[1];
+	__u32 ppid = parent->tgid, pid = child->tgid;
+
+	if (pid == ppid)
+		return 0; /* a thread */
+	struct proc_entry *pe = bpf_map_lookup_elem(&procs, &ppid);
+	if (!pe)
+		return 0;
+	/* Forked, not execed: the same program, the same choice. */
+	struct proc_entry e = {.mask = pe->mask, .start_ns = child->start_time};
+	if (bpf_map_update_elem(&procs, &pid, &e, BPF_ANY) == 0 && (e.mask & (1ULL << PROC_PENDING_BIT)))
+		send_process(child, PROCESS_FORK, pid, ppid, 0);
 	return 0;
 }
 
@@ -898,9 +1073,13 @@ SEC("tp_btf/sched_process_exit")
 int on_exit(__u64 *ctx)
 {
 	struct task_struct *task = (struct task_struct *)ctx[0];
+	__u32 pid = task->tgid;
 
 	forget_thread(task);
-	if (task->signal->live.counter == 0) /* the last thread of the process */
-		forget_goroutines(task->tgid);
+	if (task->signal->live.counter != 0)
+		return 0; /* not the last thread of the process */
+	forget_goroutines(pid);
+	if (bpf_map_delete_elem(&procs, &pid) == 0 && selector_bits)
+		send_process(task, PROCESS_EXIT, pid, 0, 0);
 	return 0;
 }

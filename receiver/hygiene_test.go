@@ -24,6 +24,7 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/target"
 	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadata"
+	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadatatest"
 )
 
 // created creates the shared instance of targets for both pipelines
@@ -35,7 +36,7 @@ func created(t *testing.T, targets []config.Target) started {
 	require.NoError(t, cfg.Validate())
 	s := started{traces: new(consumertest.TracesSink), metrics: new(consumertest.MetricsSink), telemetry: componenttest.NewTelemetry()}
 	t.Cleanup(func() { require.NoError(t, s.telemetry.Shutdown(context.Background())) })
-	set := receivertest.NewNopSettings(metadata.Type)
+	set := metadatatest.NewSettings(s.telemetry)
 	tr, err := NewFactory().CreateTraces(context.Background(), set, cfg, s.traces)
 	require.NoError(t, err)
 	_, err = NewFactory().CreateMetrics(context.Background(), set, cfg, s.metrics)
@@ -73,7 +74,7 @@ func TestFileReplacedBeforeAttach(t *testing.T) {
 	}}}})
 	var read []target.FileID
 	s.rcv.beforeAttach = func(plan *target.Plan) {
-		read = append(read, plan.Targets[0].File)
+		read = append(read, plan.Files[0].ID)
 		if len(read) == 1 {
 			require.NoError(t, os.Rename(next, path), "a package upgrade: a new inode at the path")
 		}

@@ -2,6 +2,7 @@ package receiver
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/target"
 	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadata"
 	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadatatest"
@@ -61,7 +63,7 @@ func TestStartFailsWithOneSentence(t *testing.T) {
 	r, err := NewFactory().CreateTraces(context.Background(), receivertest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
 	require.NoError(t, err)
 	err = r.Start(context.Background(), componenttest.NewNopHost())
-	require.EqualError(t, err, "resolving targets: target "+missing+": no such file")
+	require.EqualError(t, err, "resolving targets: target "+missing+": no such file on this host or in any process's root (optional: true waits for it)")
 	require.NoError(t, r.Shutdown(context.Background()))
 }
 
@@ -106,23 +108,32 @@ func TestConfigFromYAML(t *testing.T) {
 func TestAttachFailureTelemetry(t *testing.T) {
 	testutil.RequireRoot(t)
 	b := testutil.BuildDemo(t, "-O2")
-	tel := componenttest.NewTelemetry()
-	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
-	cfg := createDefaultConfig()
-	cfg.Targets = []config.Target{{
-		Path:     b.Program,
-		PID:      1 << 30, // no such process
-		Counters: []string{"usdt:demo:tick", "uprobe:work"},
-	}}
-	require.NoError(t, cfg.Validate())
-	r, err := NewFactory().CreateMetrics(context.Background(), metadatatest.NewSettings(tel), cfg, consumertest.NewNop())
+	s := created(t, []config.Target{{Path: b.Program, Counters: []string{"usdt:demo:tick", "uprobe:work"}}})
+	st, err := os.Stat(b.Program)
 	require.NoError(t, err)
-	err = r.Start(context.Background(), componenttest.NewNopHost())
-	require.ErrorContains(t, err, "process 1073741824 does not exist")
+	s.rcv.beforeAttach = func(plan *target.Plan) {
+		for i := range plan.Attachments {
+			plan.Attachments[i].FileOffset = uint64(st.Size()) + 4096 // the kernel refuses offsets past the file
+			plan.Attachments[i].RefCtrOffset = 0
+		}
+	}
+	err = s.rcv.Start(context.Background(), componenttest.NewNopHost())
+	require.ErrorContains(t, err, "attaching usdt:demo:tick in "+b.Program)
 	require.ErrorContains(t, err, "(and 2 more attachments failed)")
-	metadatatest.AssertEqualReceiverUprobeAttachFailures(t, tel, []metricdata.DataPoint[int64]{
+	metadatatest.AssertEqualReceiverUprobeAttachFailures(t, s.telemetry, []metricdata.DataPoint[int64]{
 		{Value: 2, Attributes: attribute.NewSet(attribute.String("probe.name", "usdt:demo:tick"))},
 		{Value: 1, Attributes: attribute.NewSet(attribute.String("probe.name", "uprobe:work"))},
 	}, metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreValue())
+	require.NoError(t, s.rcv.Shutdown(context.Background()))
+}
+
+// A pid: target whose process does not exist fails Start with one sentence.
+func TestMissingProcess(t *testing.T) {
+	cfg := createDefaultConfig()
+	cfg.Targets = []config.Target{{Path: "/bin/true", PID: 1 << 30, Counters: []string{"uprobe:main"}}}
+	r, err := NewFactory().CreateMetrics(context.Background(), receivertest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
+	require.NoError(t, err)
+	err = r.Start(context.Background(), componenttest.NewNopHost())
+	require.EqualError(t, err, "resolving targets: target /bin/true: process 1073741824 does not exist")
 	require.NoError(t, r.Shutdown(context.Background()))
 }

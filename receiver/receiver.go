@@ -26,6 +26,8 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
+	"github.com/otel-uprobe/uprobereceiver/internal/privilege"
+	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 	"github.com/otel-uprobe/uprobereceiver/internal/spans"
 	"github.com/otel-uprobe/uprobereceiver/internal/target"
 	"github.com/otel-uprobe/uprobereceiver/internal/tracer"
@@ -73,6 +75,11 @@ type uprobeReceiver struct {
 	reported  spans.Counts
 	offsetNs  int64     // the wall clock offset spans are built with
 	clockAt   time.Time // when it was last measured
+	chooser   *chooser
+	watcher   *fileWatcher
+	sendExecs bool
+	waiting   map[int]bool // targets with nothing traced now
+	kept      []event.Span // the batch's spans that count
 }
 
 func newReceiver(cfg *Config, set receiver.Settings, onDone func()) (*uprobeReceiver, error) {
@@ -119,8 +126,25 @@ func (r *uprobeReceiver) start() error {
 		tr   *tracer.Tracer
 		err  error
 	)
+	// The receiver's privilege check is the one the Kubernetes manifest
+	// is tested against (internal/privilege): without the attach
+	// capabilities nothing works; without the others, processes of other
+	// users and containers are out of reach.
+	k := privilege.Kernel{UprobeMulti: tracer.HaveUprobeMulti(), MemcgAccounting: true}
+	if err := privilege.Check(privilege.Attach(k)); err != nil {
+		return err
+	}
+	if err := privilege.Check(privilege.Processes()); err != nil {
+		log.Warn("Containers and other users' processes are out of reach", zap.Error(err))
+	}
+	locator := target.HostLocator{}
+	// Every exec is looked at for targets' files (containers of new images,
+	// optional targets), unless every target is one process.
+	for _, t := range r.cfg.Targets {
+		r.sendExecs = r.sendExecs || t.PID == 0
+	}
 	for attempt := 1; ; attempt++ {
-		plan, err = target.Resolve(r.cfg.Targets, target.Options{OptimizedUprobes: tracer.HaveOptimizedUprobes()})
+		plan, err = target.Resolve(r.cfg.Targets, target.Options{OptimizedUprobes: tracer.HaveOptimizedUprobes(), Locator: locator})
 		if err != nil {
 			return fmt.Errorf("resolving targets: %w", err)
 		}
@@ -129,6 +153,7 @@ func (r *uprobeReceiver) start() error {
 		}
 		tr, err = tracer.Open(plan, tracer.Options{
 			RingBufferSize: r.cfg.RingBufferSize, NoRecords: r.traces == nil, MaxGoroutines: r.cfg.MaxGoroutines,
+			SendExecs: r.sendExecs,
 		})
 		if errors.Is(err, tracer.ErrFileChanged) && attempt < maxResolves {
 			log.Info("A traced file changed while it was being read; reading it again", zap.Error(err))
@@ -141,7 +166,7 @@ func (r *uprobeReceiver) start() error {
 		if errors.As(err, &ae) {
 			for _, f := range ae.Failures {
 				log.Error("Probe not attached; nothing stays attached",
-					zap.String("probe", f.Probe), zap.String("path", f.Attachment.Path),
+					zap.String("probe", f.Probe), zap.String("path", f.Path),
 					zap.String("file_offset", fmt.Sprintf("%#x", f.Attachment.FileOffset)), zap.Error(f.Err))
 				r.tel.ReceiverUprobeAttachFailures.Add(context.Background(), 1,
 					metric.WithAttributes(attribute.String("probe.name", f.Probe)))
@@ -158,6 +183,13 @@ func (r *uprobeReceiver) start() error {
 	_, _ = rand.Read(salt[:])
 
 	r.tracer, r.plan = tr, plan
+	if r.chooser, err = newChooser(plan, tr, procfs.FS{}); err != nil {
+		return errors.Join(err, tr.Close())
+	}
+	if err := r.chooser.chooseRunning(); err != nil {
+		log.Warn("Choosing the running processes of pid:/process: targets", zap.Error(err))
+	}
+	containers := newContainerCache(4096)
 	r.builder = spans.NewBuilder(spans.Settings{
 		Plan:         plan,
 		WallOffsetNs: offset,
@@ -166,17 +198,21 @@ func (r *uprobeReceiver) start() error {
 		ScopeName:    metadata.ScopeName,
 		ScopeVersion: r.set.BuildInfo.Version,
 		Executable:   newExecutableCache(4096).lookup,
+		ContainerID:  containers.lookup,
 	})
 	r.emitter = newMetricsEmitter(r.cfg.MetricsBuilderConfig, r.set, plan, r.hostName, pcommon.NewTimestampFromTime(time.Now()))
 	r.started = true
 
 	r.reportLocations(plan, 1)
-	log.Info("Probes attached", zap.Int("targets", len(plan.Targets)), zap.Int("probes", len(plan.Probes)),
-		zap.Int("spans", len(plan.Spans)), zap.Int("locations", len(plan.Attachments)))
+	r.reportFiles(plan)
+	log.Info("Probes attached", zap.Int("targets", len(plan.Targets)), zap.Int("files", len(plan.Files)),
+		zap.Int("probes", len(plan.Probes)), zap.Int("spans", len(plan.Spans)), zap.Int("locations", len(plan.Attachments)))
+	r.watcher = newFileWatcher(log, plan, r.cfg.Targets, locator)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	r.wg.Add(2)
+	r.wg.Add(3)
+	go func() { defer r.wg.Done(); r.watcher.run(ctx) }()
 	go r.every(ctx, r.cfg.FlushInterval, r.drain)        // hand completed spans to the pipeline
 	go r.every(ctx, r.cfg.CollectionInterval, r.collect) // emit the kernel's counters
 	return nil
@@ -234,20 +270,127 @@ func (r *uprobeReceiver) reportLocations(plan *target.Plan, sign int64) {
 // batches of at most MaxBatchSpans.
 func (r *uprobeReceiver) drain(ctx context.Context) {
 	r.followClock()
+	r.applyFileChanges(ctx)
 	for {
 		r.batch.Reset()
 		n, malformed := r.tracer.Drain(&r.batch, r.cfg.MaxBatchSpans)
 		if malformed > 0 {
 			r.tel.ReceiverUprobeRecordsMalformed.Add(ctx, int64(malformed))
 		}
+		// A process's exec or fork comes before its spans and its exit
+		// after them: decide first, forget last.
+		for _, p := range r.batch.Processes {
+			switch p.Event {
+			case event.ProcessExec:
+				r.chooser.exec(p)
+				if r.sendExecs && !r.watcher.execed(int(p.PID)) {
+					r.tel.ReceiverUprobeFileChanges.Add(ctx, 1, metric.WithAttributes(attribute.String("change", "dropped")))
+				}
+			case event.ProcessFork:
+				r.chooser.fork(p)
+			}
+		}
 		if r.traces != nil {
-			r.deliver(ctx, r.builder.Build(r.batch.Spans))
+			r.kept = r.kept[:0]
+			for i := range r.batch.Spans {
+				if r.chooser.keep(&r.batch.Spans[i]) {
+					r.kept = append(r.kept, r.batch.Spans[i])
+				}
+			}
+			r.deliver(ctx, r.builder.Build(r.kept))
+		}
+		for _, p := range r.batch.Processes {
+			if p.Event == event.ProcessExit {
+				r.chooser.exit(p)
+			}
 		}
 		r.reportCounts(ctx)
 		if n < r.cfg.MaxBatchSpans {
 			return
 		}
 	}
+}
+
+// applyFileChanges attaches the files the watcher found and detaches the
+// replaced ones no process maps any more. The drain goroutine owns the plan.
+func (r *uprobeReceiver) applyFileChanges(ctx context.Context) {
+	for {
+		var ch fileChange
+		select {
+		case ch = <-r.watcher.changes:
+		default:
+			return
+		}
+		change := func(what string) {
+			r.tel.ReceiverUprobeFileChanges.Add(ctx, 1, metric.WithAttributes(attribute.String("change", what)))
+		}
+		switch {
+		case ch.spec != nil:
+			fi := r.plan.Append(ch.spec)
+			f := r.plan.Files[fi]
+			if err := r.tracer.AttachFile(fi); err != nil {
+				r.set.Logger.Warn("File found, not attached", zap.String("path", describe(f)), zap.Error(err))
+				change("failed")
+				continue
+			}
+			r.set.Logger.Info("File attached", zap.String("target", r.plan.Targets[f.Target].Path),
+				zap.String("path", describe(f)), zap.String("found", ch.how), zap.String("build_id", f.BuildID))
+			change("attached")
+			r.tel.ReceiverUprobeFiles.Add(ctx, 1)
+			if r.waiting[f.Target] {
+				delete(r.waiting, f.Target)
+				r.tel.ReceiverUprobeTargetsWaiting.Add(ctx, -1)
+			}
+		case ch.detach != (procfs.FileID{}):
+			for fi, f := range r.plan.Files {
+				if f.ID.Device == ch.detach.Dev && f.ID.Inode == ch.detach.Ino {
+					if err := r.tracer.DetachFile(fi); err == nil {
+						r.set.Logger.Info("File detached", zap.String("path", describe(f)), zap.String("why", ch.how))
+						change("detached")
+						r.tel.ReceiverUprobeFiles.Add(ctx, -1)
+					}
+				}
+			}
+		default:
+			change(ch.how)
+		}
+	}
+}
+
+// reportFiles logs every target's files and says which targets have nothing
+// to trace yet: an optional target without a file, a pid: target whose
+// process maps none of its files.
+func (r *uprobeReceiver) reportFiles(plan *target.Plan) {
+	r.waiting = map[int]bool{}
+	files := map[int][]target.File{}
+	for _, f := range plan.Files {
+		files[f.Target] = append(files[f.Target], f)
+		r.set.Logger.Info("Target file", zap.String("target", plan.Targets[f.Target].Path), zap.String("path", describe(f)),
+			zap.String("build_id", f.BuildID))
+	}
+	r.tel.ReceiverUprobeFiles.Add(context.Background(), int64(len(plan.Files)))
+	fs := procfs.FS{}
+	for ti, t := range plan.Targets {
+		switch {
+		case len(files[ti]) == 0:
+			r.set.Logger.Warn("Target waiting for its file", zap.String("target", t.Path))
+			r.waiting[ti] = true
+		case t.PID != 0:
+			mapped, err := fs.MappedFiles(t.PID)
+			maps := false
+			for _, m := range mapped {
+				for _, f := range files[ti] {
+					maps = maps || (m.ID.Dev == f.ID.Device && m.ID.Ino == f.ID.Inode)
+				}
+			}
+			if !maps {
+				r.set.Logger.Warn("The target's process does not map its file: nothing is traced until it does",
+					zap.String("target", t.Path), zap.Int("pid", t.PID), zap.NamedError("reading its mappings", err))
+				r.waiting[ti] = true
+			}
+		}
+	}
+	r.tel.ReceiverUprobeTargetsWaiting.Add(context.Background(), int64(len(r.waiting)))
 }
 
 // followClock measures the offset of the wall clock from CLOCK_MONOTONIC
@@ -360,6 +503,7 @@ func (r *uprobeReceiver) collect(ctx context.Context) {
 		r.set.Logger.Warn("Reading probe counters", zap.Error(err))
 		return
 	}
+	r.chooser.addFolded(&st)
 	r.emitter.selfTelemetry(ctx, r.tel, st)
 	if r.metrics == nil {
 		return
@@ -430,4 +574,29 @@ func (c *executableCache) lookup(pid uint32, image event.Image) string {
 	}
 	c.paths[key] = p
 	return p
+}
+
+// containerCache remembers container.id of process images; it is bounded
+// and forgets everything when full.
+type containerCache struct {
+	max int
+	ids map[imageKey]string
+	fs  procfs.FS
+}
+
+func newContainerCache(max int) *containerCache {
+	return &containerCache{max: max, ids: map[imageKey]string{}}
+}
+
+func (c *containerCache) lookup(pid uint32, image event.Image) string {
+	key := imageKey{pid, image}
+	if id, ok := c.ids[key]; ok {
+		return id
+	}
+	if len(c.ids) >= c.max {
+		clear(c.ids)
+	}
+	id, _ := c.fs.ContainerID(int(pid)) // gone: no container.id
+	c.ids[key] = id
+	return id
 }

@@ -17,6 +17,12 @@ type (
 	SpanStats = engineSpanStats
 	// RegSlot numbers the 8-byte slots of the x86-64 struct pt_regs.
 	RegSlot = engineRegSlot
+	// ProcessRecord is the trailer of a process record.
+	ProcessRecord = engineProcessRecord
+	// ProcEntry is the value of the procs map: what the engine knows of one process.
+	ProcEntry = engineProcEntry
+	// PendingKey names one counter of a pending process.
+	PendingKey = enginePendingKey
 )
 
 // Limits of the engine (enum abi_limit).
@@ -36,6 +42,13 @@ const (
 	StringMax = int(engineAbiLimitABI_STRING_MAX)
 	// HistBuckets is the number of log2 latency buckets per span definition.
 	HistBuckets = int(engineAbiLimitABI_HIST_BUCKETS)
+	// MaxChosenTargets is the number of targets that can choose their
+	// processes (one bit each in ProcEntry.Mask).
+	MaxChosenTargets = int(engineAbiLimitABI_MAX_CHOSEN_TARGETS)
+	// ExecFilenameMax and ExecArgsMax are the bytes of an execed
+	// program's name and command line a process record carries.
+	ExecFilenameMax = int(engineAbiLimitABI_EXEC_FILENAME_MAX)
+	ExecArgsMax     = int(engineAbiLimitABI_EXEC_ARGS_MAX)
 	// KernelReturnDepth is the kernel's limit of pending return probes per
 	// thread (MAX_URETPROBE_DEPTH).
 	KernelReturnDepth = int(engineAbiLimitABI_KERNEL_RETURN_DEPTH)
@@ -65,6 +78,8 @@ const (
 	// SiteKernelReturn marks an entry site whose span closes at a kernel
 	// return probe, which the kernel omits past KernelReturnDepth.
 	SiteKernelReturn = uint8(engineSiteFlagSITE_KERNEL_RETURN)
+	// SiteChosen marks a site of a target that chooses its processes.
+	SiteChosen = uint8(engineSiteFlagSITE_CHOSEN)
 )
 
 // Record flags (enum record_flag).
@@ -73,6 +88,28 @@ const (
 	RecordCarrier   = uint8(engineRecordFlagRECORD_CARRIER)
 	RecordFunction  = uint8(engineRecordFlagRECORD_FUNCTION)
 	RecordHasChild  = uint8(engineRecordFlagRECORD_HAS_CHILD)
+	RecordPending   = uint8(engineRecordFlagRECORD_PENDING)
+)
+
+// Record kinds (enum record_kind): the last byte of every record.
+const (
+	RecordKindSpan    = uint8(engineRecordKindRECORD_KIND_SPAN)
+	RecordKindProcess = uint8(engineRecordKindRECORD_KIND_PROCESS)
+)
+
+// Process events (enum process_event).
+const (
+	ProcessExec = uint8(engineProcessEventPROCESS_EXEC)
+	ProcessFork = uint8(engineProcessEventPROCESS_FORK)
+	ProcessExit = uint8(engineProcessEventPROCESS_EXIT)
+)
+
+// Counters of pending processes (enum pending_kind, enum proc_mask_bit).
+const (
+	PendingHits       = uint8(enginePendingKindPENDING_HITS)
+	PendingSpanBucket = uint8(enginePendingKindPENDING_SPAN_BUCKET)
+	PendingSpanSum    = uint8(enginePendingKindPENDING_SPAN_SUM)
+	ProcPendingBit    = int(engineProcMaskBitPROC_PENDING_BIT)
 )
 
 // Register slots (enum reg_slot).
@@ -111,6 +148,11 @@ const (
 	MapTaskStates        = engineMapTaskStates
 	MapGoStates          = engineMapGoStates
 	MapGoLive            = engineMapGoLive
+	MapProcs             = engineMapProcs
+	MapPending           = engineMapPending
+	ProgramOnFork        = engineProgOnFork
+	VarSelectorBits      = engineVarSelectorBits
+	VarSendExecs         = engineVarSendExecs
 	VarEmitRecords       = engineVarEmitRecords
 )
 

@@ -23,6 +23,9 @@ const (
 	engineAbiLimitABI_DATA_CAP            engineAbiLimit = 1024
 	engineAbiLimitABI_STRING_MAX          engineAbiLimit = 256
 	engineAbiLimitABI_HIST_BUCKETS        engineAbiLimit = 64
+	engineAbiLimitABI_MAX_CHOSEN_TARGETS  engineAbiLimit = 63
+	engineAbiLimitABI_EXEC_FILENAME_MAX   engineAbiLimit = 256
+	engineAbiLimitABI_EXEC_ARGS_MAX       engineAbiLimit = 512
 	engineAbiLimitABI_KERNEL_RETURN_DEPTH engineAbiLimit = 64
 )
 
@@ -61,10 +64,62 @@ type engineFetchOp struct {
 	Pad3          uint32
 }
 
+type enginePendingKey struct {
+	_      structs.HostLayout
+	Pid    uint32
+	Id     uint32
+	Kind   uint8
+	Bucket uint8
+	Pad    uint16
+	Pad2   uint32
+}
+
+type enginePendingKind uint32
+
+const (
+	enginePendingKindPENDING_HITS        enginePendingKind = 1
+	enginePendingKindPENDING_SPAN_BUCKET enginePendingKind = 2
+	enginePendingKindPENDING_SPAN_SUM    enginePendingKind = 3
+)
+
 type engineProbeStats struct {
 	_    structs.HostLayout
 	Hits uint64
 	Lost uint64
+}
+
+type engineProcEntry struct {
+	_       structs.HostLayout
+	Mask    uint64
+	StartNs uint64
+}
+
+type engineProcMaskBit uint32
+
+const (
+	engineProcMaskBitPROC_PENDING_BIT engineProcMaskBit = 63
+)
+
+type engineProcessEvent uint32
+
+const (
+	engineProcessEventPROCESS_EXEC engineProcessEvent = 1
+	engineProcessEventPROCESS_FORK engineProcessEvent = 2
+	engineProcessEventPROCESS_EXIT engineProcessEvent = 3
+)
+
+type engineProcessRecord struct {
+	_           structs.HostLayout
+	TimeNs      uint64
+	StartNs     uint64
+	ExecId      uint64
+	Pid         uint32
+	Parent      uint32
+	FilenameLen uint16
+	ArgsLen     uint16
+	Event       uint8
+	Pad         [2]uint8
+	Kind        uint8
 }
 
 type engineRecordFlag uint32
@@ -75,6 +130,14 @@ const (
 	engineRecordFlagRECORD_CARRIER   engineRecordFlag = 4
 	engineRecordFlagRECORD_FUNCTION  engineRecordFlag = 8
 	engineRecordFlagRECORD_HAS_CHILD engineRecordFlag = 16
+	engineRecordFlagRECORD_PENDING   engineRecordFlag = 32
+)
+
+type engineRecordKind uint32
+
+const (
+	engineRecordKindRECORD_KIND_SPAN    engineRecordKind = 0
+	engineRecordKindRECORD_KIND_PROCESS engineRecordKind = 1
 )
 
 type engineRegSlot uint32
@@ -114,7 +177,8 @@ type engineSite struct {
 	ExitFetchCount  uint8
 	Pad             uint8
 	GoidOffset      uint16
-	Pad2            uint16
+	TargetBit       uint8
+	Pad2            uint8
 	Pad3            uint32
 	SampleThreshold uint64
 	MinDurationNs   uint64
@@ -131,6 +195,7 @@ const (
 	engineSiteFlagSITE_FUNCTION      engineSiteFlag = 8
 	engineSiteFlagSITE_GO            engineSiteFlag = 16
 	engineSiteFlagSITE_KERNEL_RETURN engineSiteFlag = 32
+	engineSiteFlagSITE_CHOSEN        engineSiteFlag = 64
 )
 
 type engineSpanRecord struct {
@@ -154,7 +219,8 @@ type engineSpanRecord struct {
 	Flags          uint8
 	EntryFailed    uint8
 	ExitFailed     uint8
-	Pad            [3]uint8
+	Pad            [2]uint8
+	Kind           uint8
 }
 
 type engineSpanStats struct {
@@ -178,7 +244,9 @@ const (
 	engineMapEmptyState     = "empty_state"
 	engineMapGoLive         = "go_live"
 	engineMapGoStates       = "go_states"
+	engineMapPending        = "pending"
 	engineMapProbes         = "probes"
+	engineMapProcs          = "procs"
 	engineMapRecords        = "records"
 	engineMapSites          = "sites"
 	engineMapSpans          = "spans"
@@ -187,9 +255,12 @@ const (
 	engineProgCountHitMulti = "count_hit_multi"
 	engineProgOnExec        = "on_exec"
 	engineProgOnExit        = "on_exit"
+	engineProgOnFork        = "on_fork"
 	engineProgSiteHit       = "site_hit"
 	engineProgSiteHitMulti  = "site_hit_multi"
 	engineVarEmitRecords    = "emit_records"
+	engineVarSelectorBits   = "selector_bits"
+	engineVarSendExecs      = "send_execs"
 	engineVarUnusedAbiTypes = "unused_abi_types"
 )
 
@@ -239,6 +310,7 @@ type engineProgramSpecs struct {
 	CountHitMulti *ebpf.ProgramSpec `ebpf:"count_hit_multi"`
 	OnExec        *ebpf.ProgramSpec `ebpf:"on_exec"`
 	OnExit        *ebpf.ProgramSpec `ebpf:"on_exit"`
+	OnFork        *ebpf.ProgramSpec `ebpf:"on_fork"`
 	SiteHit       *ebpf.ProgramSpec `ebpf:"site_hit"`
 	SiteHitMulti  *ebpf.ProgramSpec `ebpf:"site_hit_multi"`
 }
@@ -250,7 +322,9 @@ type engineMapSpecs struct {
 	EmptyState *ebpf.MapSpec `ebpf:"empty_state"`
 	GoLive     *ebpf.MapSpec `ebpf:"go_live"`
 	GoStates   *ebpf.MapSpec `ebpf:"go_states"`
+	Pending    *ebpf.MapSpec `ebpf:"pending"`
 	Probes     *ebpf.MapSpec `ebpf:"probes"`
+	Procs      *ebpf.MapSpec `ebpf:"procs"`
 	Records    *ebpf.MapSpec `ebpf:"records"`
 	Sites      *ebpf.MapSpec `ebpf:"sites"`
 	Spans      *ebpf.MapSpec `ebpf:"spans"`
@@ -262,6 +336,8 @@ type engineMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type engineVariableSpecs struct {
 	EmitRecords    *ebpf.VariableSpec `ebpf:"emit_records"`
+	SelectorBits   *ebpf.VariableSpec `ebpf:"selector_bits"`
+	SendExecs      *ebpf.VariableSpec `ebpf:"send_execs"`
 	UnusedAbiTypes *ebpf.VariableSpec `ebpf:"unused_abi_types"`
 }
 
@@ -288,7 +364,9 @@ type engineMaps struct {
 	EmptyState *ebpf.Map `ebpf:"empty_state"`
 	GoLive     *ebpf.Map `ebpf:"go_live"`
 	GoStates   *ebpf.Map `ebpf:"go_states"`
+	Pending    *ebpf.Map `ebpf:"pending"`
 	Probes     *ebpf.Map `ebpf:"probes"`
+	Procs      *ebpf.Map `ebpf:"procs"`
 	Records    *ebpf.Map `ebpf:"records"`
 	Sites      *ebpf.Map `ebpf:"sites"`
 	Spans      *ebpf.Map `ebpf:"spans"`
@@ -300,7 +378,9 @@ func (m *engineMaps) Close() error {
 		m.EmptyState,
 		m.GoLive,
 		m.GoStates,
+		m.Pending,
 		m.Probes,
+		m.Procs,
 		m.Records,
 		m.Sites,
 		m.Spans,
@@ -313,6 +393,8 @@ func (m *engineMaps) Close() error {
 // It can be passed to loadEngineObjects or ebpf.CollectionSpec.LoadAndAssign.
 type engineVariables struct {
 	EmitRecords    *ebpf.Variable `ebpf:"emit_records"`
+	SelectorBits   *ebpf.Variable `ebpf:"selector_bits"`
+	SendExecs      *ebpf.Variable `ebpf:"send_execs"`
 	UnusedAbiTypes *ebpf.Variable `ebpf:"unused_abi_types"`
 }
 
@@ -324,6 +406,7 @@ type enginePrograms struct {
 	CountHitMulti *ebpf.Program `ebpf:"count_hit_multi"`
 	OnExec        *ebpf.Program `ebpf:"on_exec"`
 	OnExit        *ebpf.Program `ebpf:"on_exit"`
+	OnFork        *ebpf.Program `ebpf:"on_fork"`
 	SiteHit       *ebpf.Program `ebpf:"site_hit"`
 	SiteHitMulti  *ebpf.Program `ebpf:"site_hit_multi"`
 }
@@ -334,6 +417,7 @@ func (p *enginePrograms) Close() error {
 		p.CountHitMulti,
 		p.OnExec,
 		p.OnExit,
+		p.OnFork,
 		p.SiteHit,
 		p.SiteHitMulti,
 	)

@@ -5,9 +5,13 @@ import (
 	"unsafe"
 )
 
-// This file is the one Go home of the ring-buffer record format that
-// bpf/engine.bpf.c writes: entry values, exit values, then a SpanRecord
-// trailer. Values are stored in fetch order, each padded to 8 bytes:
+// This file is the one Go home of the ring-buffer record formats that
+// bpf/engine.bpf.c writes. The last byte of every record is its kind
+// (RecordKindSpan or RecordKindProcess). A span record is entry values, exit
+// values, then a SpanRecord trailer; a process record is ExecFilenameMax
+// bytes of the executed file's name, ExecArgsMax bytes of its command line,
+// then a ProcessRecord trailer. Span values are stored in fetch order, each
+// padded to 8 bytes:
 //   - FetchKindInt: 8 bytes, little endian;
 //   - FetchKindString and FetchKindGoString: a little-endian u16 length n
 //     (without the NUL), n bytes, a NUL, padding;
@@ -23,6 +27,45 @@ type Record struct {
 	Entry, Exit []byte
 }
 
+// RecordKind returns the kind of a ring-buffer record (its last byte), or
+// false for an empty record.
+func RecordKind(rec []byte) (uint8, bool) {
+	if len(rec) == 0 {
+		return 0, false
+	}
+	return rec[len(rec)-1], true
+}
+
+// Process is one decoded process record. Its slices alias the bytes it was
+// decoded from.
+type Process struct {
+	*ProcessRecord
+	// Filename is the executed file's name as given to execve.
+	Filename []byte
+	// Args is the command line, its arguments separated by NUL bytes.
+	Args []byte
+}
+
+// processRecordSize is the size of every process record.
+var processRecordSize = ExecFilenameMax + ExecArgsMax + int(unsafe.Sizeof(ProcessRecord{}))
+
+// DecodeProcess splits a process record into its trailer, file name and
+// command line; false when the record is not one.
+func DecodeProcess(rec []byte) (Process, bool) {
+	if len(rec) != processRecordSize {
+		return Process{}, false
+	}
+	h := (*ProcessRecord)(unsafe.Pointer(&rec[ExecFilenameMax+ExecArgsMax]))
+	if h.Kind != RecordKindProcess || int(h.FilenameLen) > ExecFilenameMax || int(h.ArgsLen) > ExecArgsMax {
+		return Process{}, false
+	}
+	return Process{
+		ProcessRecord: h,
+		Filename:      rec[:h.FilenameLen:h.FilenameLen],
+		Args:          rec[ExecFilenameMax : ExecFilenameMax+int(h.ArgsLen) : ExecFilenameMax+int(h.ArgsLen)],
+	}, true
+}
+
 // DecodeRecord splits a ring-buffer record into its trailer and its values.
 // It returns false when the record's length does not match what its
 // trailer says. The trailer aliases rec, which must be 8-byte aligned (ring
@@ -33,7 +76,7 @@ func DecodeRecord(rec []byte) (Record, bool) {
 	}
 	valuesLen := len(rec) - RecordTrailerSize
 	h := (*SpanRecord)(unsafe.Pointer(&rec[valuesLen]))
-	if int(h.EntryLen)+int(h.ExitLen) != valuesLen || valuesLen > DataCap {
+	if h.Kind != RecordKindSpan || int(h.EntryLen)+int(h.ExitLen) != valuesLen || valuesLen > DataCap {
 		return Record{}, false
 	}
 	return Record{

@@ -6,6 +6,7 @@
 package config
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -15,16 +16,29 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
+	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 )
 
 // Target is one traced ELF file (an executable or a shared library) and the
 // spans and counters to take from it.
 type Target struct {
-	// Path is the absolute path of the traced file.
+	// Path is the traced file: an absolute path, as the traced processes
+	// see it (inside their containers too), or a bare name: an executable
+	// found through PATH, a library through /etc/ld.so.cache and the
+	// default library directories ("libc", "libc.so.6", "libpthread").
 	Path string `mapstructure:"path"`
 	// PID restricts the probes to one process; 0 traces every process that
 	// maps the file, now and later.
 	PID int `mapstructure:"pid"`
+	// Process chooses the processes to trace by what they run, now and
+	// later (nil: every process that maps the file).
+	Process *procfs.Selector `mapstructure:"process"`
+	// Optional lets the file be missing at Start: it is attached when a
+	// process maps it (a DaemonSet that starts before the application).
+	Optional bool `mapstructure:"optional"`
+	// BuildID, when set, is the GNU build id (hex) the file must have:
+	// a file with another build id is not attached.
+	BuildID string `mapstructure:"build_id"`
 	// ServiceName is the service.name resource attribute; it defaults to the
 	// base name of Path.
 	ServiceName string `mapstructure:"service_name"`
@@ -190,11 +204,26 @@ func (t Target) validate(where string) []error {
 	switch {
 	case t.Path == "":
 		add("path is required")
-	case !filepath.IsAbs(t.Path):
-		add("path %q must be absolute", t.Path)
+	case strings.ContainsRune(t.Path, '/') && !filepath.IsAbs(t.Path):
+		add("path %q must be absolute, or a bare name (an executable in PATH, a library such as libc)", t.Path)
+	case strings.ContainsAny(t.Path, "\x00\n"):
+		add("path %q has a NUL or newline", t.Path)
 	}
 	if t.PID < 0 {
 		add("pid %d must be 0 (every process) or a process id", t.PID)
+	}
+	if t.Process != nil {
+		if t.PID != 0 {
+			add("pid and process are exclusive: one process, or the processes a selector chooses")
+		}
+		if _, err := t.Process.Compile(); err != nil {
+			add("process: %v", err)
+		}
+	}
+	if t.BuildID != "" {
+		if _, err := hex.DecodeString(t.BuildID); err != nil || len(t.BuildID) < 8 {
+			add("build_id %q: want the hex GNU build id (readelf -n FILE)", t.BuildID)
+		}
 	}
 	if len(t.Spans) == 0 && len(t.Counters) == 0 {
 		add("nothing to trace: add spans or counters")

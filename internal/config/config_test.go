@@ -138,7 +138,7 @@ func TestValidateErrors(t *testing.T) {
 		{"empty targets", []Target{}, []string{"targets: at least one target is required"}},
 		{"empty path", []Target{{Counters: []string{"usdt:a:b"}}}, []string{t0 + ": path is required"}},
 		{"relative path", []Target{{Path: "bin/postgres", Counters: []string{"usdt:a:b"}}},
-			[]string{t0 + `: path "bin/postgres" must be absolute`}},
+			[]string{t0 + `: path "bin/postgres" must be absolute, or a bare name (an executable in PATH, a library such as libc)`}},
 		{"negative pid", []Target{{Path: bin, PID: -1, Counters: []string{"usdt:a:b"}}},
 			[]string{t0 + ": pid -1 must be 0 (every process) or a process id"}},
 		{"nothing to trace", []Target{{Path: bin}},
@@ -274,7 +274,7 @@ func TestValidateErrors(t *testing.T) {
 func TestValidateAllAtOnce(t *testing.T) {
 	targets := []Target{
 		{
-			Path: "relative", PID: -3,
+			Path: "rel/ative", PID: -3,
 			Spans: []Span{
 				{Name: "dup", Entry: "kprobe:x", Exit: "usdt:p:done", Attributes: map[string]string{"r": "retval", "bad": "arg0:"}},
 				{Name: "dup", Function: "f", Entry: "uprobe:f"},
@@ -289,7 +289,7 @@ func TestValidateAllAtOnce(t *testing.T) {
 	err := Validate(targets)
 	require.Error(t, err)
 	want := []string{
-		`targets[0]: path "relative" must be absolute`,
+		`targets[0]: path "rel/ative" must be absolute, or a bare name (an executable in PATH, a library such as libc)`,
 		`targets[0]: pid -3 must be 0 (every process) or a process id`,
 		`targets[0].spans[0]: entry: probe "kprobe:x": unknown probe kind "kprobe" (want usdt, uprobe, uretprobe or ret)`,
 		`targets[0].spans[0].attributes["bad"]: fetch expression "arg0:" at column 6: expected a type after ":"`,

@@ -27,6 +27,9 @@ type Span struct {
 	Depth uint16
 	// Truncated says some fetched value did not fit in the record.
 	Truncated bool
+	// Pending says the span's process was pending when it opened: it
+	// counts only if the process is chosen for the span's target.
+	Pending bool
 	// EntryFailed and ExitFailed have bit i set when fetch i of that end
 	// stored nothing (unreadable memory).
 	EntryFailed, ExitFailed uint8
@@ -46,11 +49,39 @@ type Image struct {
 	ExecID uint64
 }
 
-// Batch is a bounded, reusable set of spans read in one drain.
+// ProcessEvent says what happened to a process.
+type ProcessEvent uint8
+
+// The process events.
+const (
+	// ProcessExec: the process execed a program.
+	ProcessExec ProcessEvent = iota + 1
+	// ProcessFork: a pending process forked one (Parent).
+	ProcessFork
+	// ProcessExit: a process the engine knew exited.
+	ProcessExit
+)
+
+// Process is one process event, sent only while a target chooses its
+// processes by a selector. TimeNs is CLOCK_MONOTONIC nanoseconds.
+type Process struct {
+	Event       ProcessEvent
+	PID, Parent uint32
+	Image       Image
+	TimeNs      uint64
+	// Filename is the executed program as given to execve; Args its command
+	// line, arguments separated by NUL bytes (both bounded).
+	Filename, Args string
+}
+
+// Batch is a bounded, reusable set of spans read in one drain, with the
+// process events read among them, each in the order it was recorded. A
+// process's exec or fork comes before its spans, its exit after them.
 type Batch struct {
-	Spans  []Span
-	chunks [][]byte
-	cur    int
+	Spans     []Span
+	Processes []Process
+	chunks    [][]byte
+	cur       int
 }
 
 // arenaChunk is the size of each block of stored values a Batch keeps.
@@ -59,6 +90,7 @@ const arenaChunk = 256 << 10
 // Reset empties the batch, keeping its memory.
 func (b *Batch) Reset() {
 	b.Spans = b.Spans[:0]
+	b.Processes = b.Processes[:0]
 	for i := range b.chunks {
 		b.chunks[i] = b.chunks[i][:0]
 	}

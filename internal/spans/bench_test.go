@@ -12,7 +12,7 @@ import (
 // (an int, a 40-byte string and a hex value).
 func BenchmarkBuild(b *testing.B) {
 	const batch = 1024
-	plan := &target.Plan{
+	plan := withFiles(&target.Plan{
 		Targets: []target.Target{{Path: "/usr/bin/app", ServiceName: "app", Executable: true}},
 		Spans:   []target.Span{{Target: 0, Name: "request", Entry: 0, Exit: 1}},
 		Sites: []target.Site{
@@ -24,7 +24,7 @@ func BenchmarkBuild(b *testing.B) {
 				intFetch("ret", xType(8)),
 			}},
 		},
-	}
+	})
 	str40 := strings.Repeat("/api/v1/", 5)
 	if len(str40) != 40 {
 		b.Fatal("want a 40-byte string")

@@ -19,7 +19,7 @@ func BenchmarkBuildWithContext(b *testing.B) {
 		batch = 1024
 		group = 8
 	)
-	plan := &target.Plan{
+	plan := withFiles(&target.Plan{
 		Targets: []target.Target{{Path: "/usr/bin/app", ServiceName: "app", Executable: true}},
 		Spans: []target.Span{
 			{Target: 0, Name: "request", Entry: 0, Exit: 1},
@@ -31,7 +31,7 @@ func BenchmarkBuildWithContext(b *testing.B) {
 			{Probe: 2, EntrySpan: 1, ExitSpan: -1, Entry: []target.Fetch{intFetch("id", sType(8)), strFetch("sql", 256)}},
 			{Probe: 3, EntrySpan: -1, ExitSpan: 1, Exit: []target.Fetch{intFetch("ret", xType(8))}},
 		},
-	}
+	})
 	str40 := strings.Repeat("/api/v1/", 5)
 	sql := "SELECT * FROM t WHERE id = $1 /*traceparent='" + tpValid + "'*/"
 	// Offsets in a group: start, end, parent (-1: the carrier itself; 0 is

@@ -104,7 +104,7 @@ func ctxPlan(t testing.TB) *target.Plan {
 	}
 	require.Len(t, p.Spans, cdCount)
 	require.Len(t, p.Sites, cdCount)
-	return p
+	return withFiles(p)
 }
 
 // clock is a settable Settings.Now.

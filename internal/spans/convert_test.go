@@ -190,11 +190,11 @@ func TestDecodeUnpaddedLastValue(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			plan := &target.Plan{
+			plan := withFiles(&target.Plan{
 				Targets: []target.Target{{Path: "/bin/x", ServiceName: "x", Executable: true}},
 				Spans:   []target.Span{{Target: 0, Name: "s"}},
 				Sites:   []target.Site{{EntrySpan: 0, ExitSpan: 0, Entry: []target.Fetch{tt.f}}},
-			}
+			})
 			b := NewBuilder(Settings{Plan: plan})
 			in := []event.Span{{StartNs: 1, EndNs: 2, RootStartNs: 1, PID: 1, TID: 1, Entry: tt.entry[:len(tt.entry):len(tt.entry)]}}
 			require.NotPanics(t, func() { b.Build(in) })

@@ -91,7 +91,7 @@ const (
 // goldenPlan is a hand-built plan: an executable and a shared library, four
 // span definitions, and sites whose fetches cover every Value conversion.
 func goldenPlan() *target.Plan {
-	return &target.Plan{
+	return withFiles(&target.Plan{
 		Targets: []target.Target{
 			{Path: testAppPath, ServiceName: "app", Executable: true},
 			{Path: "/usr/lib/libfoo.so.1", ServiceName: "libfoo", Executable: false},
@@ -177,7 +177,7 @@ func goldenPlan() *target.Plan {
 				intFetch("ret", sType(4)),
 			}},
 		},
-	}
+	})
 }
 
 func goldenSettings(p *target.Plan) Settings {
@@ -528,4 +528,23 @@ func TestBuildExplicit(t *testing.T) {
 	}, out[evLib100].Attributes().AsRaw())
 
 	assert.Equal(t, Counts{FetchErrors: 2, Truncated: 1, Malformed: 1}, b.Counts())
+}
+
+// withFiles gives a hand-built plan one file per target (file i is target
+// i's, at its path) and puts every site in the file of its span's target.
+func withFiles(p *target.Plan) *target.Plan {
+	p.Files = nil
+	for i, t := range p.Targets {
+		p.Files = append(p.Files, target.File{Target: i, Path: t.Path, SeenAs: t.Path, Executable: t.Executable})
+	}
+	for i := range p.Sites {
+		s := &p.Sites[i]
+		switch {
+		case s.EntrySpan >= 0 && s.EntrySpan < len(p.Spans):
+			s.File = p.Spans[s.EntrySpan].Target
+		case s.ExitSpan >= 0 && s.ExitSpan < len(p.Spans):
+			s.File = p.Spans[s.ExitSpan].Target
+		}
+	}
+	return p
 }

@@ -41,6 +41,9 @@ type Settings struct {
 	// loaded a target that is a shared library; nil leaves it unset for
 	// such targets.
 	Executable func(pid uint32, image event.Image) string
+	// ContainerID returns container.id of a process image, "" when it runs
+	// in no container; nil leaves it unset.
+	ContainerID func(pid uint32, image event.Image) string
 	// ContextWait bounds how long a span waits for the trace context of an
 	// enclosing carrier span (default DefaultContextWait).
 	ContextWait time.Duration
@@ -87,9 +90,9 @@ type Builder struct {
 }
 
 type resourceKey struct {
-	target int
-	pid    uint32
-	image  event.Image
+	file  int
+	pid   uint32
+	image event.Image
 }
 
 // NewBuilder returns a Builder for the given settings.
@@ -158,7 +161,7 @@ func (b *Builder) Build(in []event.Span) ptrace.Traces {
 	for i := range in {
 		ev := &in[i]
 		def := &b.s.Plan.Spans[ev.Def]
-		key := resourceKey{def.Target, ev.PID, ev.Image}
+		key := resourceKey{b.s.Plan.Sites[ev.EntrySite].File, ev.PID, ev.Image}
 		if def.Carrier == target.CarrierNone && ev.ContextStartNs == 0 {
 			b.span(b.slice(key, len(in)-i).AppendEmpty(), ev, def)
 			continue
@@ -189,12 +192,13 @@ func (b *Builder) Build(in []event.Span) ptrace.Traces {
 }
 
 func (b *Builder) resource(r pcommon.Resource, key resourceKey) {
-	t := b.s.Plan.Targets[key.target]
+	f := &b.s.Plan.Files[key.file]
+	t := b.s.Plan.Targets[f.Target]
 	attrs := r.Attributes()
 	attrs.PutStr(string(semconv.ServiceNameKey), t.ServiceName)
 	attrs.PutInt(string(semconv.ProcessPIDKey), int64(key.pid))
-	exe := t.Path
-	if !t.Executable {
+	exe := f.SeenAs
+	if !f.Executable {
 		exe = ""
 		if b.s.Executable != nil {
 			exe = b.s.Executable(key.pid, key.image)
@@ -202,6 +206,17 @@ func (b *Builder) resource(r pcommon.Resource, key resourceKey) {
 	}
 	if exe != "" {
 		attrs.PutStr(string(semconv.ProcessExecutablePathKey), exe)
+	}
+	if f.Executable && f.BuildID != "" {
+		attrs.PutStr(string(semconv.ProcessExecutableBuildIDGNUKey), f.BuildID)
+	}
+	if f.Executable && f.GoBuildID != "" {
+		attrs.PutStr(string(semconv.ProcessExecutableBuildIDGoKey), f.GoBuildID)
+	}
+	if b.s.ContainerID != nil {
+		if id := b.s.ContainerID(key.pid, key.image); id != "" {
+			attrs.PutStr(string(semconv.ContainerIDKey), id)
+		}
 	}
 	if b.s.HostName != "" {
 		attrs.PutStr(string(semconv.HostNameKey), b.s.HostName)

@@ -15,19 +15,84 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
+	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
 )
 
 // Plan is everything the tracer attaches, indexed the way the engine indexes
-// it: probe ids, span ids and site ids are positions in these slices.
+// it: probe ids, span ids and site ids are positions in these slices. Targets,
+// probes and spans come from the configuration; files, sites and
+// attachments from the traced files, and a target may gain files while the
+// receiver runs (a container started, a file upgraded): see ReadFile and
+// Append.
 type Plan struct {
 	Targets     []Target
+	Files       []File
 	Probes      []Probe
 	Spans       []Span
 	Sites       []Site
 	Attachments []Attachment
 
 	opts Options
+	defs []*targetDef // per target, what ReadFile needs
+}
+
+// Target is one configured target: a path or name, and the processes it
+// traces.
+type Target struct {
+	// Path is the target's path or name as configured.
+	Path string
+	// PID restricts the target to one process; 0 means every process.
+	PID int
+	// Selector chooses the target's processes by executable and command
+	// line; nil chooses every process.
+	Selector *procfs.Selector
+	// ChosenBit is the target's bit in the engine's per-process masks
+	// when it has a PID or a Selector (Chosen).
+	Chosen    bool
+	ChosenBit uint8
+	// Optional says the target's file may appear after Start.
+	Optional bool
+	// BuildID, when set, is the GNU build id (hex) the target's files must
+	// have; others are not attached.
+	BuildID string
+	// ServiceName is the service.name resource attribute of its telemetry.
+	ServiceName string
+	// Executable is true for a program (ET_EXEC, or ET_DYN with an
+	// interpreter): processes that map it run it. False for a shared
+	// library. Taken from the first file read.
+	Executable bool
+}
+
+// File is one traced file of a target. Several files serve one target when
+// its processes see different files at its path (containers of different
+// images, a file upgraded while old processes still run the old one).
+type File struct {
+	Target int
+	// Path is where the receiver opens the file: the host path, or the
+	// path inside a process's root (/proc/PID/root/...).
+	Path string
+	// SeenAs is the file's path as the target's processes see it.
+	SeenAs string
+	// ID is the identity of the file the plan was read from: the tracer
+	// attaches only that file.
+	ID FileID
+	// Executable is true for a program, false for a shared library.
+	Executable bool
+	// Go is true for a Go binary: its spans pair by goroutine, its returns
+	// are probed on RET instructions and its arguments follow the Go ABI.
+	Go bool
+	// GoVersion is the Go version that built it, when known.
+	GoVersion string
+	// GoIDOffset is the byte offset of the goroutine id in the Go
+	// runtime's g structure of a Go binary, 0 when unknown.
+	GoIDOffset uint16
+	// BuildID is the file's GNU build id (hex), GoBuildID its Go build id;
+	// empty when it has none.
+	BuildID, GoBuildID string
+	// Sites and Attachments are the ranges [Start, End) of the plan's
+	// sites and attachments that belong to the file.
+	Sites, Attachments Range
 }
 
 // FileID identifies the exact file a plan was read from: a file replaced at
@@ -51,29 +116,8 @@ func StatFileID(f *os.File) (FileID, error) {
 	return FileID{Device: st.Dev, Inode: st.Ino, Size: st.Size, ModTimeNs: st.Mtim.Nano()}, nil
 }
 
-// Target is one resolved traced file.
-type Target struct {
-	// Path is the traced file as configured.
-	Path string
-	// File is the identity of the file the plan was read from: the
-	// tracer attaches only that file.
-	File FileID
-	// PID restricts attachments to one process; 0 means every process.
-	PID int
-	// ServiceName is the service.name resource attribute of its telemetry.
-	ServiceName string
-	// Executable is true for a program (ET_EXEC, or ET_DYN with an
-	// interpreter): processes that map it run it. False for a shared library.
-	Executable bool
-	// Go is true for a Go binary: its spans pair by goroutine, its returns
-	// are probed on RET instructions and its arguments follow the Go ABI.
-	Go bool
-	// GoVersion is the Go version that built it, when known.
-	GoVersion string
-	// GoIDOffset is the byte offset of the goroutine id in the Go
-	// runtime's g structure of a Go binary, 0 when unknown.
-	GoIDOffset uint16
-}
+// Range is a half-open range of indexes [Start, End).
+type Range struct{ Start, End int }
 
 // Probe is one probe reference of one target; hits and losses are counted per probe.
 type Probe struct {
@@ -136,11 +180,14 @@ const (
 	RoleStatus
 )
 
-// Site is one location that opens or closes spans; its id is the BPF cookie
-// of its attachment.
+// Site is one location that opens or closes spans, or counts hits for a
+// target that chooses its processes; its id is the BPF cookie of its
+// attachment.
 type Site struct {
 	// Probe is the probe id whose hits the site counts.
 	Probe int
+	// File is the index of the file the site is in.
+	File int
 	// EntrySpan and ExitSpan are span ids, or -1 when the site has no such role.
 	EntrySpan, ExitSpan int
 	// Entry and Exit are the fetches run for each role, in attribute-key order.
@@ -159,7 +206,8 @@ const (
 
 // Attachment is one uprobe or uretprobe to create.
 type Attachment struct {
-	Path string
+	// File is the index of the file it is in.
+	File int
 	// FileOffset is the file offset of the probed instruction (for a
 	// uretprobe, of the function's first instruction).
 	FileOffset uint64
@@ -169,7 +217,6 @@ type Attachment struct {
 	RefCtrOffset uint64
 	// Return makes it a uretprobe.
 	Return bool
-	PID    int
 	// Program and Cookie select what runs and with which spec.
 	Program Program
 	Cookie  uint64

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/ianlancetaylor/demangle"
+	"github.com/otel-uprobe/uprobereceiver/internal/buildid"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/elfaddr"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
@@ -19,34 +20,6 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
 	"golang.org/x/sys/unix"
 )
-
-// Options say what the running kernel can do, as far as placing probes
-// depends on it.
-type Options struct {
-	// OptimizedUprobes says the kernel turns uprobes on 5-byte nops into
-	// calls (Linux 6.17 on x86-64): USDT sites of the "nop; nop5" form are
-	// then probed on their nop5.
-	OptimizedUprobes bool
-}
-
-// Resolve reads every target's file and builds the plan. It reports the
-// problems of all targets at once; a plan is returned only without error.
-func Resolve(targets []config.Target, opts ...Options) (*Plan, error) {
-	plan := &Plan{}
-	if len(opts) > 0 {
-		plan.opts = opts[0]
-	}
-	var errs []error
-	for i, t := range targets {
-		if err := plan.addTarget(i, t); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return plan, nil
-}
 
 // function is one function symbol of a traced file.
 type function struct {
@@ -66,6 +39,8 @@ type file struct {
 	isGo      bool
 	goVersion string
 	goIDOff   uint16
+	buildID   string // GNU build id, hex
+	goBuildID string
 	decoded   map[uint64][]insn.Inst
 	elf       *elf.File
 	functions map[string][]function
@@ -154,6 +129,11 @@ func openFile(path string, opts Options) (_ *file, err error) {
 	if err := fl.readFunctions(); err != nil {
 		return nil, err
 	}
+	ids, err := buildid.FromELF(f)
+	if err != nil {
+		return nil, fmt.Errorf("target %s: reading build ids: %w", path, err)
+	}
+	fl.buildID, fl.goBuildID = ids.GNU, ids.Go
 	info, isGo, err := gobin.DetectFile(raw)
 	if err != nil {
 		return nil, fmt.Errorf("target %s: %w", path, err)
@@ -266,17 +246,6 @@ type location struct {
 	file   *file
 }
 
-// resolvedProbe is a probe of the plan while its target is being built.
-type resolvedProbe struct {
-	id        int
-	probe     config.Probe
-	locations []location
-	entrySpan int
-	exitSpan  int
-	entry     []fetchSpec
-	exit      []fetchSpec
-}
-
 // fetchSpec is one value to fetch at one end of a span, before compiling.
 type fetchSpec struct {
 	config.Attribute
@@ -366,110 +335,6 @@ func spanDef(ti int, s config.Span, entryRef, exitRef string, entry, exit int) (
 		def.Status = &c
 	}
 	return def, nil
-}
-
-func (plan *Plan) addTarget(index int, t config.Target) error {
-	fl, err := openFile(t.Path, plan.opts)
-	if err != nil {
-		return err
-	}
-	defer fl.close()
-
-	ti := len(plan.Targets)
-	plan.Targets = append(plan.Targets, Target{
-		Path:        t.Path,
-		PID:         t.PID,
-		ServiceName: t.ServiceNameOrDefault(),
-		File:        fl.id,
-		Executable:  fl.executable(),
-		Go:          fl.isGo,
-		GoVersion:   fl.goVersion,
-		GoIDOffset:  fl.goIDOff,
-	})
-
-	var errs []error
-	byRef := map[string]*resolvedProbe{}
-	var order []*resolvedProbe
-	probe := func(ref string) *resolvedProbe {
-		p, err := config.ParseProbe(ref)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("target %s: %w", t.Path, err))
-			return nil
-		}
-		if rp, ok := byRef[p.String()]; ok {
-			return rp
-		}
-		locs, err := fl.locate(p)
-		if err != nil {
-			errs = append(errs, err)
-			return nil
-		}
-		rp := &resolvedProbe{id: len(plan.Probes), probe: p, locations: locs, entrySpan: -1, exitSpan: -1}
-		plan.Probes = append(plan.Probes, Probe{Target: ti, Ref: ref, Kind: p.Kind, Locations: len(locs)})
-		byRef[p.String()] = rp
-		order = append(order, rp)
-		return rp
-	}
-
-	for _, s := range t.Spans {
-		entryRef, exitRef := fl.spanProbes(s)
-		entry, exit := probe(entryRef), probe(exitRef)
-		if entry == nil || exit == nil {
-			continue
-		}
-		entryFetches, exitFetches, err := spanFetches(s)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("target %s: span %q: %w", t.Path, s.Name, err))
-			continue
-		}
-		def, err := spanDef(ti, s, entryRef, exitRef, entry.id, exit.id)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("target %s: span %q: %w", t.Path, s.Name, err))
-			continue
-		}
-		id := len(plan.Spans)
-		plan.Spans = append(plan.Spans, def)
-		entry.entrySpan, entry.entry = id, entryFetches
-		exit.exitSpan, exit.exit = id, exitFetches
-	}
-	for _, c := range t.Counters {
-		probe(c)
-	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-
-	for _, rp := range order {
-		for _, loc := range rp.locations {
-			a := Attachment{
-				Path:         t.Path,
-				FileOffset:   loc.FileOffset,
-				Address:      loc.Address,
-				RefCtrOffset: loc.SemaphoreFile,
-				Return:       loc.Return,
-				PID:          t.PID,
-				Probe:        rp.id,
-				Class:        loc.Class,
-			}
-			if rp.entrySpan < 0 && rp.exitSpan < 0 {
-				a.Program, a.Cookie = ProgramCount, uint64(rp.id)
-				plan.Attachments = append(plan.Attachments, a)
-				continue
-			}
-			site := Site{Probe: rp.id, EntrySpan: rp.entrySpan, ExitSpan: rp.exitSpan}
-			var err error
-			if site.Entry, err = compileAll(rp.entry, rp.probe, loc, atEntry); err != nil {
-				errs = append(errs, fmt.Errorf("target %s: span %q: %s: %w", t.Path, plan.Spans[rp.entrySpan].Name, rp.probe, err))
-			}
-			if site.Exit, err = compileAll(rp.exit, rp.probe, loc, atExit); err != nil {
-				errs = append(errs, fmt.Errorf("target %s: span %q: %s: %w", t.Path, plan.Spans[rp.exitSpan].Name, rp.probe, err))
-			}
-			a.Program, a.Cookie = ProgramSite, uint64(len(plan.Sites))
-			plan.Sites = append(plan.Sites, site)
-			plan.Attachments = append(plan.Attachments, a)
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // locate finds every location of a probe in the file and checks each is a

@@ -43,9 +43,21 @@ func TestResolveDemoPlan(t *testing.T) {
 			require.NoError(t, err)
 
 			assert.Equal(t, []Target{
-				{Path: b.Program, File: idOf(t, b.Program), PID: 0, ServiceName: "demo", Executable: true},
-				{Path: b.Library, File: idOf(t, b.Library), PID: 0, ServiceName: "libdemo.so", Executable: false},
+				{Path: b.Program, ServiceName: "demo", Executable: true},
+				{Path: b.Library, ServiceName: "libdemo.so", Executable: false},
 			}, plan.Targets)
+			require.Len(t, plan.Files, 2)
+			for i, want := range []File{
+				{Target: 0, Path: b.Program, SeenAs: b.Program, ID: idOf(t, b.Program), Executable: true,
+					Sites: Range{0, 10}, Attachments: Range{0, 12}},
+				{Target: 1, Path: b.Library, SeenAs: b.Library, ID: idOf(t, b.Library),
+					Sites: Range{10, 12}, Attachments: Range{12, 15}},
+			} {
+				got := plan.Files[i]
+				assert.NotEmpty(t, got.BuildID, "gcc gives a GNU build id")
+				got.BuildID = ""
+				assert.Equal(t, want, got)
+			}
 
 			// Probes in the order they are first named: spans, then counters.
 			// uprobe:work is both the entry of the work span and a counter:
@@ -90,6 +102,12 @@ func TestResolveDemoPlan(t *testing.T) {
 			// The attachments, computed independently from the ELF files.
 			prog, lib := notes(t, b.Program), notes(t, b.Library)
 			var want []Attachment
+			fileOf := func(path string) int {
+				if path == b.Library {
+					return 1
+				}
+				return 0
+			}
 			addUSDT := func(path, name, semaphore string, probe int, pr Program, cookie uint64, loc int) {
 				n := prog
 				if path == b.Library {
@@ -99,7 +117,7 @@ func TestResolveDemoPlan(t *testing.T) {
 				require.True(t, ok, name)
 				l := p.Locations[loc]
 				a := Attachment{
-					Path: path, Address: l.Address, FileOffset: sectionOffset(t, path, l.Address),
+					File: fileOf(path), Address: l.Address, FileOffset: sectionOffset(t, path, l.Address),
 					Program: pr, Cookie: cookie, Probe: probe, Class: insn.Emulated, // sys/sdt.h's 1-byte nop
 				}
 				if semaphore != "" {
@@ -119,7 +137,7 @@ func TestResolveDemoPlan(t *testing.T) {
 				class, err := insn.Classify(code)
 				require.NoError(t, err)
 				want = append(want, Attachment{
-					Path: path, Address: s.Value, FileOffset: s.FileOffset, Return: ret,
+					File: fileOf(path), Address: s.Value, FileOffset: s.FileOffset, Return: ret,
 					Program: ProgramSite, Cookie: cookie, Probe: probe, Class: class,
 				})
 			}
@@ -168,7 +186,7 @@ func TestResolveDemoPlan(t *testing.T) {
 				assert.Equal(t, p.Kind == config.KindUretprobe, a.Return, "%s", p.Ref)
 				if p.Kind == config.KindUretprobe {
 					fn := p.Ref[len("uretprobe:"):]
-					s := lookup(t, a.Path, fn)
+					s := lookup(t, plan.Files[a.File].Path, fn)
 					assert.Equal(t, s.FileOffset, a.FileOffset, "%s attaches at the function's first instruction", p.Ref)
 				}
 				if a.Program == ProgramSite {
@@ -186,13 +204,18 @@ func TestResolvePID(t *testing.T) {
 	b := testutil.BuildDemo(t, "-O2")
 	plan, err := Resolve([]config.Target{{Path: b.Program, PID: 4242, Counters: []string{"usdt:demo:tick", "uprobe:main"}}})
 	require.NoError(t, err)
-	assert.Equal(t, []Target{{Path: b.Program, File: idOf(t, b.Program), PID: 4242, ServiceName: "demo", Executable: true}}, plan.Targets)
+	assert.Equal(t, []Target{{Path: b.Program, PID: 4242, Chosen: true, ServiceName: "demo", Executable: true}}, plan.Targets)
 	require.Len(t, plan.Attachments, 3)
 	for _, a := range plan.Attachments {
-		assert.Equal(t, 4242, a.PID)
-		assert.Equal(t, ProgramCount, a.Program)
+		// The process is chosen in the kernel, by the site's target:
+		// counting goes through a site, not the bare counter.
+		assert.Equal(t, ProgramSite, a.Program)
 	}
-	assert.Empty(t, plan.Sites)
+	require.Len(t, plan.Sites, 3)
+	for _, s := range plan.Sites {
+		assert.Equal(t, -1, s.EntrySpan)
+		assert.Equal(t, -1, s.ExitSpan)
+	}
 	assert.Empty(t, plan.Spans)
 }
 
@@ -296,8 +319,9 @@ func TestResolveNonPIE(t *testing.T) {
 	assert.Equal(t, "demo", plan.Targets[0].ServiceName)
 	require.Len(t, plan.Attachments, 15)
 	for _, a := range plan.Attachments {
-		assert.Equal(t, sectionOffset(t, a.Path, a.Address), a.FileOffset, "%s at %#x", plan.Probes[a.Probe].Ref, a.Address)
-		if a.Path == b.Program {
+		path := plan.Files[a.File].Path
+		assert.Equal(t, sectionOffset(t, path, a.Address), a.FileOffset, "%s at %#x", plan.Probes[a.Probe].Ref, a.Address)
+		if path == b.Program {
 			assert.NotEqual(t, a.Address, a.FileOffset, "linked at a fixed base")
 		}
 	}

@@ -90,8 +90,8 @@ func TestGoTargets(t *testing.T) {
 				}},
 			}})
 			require.NoError(t, err)
-			require.True(t, plan.Targets[0].Go)
-			assert.Regexp(t, `^go1\.\d+`, plan.Targets[0].GoVersion)
+			require.True(t, plan.Files[0].Go)
+			assert.Regexp(t, `^go1\.\d+`, plan.Files[0].GoVersion)
 			var entries, rets []Attachment
 			for _, a := range plan.Attachments {
 				assert.False(t, a.Return, "no kernel return probes on Go code")

@@ -37,8 +37,7 @@ func encodeSite(s target.Site, plan *target.Plan) (bpfobj.Site, error) {
 		if spans[s.EntrySpan].Function {
 			out.Flags |= bpfobj.SiteFunction
 		}
-		exit := plan.Probes[spans[s.EntrySpan].Exit]
-		if exit.Kind == config.KindUretprobe && !plan.Targets[exit.Target].Go {
+		if plan.Probes[spans[s.EntrySpan].Exit].Kind == config.KindUretprobe && !plan.Files[s.File].Go {
 			out.Flags |= bpfobj.SiteKernelReturn
 		}
 	}
@@ -47,9 +46,13 @@ func encodeSite(s target.Site, plan *target.Plan) (bpfobj.Site, error) {
 		out.ExitSpan = uint32(s.ExitSpan)
 		out.MinDurationNs = spans[s.ExitSpan].MinDurationNs
 	}
-	if t := plan.Targets[plan.Probes[s.Probe].Target]; t.Go {
+	if f := plan.Files[s.File]; f.Go {
 		out.Flags |= bpfobj.SiteGo
-		out.GoidOffset = t.GoIDOffset
+		out.GoidOffset = f.GoIDOffset
+	}
+	if t := plan.Targets[plan.Probes[s.Probe].Target]; t.Chosen {
+		out.Flags |= bpfobj.SiteChosen
+		out.TargetBit = t.ChosenBit
 	}
 	out.EntryFetchCount = uint8(len(s.Entry))
 	out.ExitFetchCount = uint8(len(s.Exit))

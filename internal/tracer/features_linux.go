@@ -67,3 +67,8 @@ func HaveOptimizedUprobes() bool {
 	}
 	return false
 }
+
+// HaveUprobeMulti says whether the kernel has uprobe_multi links (Linux
+// 6.6), which attach many locations at once and need only CAP_BPF with
+// CAP_PERFMON.
+func HaveUprobeMulti() bool { return features.HaveBPFLinkUprobeMulti() == nil }

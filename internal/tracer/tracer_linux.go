@@ -33,7 +33,24 @@ type Options struct {
 	// when the kernel has uprobe_multi links (Linux 6.6), which attach and
 	// detach many locations at once.
 	PerLocation bool
+	// MaxSites bounds the sites of files attached while the receiver runs
+	// (AttachFile) beyond the plan's own (default: as many again, at least
+	// 1024).
+	MaxSites int
+	// MaxProcesses bounds the processes of targets that choose their
+	// processes (pid:, process:) the engine tracks at once (default 65536).
+	MaxProcesses int
+	// SendExecs makes every exec on the host send a process record
+	// (Drain's batch.Processes), for finding targets' files in processes
+	// that start. Targets with a process selector send them anyway.
+	SendExecs bool
 }
+
+// DefaultMaxProcesses is the default of Options.MaxProcesses.
+const DefaultMaxProcesses = 65536
+
+// maxPending bounds the counters of processes user space has not decided.
+const maxPending = 16384
 
 // DefaultMaxGoroutines is the default of Options.MaxGoroutines.
 const DefaultMaxGoroutines = 4096
@@ -43,7 +60,9 @@ type AttachFailure struct {
 	Attachment target.Attachment
 	// Probe is the probe reference as configured.
 	Probe string
-	Err   error
+	// Path is the file's path as the receiver opened it.
+	Path string
+	Err  error
 }
 
 // AttachError lists every attachment the kernel refused. When Open returns
@@ -54,7 +73,7 @@ type AttachError struct {
 
 func (e *AttachError) Error() string {
 	f := e.Failures[0]
-	msg := fmt.Sprintf("attaching %s in %s at file offset %#x: %v", f.Probe, f.Attachment.Path, f.Attachment.FileOffset, f.Err)
+	msg := fmt.Sprintf("attaching %s in %s at file offset %#x: %v", f.Probe, f.Path, f.Attachment.FileOffset, f.Err)
 	if len(e.Failures) > 1 {
 		msg += fmt.Sprintf(" (and %d more attachments failed)", len(e.Failures)-1)
 	}
@@ -70,16 +89,21 @@ func (e *AttachError) Unwrap() []error {
 	return errs
 }
 
-// Tracer owns the loaded engine, its links and its ring buffer reader.
+// Tracer owns the loaded engine, its links and its ring buffer reader. Its
+// methods are for one goroutine at a time, the plan's owner (Drain, Stats
+// and the process methods may run beside each other).
 type Tracer struct {
 	plan     *target.Plan
 	multi    bool
 	coll     *ebpf.Collection
 	probes   *ebpf.Map
 	spans    *ebpf.Map
-	links    []link.Link
-	lifetime []link.Link // exec and exit programs
+	sites    *ebpf.Map
+	links    map[int][]link.Link // by file index
+	lifetime []link.Link         // exec, fork and exit programs
 	goStates *ebpf.Map
+	procs    *ebpf.Map
+	pending  *ebpf.Map
 	ring     *ringReader
 	detached bool
 }
@@ -102,14 +126,34 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the embedded BPF engine: %w", err)
 	}
-	spec.Maps[bpfobj.MapSites].MaxEntries = uint32(max(1, len(plan.Sites)))
+	spec.Maps[bpfobj.MapSites].MaxEntries = uint32(len(plan.Sites) + cmp.Or(opts.MaxSites, max(1024, len(plan.Sites))))
 	spec.Maps[bpfobj.MapProbes].MaxEntries = uint32(max(1, len(plan.Probes)))
 	spec.Maps[bpfobj.MapSpans].MaxEntries = uint32(max(1, len(plan.Spans)))
 	spec.Maps[bpfobj.MapRecords].MaxEntries = uint32(size)
-	for _, t := range plan.Targets {
-		if t.Go {
-			spec.Maps[bpfobj.MapGoStates].MaxEntries = uint32(cmp.Or(opts.MaxGoroutines, DefaultMaxGoroutines))
+	// Goroutine states are cheap to have room for (entries are made on
+	// use): a Go file may appear while the receiver runs.
+	spec.Maps[bpfobj.MapGoStates].MaxEntries = uint32(cmp.Or(opts.MaxGoroutines, DefaultMaxGoroutines))
+	var selectorBits uint64
+	chosen := false
+	for _, tg := range plan.Targets {
+		if tg.Chosen {
+			chosen = true
+			if tg.Selector != nil {
+				selectorBits |= 1 << tg.ChosenBit
+			}
 		}
+	}
+	spec.Maps[bpfobj.MapProcs].MaxEntries = 1
+	spec.Maps[bpfobj.MapPending].MaxEntries = 1
+	if chosen {
+		spec.Maps[bpfobj.MapProcs].MaxEntries = uint32(cmp.Or(opts.MaxProcesses, DefaultMaxProcesses))
+	}
+	if selectorBits != 0 {
+		spec.Maps[bpfobj.MapPending].MaxEntries = maxPending
+	}
+	if err := errors.Join(spec.Variables[bpfobj.VarSelectorBits].Set(selectorBits),
+		spec.Variables[bpfobj.VarSendExecs].Set(boolByte(opts.SendExecs))); err != nil {
+		return nil, fmt.Errorf("configuring the BPF engine: %w", err)
 	}
 	multi := !opts.PerLocation && features.HaveBPFLinkUprobeMulti() == nil
 	for _, name := range []string{bpfobj.ProgramCountHit, bpfobj.ProgramSiteHit, bpfobj.ProgramCountHitMulti, bpfobj.ProgramSiteHitMulti} {
@@ -138,7 +182,11 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 		coll:     coll,
 		probes:   coll.Maps[bpfobj.MapProbes],
 		spans:    coll.Maps[bpfobj.MapSpans],
+		sites:    coll.Maps[bpfobj.MapSites],
+		links:    map[int][]link.Link{},
 		goStates: coll.Maps[bpfobj.MapGoStates],
+		procs:    coll.Maps[bpfobj.MapProcs],
+		pending:  coll.Maps[bpfobj.MapPending],
 	}
 	defer func() {
 		if err != nil {
@@ -146,33 +194,75 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 		}
 	}()
 
-	sites := coll.Maps[bpfobj.MapSites]
-	for i, s := range plan.Sites {
-		enc, err := encodeSite(s, plan)
-		if err != nil {
-			return nil, fmt.Errorf("encoding site %d of %s: %w", i, plan.Probes[s.Probe].Ref, err)
-		}
-		if err := sites.Update(uint32(i), &enc, ebpf.UpdateAny); err != nil {
-			return nil, fmt.Errorf("writing site %d of %s: %w", i, plan.Probes[s.Probe].Ref, err)
-		}
+	if err := t.writeSites(0, len(plan.Sites)); err != nil {
+		return nil, err
 	}
-
 	if t.ring, err = newRingReader(coll.Maps[bpfobj.MapRecords]); err != nil {
 		return nil, err
 	}
 	// Lifetime programs first, so that no span opened by a probe outlives
-	// an exec or an exit.
-	for _, name := range []string{bpfobj.ProgramOnExec, bpfobj.ProgramOnExit} {
+	// an exec or an exit, and no process escapes its choice.
+	for _, name := range []string{bpfobj.ProgramOnExec, bpfobj.ProgramOnFork, bpfobj.ProgramOnExit} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: coll.Programs[name]})
 		if err != nil {
 			return nil, fmt.Errorf("attaching %s: %w", name, err)
 		}
 		t.lifetime = append(t.lifetime, l)
 	}
-	if err := t.attach(); err != nil {
-		return nil, err
+	var failures []AttachFailure
+	for fi := range plan.Files {
+		failures = append(failures, t.attachFile(fi)...)
+	}
+	if len(failures) > 0 {
+		return nil, &AttachError{Failures: failures}
 	}
 	return t, nil
+}
+
+// writeSites writes the specs of sites [from, to) of the plan.
+func (t *Tracer) writeSites(from, to int) error {
+	if to > int(t.sites.MaxEntries()) {
+		return fmt.Errorf("%d sites are more than the engine has room for (%d)", to, t.sites.MaxEntries())
+	}
+	for i := from; i < to; i++ {
+		s := t.plan.Sites[i]
+		enc, err := encodeSite(s, t.plan)
+		if err != nil {
+			return fmt.Errorf("encoding site %d of %s: %w", i, t.plan.Probes[s.Probe].Ref, err)
+		}
+		if err := t.sites.Update(uint32(i), &enc, ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("writing site %d of %s: %w", i, t.plan.Probes[s.Probe].Ref, err)
+		}
+	}
+	return nil
+}
+
+// AttachFile attaches a file the plan gained after Open (plan.Append):
+// all its locations or none.
+func (t *Tracer) AttachFile(fi int) error {
+	f := t.plan.Files[fi]
+	if err := t.writeSites(f.Sites.Start, f.Sites.End); err != nil {
+		return err
+	}
+	if failures := t.attachFile(fi); len(failures) > 0 {
+		return errors.Join(&AttachError{Failures: failures}, t.DetachFile(fi))
+	}
+	return nil
+}
+
+// DetachFile detaches every location of a file: the kernel lowers its
+// semaphores. Its sites stay allocated. It is idempotent.
+func (t *Tracer) DetachFile(fi int) error {
+	links := t.links[fi]
+	delete(t.links, fi)
+	errs := make([]error, 0, len(links))
+	for _, l := range links {
+		errs = append(errs, l.Close())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("detaching %s: %w", t.plan.Files[fi].Path, err)
+	}
+	return nil
 }
 
 // program returns the loaded program an attachment runs.
@@ -192,23 +282,23 @@ func (t *Tracer) program(p target.Program) *ebpf.Program {
 // not apply to it. Resolve the targets again.
 var ErrFileChanged = errors.New("the file changed after it was read: its plan does not apply to it")
 
-// openTarget opens the file of target ti for attaching and checks it is
-// the very file the plan was read from. The kernel is then given the path
-// of the open descriptor (/proc/self/fd/N), so that it attaches exactly
-// that file whatever happens at the configured path meanwhile.
-func (t *Tracer) openTarget(ti int) (*os.File, error) {
-	tg := t.plan.Targets[ti]
-	fd, err := unix.Open(tg.Path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+// openFile opens file fi of the plan for attaching and checks it is the
+// very file the plan was read from. The kernel is then given the path of
+// the open descriptor (/proc/self/fd/N), so that it attaches exactly that
+// file whatever happens at the path meanwhile.
+func (t *Tracer) openFile(fi int) (*os.File, error) {
+	tf := t.plan.Files[fi]
+	fd, err := unix.Open(tf.Path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return nil, fmt.Errorf("%w (it is gone)", ErrFileChanged)
 		}
-		return nil, fmt.Errorf("opening %s: %w", tg.Path, err)
+		return nil, fmt.Errorf("opening %s: %w", tf.Path, err)
 	}
-	f := os.NewFile(uintptr(fd), tg.Path)
+	f := os.NewFile(uintptr(fd), tf.Path)
 	id, err := target.StatFileID(f)
-	if err == nil && id != tg.File {
-		err = fmt.Errorf("%w (read: inode %d, %d bytes; now: inode %d, %d bytes)", ErrFileChanged, tg.File.Inode, tg.File.Size, id.Inode, id.Size)
+	if err == nil && id != tf.ID {
+		err = fmt.Errorf("%w (read: inode %d, %d bytes; now: inode %d, %d bytes)", ErrFileChanged, tf.ID.Inode, tf.ID.Size, id.Inode, id.Size)
 	}
 	if err != nil {
 		f.Close()
@@ -217,56 +307,41 @@ func (t *Tracer) openTarget(ti int) (*os.File, error) {
 	return f, nil
 }
 
-// attach attaches every attachment of the plan and, if any fails, reports
-// every failure; the caller then closes what did attach.
-func (t *Tracer) attach() error {
-	executables := map[int]*link.Executable{}
-	var files []*os.File
-	defer func() {
-		for _, f := range files {
-			f.Close() // attached uprobes hold the inode, not the descriptor
-		}
-	}()
+// attachFile attaches every attachment of file fi and returns the ones the
+// kernel refused; the links made are kept under fi either way.
+func (t *Tracer) attachFile(fi int) []AttachFailure {
+	f := t.plan.Files[fi]
+	attachments := t.plan.Attachments[f.Attachments.Start:f.Attachments.End]
 	var failures []AttachFailure
-	executable := func(a target.Attachment) (*link.Executable, error) {
-		ti := t.plan.Probes[a.Probe].Target
-		if ex, ok := executables[ti]; ok {
-			return ex, nil
-		}
-		f, err := t.openTarget(ti)
-		if err != nil {
-			return nil, err
-		}
-		files = append(files, f)
-		ex, err := link.OpenExecutable(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
-		if err != nil {
-			return nil, err
-		}
-		executables[ti] = ex
-		return ex, nil
-	}
 	fail := func(a target.Attachment, err error) {
-		switch {
-		case errors.Is(err, os.ErrPermission):
+		if errors.Is(err, os.ErrPermission) {
 			err = fmt.Errorf("%w (%w)", ErrPermission, err)
-		case a.PID != 0 && (errors.Is(err, unix.ESRCH) || errors.Is(err, os.ErrNotExist)):
-			err = fmt.Errorf("process %d does not exist (%w)", a.PID, err)
 		}
-		failures = append(failures, AttachFailure{Attachment: a, Probe: t.plan.Probes[a.Probe].Ref, Err: err})
+		failures = append(failures, AttachFailure{Attachment: a, Probe: t.plan.Probes[a.Probe].Ref, Path: f.Path, Err: err})
 	}
-
+	if len(attachments) == 0 {
+		return nil
+	}
+	fh, err := t.openFile(fi)
+	if err != nil {
+		for _, a := range attachments {
+			fail(a, err)
+		}
+		return failures
+	}
+	defer fh.Close() // attached uprobes hold the inode, not the descriptor
+	ex, err := link.OpenExecutable(fmt.Sprintf("/proc/self/fd/%d", fh.Fd()))
+	if err != nil {
+		for _, a := range attachments {
+			fail(a, err)
+		}
+		return failures
+	}
 	if t.multi {
-		for _, g := range groupAttachments(t.plan.Attachments) {
-			ex, err := executable(g[0])
-			if err != nil {
-				for _, a := range g {
-					fail(a, err)
-				}
-				continue
-			}
+		for _, g := range groupAttachments(attachments) {
 			l, err := t.attachMulti(ex, g)
 			if err == nil {
-				t.links = append(t.links, l)
+				t.links[fi] = append(t.links[fi], l)
 				continue
 			}
 			// Find which locations the kernel refuses, one link each.
@@ -276,45 +351,36 @@ func (t *Tracer) attach() error {
 					fail(a, err)
 					continue
 				}
-				t.links = append(t.links, l)
+				t.links[fi] = append(t.links[fi], l)
 			}
 		}
-	} else {
-		for _, a := range t.plan.Attachments {
-			ex, err := executable(a)
-			if err != nil {
-				fail(a, err)
-				continue
-			}
-			opts := &link.UprobeOptions{
-				Address:       a.FileOffset,
-				RefCtrOffset:  a.RefCtrOffset,
-				PID:           a.PID,
-				Cookie:        a.Cookie,
-				TraceFSPrefix: "otelcol_uprobe",
-			}
-			attach := ex.Uprobe
-			if a.Return {
-				attach = ex.Uretprobe
-			}
-			l, err := attach(eventName(t.plan.Probes[a.Probe].Ref), t.program(a.Program), opts)
-			if err != nil {
-				fail(a, err)
-				continue
-			}
-			t.links = append(t.links, l)
+		return failures
+	}
+	for _, a := range attachments {
+		opts := &link.UprobeOptions{
+			Address:       a.FileOffset,
+			RefCtrOffset:  a.RefCtrOffset,
+			Cookie:        a.Cookie,
+			TraceFSPrefix: "otelcol_uprobe",
 		}
+		attach := ex.Uprobe
+		if a.Return {
+			attach = ex.Uretprobe
+		}
+		l, err := attach(eventName(t.plan.Probes[a.Probe].Ref), t.program(a.Program), opts)
+		if err != nil {
+			fail(a, err)
+			continue
+		}
+		t.links[fi] = append(t.links[fi], l)
 	}
-	if len(failures) > 0 {
-		return &AttachError{Failures: failures}
-	}
-	return nil
+	return failures
 }
 
 // attachMulti attaches locations that share a file, process filter,
 // direction and program through one uprobe_multi link.
 func (t *Tracer) attachMulti(ex *link.Executable, g []target.Attachment) (link.Link, error) {
-	opts := &link.UprobeMultiOptions{PID: uint32(g[0].PID)}
+	opts := &link.UprobeMultiOptions{}
 	for _, a := range g {
 		opts.Addresses = append(opts.Addresses, a.FileOffset)
 		opts.RefCtrOffsets = append(opts.RefCtrOffsets, a.RefCtrOffset)
@@ -330,15 +396,14 @@ func (t *Tracer) attachMulti(ex *link.Executable, g []target.Attachment) (link.L
 // can carry, in order of first appearance.
 func groupAttachments(all []target.Attachment) [][]target.Attachment {
 	type key struct {
-		path    string
-		pid     int
+		file    int
 		ret     bool
 		program target.Program
 	}
 	index := map[key]int{}
 	var groups [][]target.Attachment
 	for _, a := range all {
-		k := key{a.Path, a.PID, a.Return, a.Program}
+		k := key{a.File, a.Return, a.Program}
 		i, ok := index[k]
 		if !ok {
 			i = len(groups)
@@ -368,11 +433,28 @@ func eventName(ref string) string {
 	}, ref)
 }
 
-// Drain moves up to max completed spans from the ring buffer into batch and
-// returns how many it moved and how many records were malformed (counted,
-// skipped). Only one goroutine may drain.
+// Drain moves up to max records from the ring buffer into batch (spans and
+// process events) and returns how many spans it moved and how many records
+// were malformed (counted, skipped). Only one goroutine may drain.
 func (t *Tracer) Drain(batch *event.Batch, max int) (n, malformed int) {
 	_, corrupt := t.ring.read(max, func(raw []byte) {
+		if kind, _ := bpfobj.RecordKind(raw); kind == bpfobj.RecordKindProcess {
+			p, ok := bpfobj.DecodeProcess(raw)
+			if !ok {
+				malformed++
+				return
+			}
+			batch.Processes = append(batch.Processes, event.Process{
+				Event:    event.ProcessEvent(p.Event),
+				PID:      p.Pid,
+				Parent:   p.Parent,
+				Image:    event.Image{StartNs: p.StartNs, ExecID: p.ExecId},
+				TimeNs:   p.TimeNs,
+				Filename: string(p.Filename),
+				Args:     string(p.Args),
+			})
+			return
+		}
 		rec, ok := bpfobj.DecodeRecord(raw)
 		if !ok {
 			malformed++
@@ -399,6 +481,7 @@ func (t *Tracer) Drain(batch *event.Batch, max int) (n, malformed int) {
 			ExitSite:       h.ExitSite,
 			Depth:          h.Depth,
 			Truncated:      h.Flags&bpfobj.RecordTruncated != 0,
+			Pending:        h.Flags&bpfobj.RecordPending != 0,
 			EntryFailed:    h.EntryFailed,
 			ExitFailed:     h.ExitFailed,
 			Entry:          data[:h.EntryLen:h.EntryLen],
@@ -407,6 +490,79 @@ func (t *Tracer) Drain(batch *event.Batch, max int) (n, malformed int) {
 		n++
 	})
 	return n, malformed + corrupt
+}
+
+// SetProcess tells the engine which chosen targets (by ChosenBit) process
+// pid belongs to, for the image that started at startNs, and that it is no
+// longer pending. A mask of 0 chooses it for none: its hits no longer count.
+func (t *Tracer) SetProcess(pid uint32, startNs, mask uint64) error {
+	e := bpfobj.ProcEntry{Mask: mask, StartNs: startNs}
+	if err := t.procs.Update(pid, &e, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("choosing process %d: %w", pid, err)
+	}
+	return nil
+}
+
+// ProcessMask returns the engine's mask for pid, and false when the engine
+// does not know the process (it exited, or was never chosen).
+func (t *Tracer) ProcessMask(pid uint32) (mask, startNs uint64, ok bool) {
+	var e bpfobj.ProcEntry
+	if err := t.procs.Lookup(pid, &e); err != nil {
+		return 0, 0, false
+	}
+	return e.Mask, e.StartNs, true
+}
+
+// ForgetProcess deletes what the engine knows of pid.
+func (t *Tracer) ForgetProcess(pid uint32) {
+	_ = t.procs.Delete(pid)
+}
+
+// Processes returns the number of processes the engine tracks for chosen
+// targets.
+func (t *Tracer) Processes() (int, error) {
+	return countKeys(t.procs)
+}
+
+// PendingCount is one counter of a pending process.
+type PendingCount struct {
+	// Kind is bpfobj.PendingHits (ID a probe id), PendingSpanBucket (ID a
+	// span id, Bucket its bucket) or PendingSpanSum (ID a span id).
+	Kind   uint8
+	ID     uint32
+	Bucket uint8
+	Value  uint64
+}
+
+// TakePending returns the counters process pid made while it was pending,
+// and deletes them.
+func (t *Tracer) TakePending(pid uint32) ([]PendingCount, error) {
+	var out []PendingCount
+	var key, next bpfobj.PendingKey
+	var keys []bpfobj.PendingKey
+	for err := t.pending.NextKey(nil, &next); ; err = t.pending.NextKey(&key, &next) {
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			break
+		}
+		if err != nil {
+			return out, fmt.Errorf("reading pending counters: %w", err)
+		}
+		if next.Pid == pid {
+			keys = append(keys, next)
+		}
+		key = next
+	}
+	for _, k := range keys {
+		var v uint64
+		if err := t.pending.LookupAndDelete(&k, &v); err != nil {
+			if err := t.pending.Lookup(&k, &v); err != nil {
+				continue
+			}
+			_ = t.pending.Delete(&k)
+		}
+		out = append(out, PendingCount{Kind: k.Kind, ID: k.Id, Bucket: k.Bucket, Value: v})
+	}
+	return out, nil
 }
 
 // Stats reads every probe's and span definition's counters, summed over CPUs.
@@ -493,11 +649,14 @@ func (t *Tracer) Detach() error {
 	t.detached = true
 	// A uprobe perf event waits for an RCU grace period when it goes (about
 	// 0.1 s each here); a uprobe_multi link waits once for all its locations.
-	errs := make([]error, 0, len(t.links)+len(t.lifetime))
-	for _, l := range append(t.links, t.lifetime...) {
+	var errs []error
+	for fi := range t.links {
+		errs = append(errs, t.DetachFile(fi))
+	}
+	for _, l := range t.lifetime {
 		errs = append(errs, l.Close())
 	}
-	t.links, t.lifetime = nil, nil
+	t.lifetime = nil
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("detaching probes: %w", err)
 	}

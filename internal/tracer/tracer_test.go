@@ -225,6 +225,7 @@ func testOpenAllOrNothing(t *testing.T, perLocation bool) {
 	bad.FileOffset = uint64(fi.Size()) + 4096 // the kernel refuses offsets beyond the file
 	bad.RefCtrOffset = 0
 	plan.Attachments = append(plan.Attachments, bad)
+	plan.Files[0].Attachments.End++
 
 	_, err = Open(plan, Options{RingBufferSize: testRing, PerLocation: perLocation})
 	var ae *AttachError

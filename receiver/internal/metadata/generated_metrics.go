@@ -19,6 +19,44 @@ const (
 	AggregationStrategyMax = "max"
 )
 
+// AttributeChange specifies the value change attribute.
+type AttributeChange int
+
+const (
+	_ AttributeChange = iota
+	AttributeChangeAttached
+	AttributeChangeDetached
+	AttributeChangeRefused
+	AttributeChangeFailed
+	AttributeChangeDropped
+)
+
+// String returns the string representation of the AttributeChange.
+func (av AttributeChange) String() string {
+	switch av {
+	case AttributeChangeAttached:
+		return "attached"
+	case AttributeChangeDetached:
+		return "detached"
+	case AttributeChangeRefused:
+		return "refused"
+	case AttributeChangeFailed:
+		return "failed"
+	case AttributeChangeDropped:
+		return "dropped"
+	}
+	return ""
+}
+
+// MapAttributeChange is a helper map of string to AttributeChange attribute value.
+var MapAttributeChange = map[string]AttributeChange{
+	"attached": AttributeChangeAttached,
+	"detached": AttributeChangeDetached,
+	"refused":  AttributeChangeRefused,
+	"failed":   AttributeChangeFailed,
+	"dropped":  AttributeChangeDropped,
+}
+
 // AttributeOutcome specifies the value outcome attribute.
 type AttributeOutcome int
 

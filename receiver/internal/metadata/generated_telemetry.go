@@ -28,12 +28,15 @@ type TelemetryBuilder struct {
 	registrations                  []metric.Registration
 	ReceiverUprobeAttachFailures   metric.Int64Counter
 	ReceiverUprobeFetchErrors      metric.Int64Counter
+	ReceiverUprobeFileChanges      metric.Int64Counter
+	ReceiverUprobeFiles            metric.Int64UpDownCounter
 	ReceiverUprobeLocations        metric.Int64UpDownCounter
 	ReceiverUprobeRecordsMalformed metric.Int64Counter
 	ReceiverUprobeSpansAbandoned   metric.Int64Counter
 	ReceiverUprobeSpansOverflow    metric.Int64Counter
 	ReceiverUprobeSpansTruncated   metric.Int64Counter
 	ReceiverUprobeSpansUnmatched   metric.Int64Counter
+	ReceiverUprobeTargetsWaiting   metric.Int64UpDownCounter
 	ReceiverUprobeTraceContexts    metric.Int64Counter
 }
 
@@ -78,6 +81,18 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{value}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ReceiverUprobeFileChanges, err = builder.meter.Int64Counter(
+		"otelcol_receiver_uprobe_file_changes",
+		metric.WithDescription("Traced files found, replaced or refused while the receiver runs (containers that start, upgrades, optional targets), by change. [Alpha]"),
+		metric.WithUnit("{file}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverUprobeFiles, err = builder.meter.Int64UpDownCounter(
+		"otelcol_receiver_uprobe_files",
+		metric.WithDescription("Traced files attached now (a target has one per distinct file its processes see). [Alpha]"),
+		metric.WithUnit("{file}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ReceiverUprobeLocations, err = builder.meter.Int64UpDownCounter(
 		"otelcol_receiver_uprobe_locations",
 		metric.WithDescription("Attached probe locations by probe and site class; single-stepped ones cost about twenty times the others per hit. [Alpha]"),
@@ -112,6 +127,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_receiver_uprobe_spans_unmatched",
 		metric.WithDescription("Exits with no open entry on their thread (e.g. calls that began before the probes were attached). [Alpha]"),
 		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverUprobeTargetsWaiting, err = builder.meter.Int64UpDownCounter(
+		"otelcol_receiver_uprobe_targets_waiting",
+		metric.WithDescription("Targets with nothing traced now: an optional target whose file is nowhere yet, a pid: target whose process maps none of its files. [Alpha]"),
+		metric.WithUnit("{target}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ReceiverUprobeTraceContexts, err = builder.meter.Int64Counter(

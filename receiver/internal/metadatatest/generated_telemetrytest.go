@@ -53,6 +53,38 @@ func AssertEqualReceiverUprobeFetchErrors(t *testing.T, tt *componenttest.Teleme
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualReceiverUprobeFileChanges(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_uprobe_file_changes",
+		Description: "Traced files found, replaced or refused while the receiver runs (containers that start, upgrades, optional targets), by change. [Alpha]",
+		Unit:        "{file}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_uprobe_file_changes")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualReceiverUprobeFiles(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_uprobe_files",
+		Description: "Traced files attached now (a target has one per distinct file its processes see). [Alpha]",
+		Unit:        "{file}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: false,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_uprobe_files")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualReceiverUprobeLocations(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_receiver_uprobe_locations",
@@ -145,6 +177,22 @@ func AssertEqualReceiverUprobeSpansUnmatched(t *testing.T, tt *componenttest.Tel
 		},
 	}
 	got, err := tt.GetMetric("otelcol_receiver_uprobe_spans_unmatched")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualReceiverUprobeTargetsWaiting(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_uprobe_targets_waiting",
+		Description: "Targets with nothing traced now: an optional target whose file is nowhere yet, a pid: target whose process maps none of its files. [Alpha]",
+		Unit:        "{target}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: false,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_uprobe_targets_waiting")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }

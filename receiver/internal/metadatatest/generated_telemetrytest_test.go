@@ -21,17 +21,26 @@ func TestSetupTelemetry(t *testing.T) {
 	defer tb.Shutdown()
 	tb.ReceiverUprobeAttachFailures.Add(context.Background(), 1)
 	tb.ReceiverUprobeFetchErrors.Add(context.Background(), 1)
+	tb.ReceiverUprobeFileChanges.Add(context.Background(), 1)
+	tb.ReceiverUprobeFiles.Add(context.Background(), 1)
 	tb.ReceiverUprobeLocations.Add(context.Background(), 1)
 	tb.ReceiverUprobeRecordsMalformed.Add(context.Background(), 1)
 	tb.ReceiverUprobeSpansAbandoned.Add(context.Background(), 1)
 	tb.ReceiverUprobeSpansOverflow.Add(context.Background(), 1)
 	tb.ReceiverUprobeSpansTruncated.Add(context.Background(), 1)
 	tb.ReceiverUprobeSpansUnmatched.Add(context.Background(), 1)
+	tb.ReceiverUprobeTargetsWaiting.Add(context.Background(), 1)
 	tb.ReceiverUprobeTraceContexts.Add(context.Background(), 1)
 	AssertEqualReceiverUprobeAttachFailures(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverUprobeFetchErrors(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverUprobeFileChanges(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverUprobeFiles(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverUprobeLocations(t, testTel,
@@ -50,6 +59,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverUprobeSpansUnmatched(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverUprobeTargetsWaiting(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverUprobeTraceContexts(t, testTel,

@@ -1,0 +1,319 @@
+package receiver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
+	"github.com/otel-uprobe/uprobereceiver/internal/target"
+)
+
+// Bounds of the file watcher.
+const (
+	// maxFileRequests bounds the exec'd processes waiting to be looked at.
+	maxFileRequests = 4096
+	// libraryRecheck is when a process is looked at again after its exec:
+	// the dynamic loader maps its libraries after the exec record is sent.
+	libraryRecheck = 200 * time.Millisecond
+	// upgradeSettle is how long a changed directory is left to settle
+	// before its targets are located again (a package manager writes, then
+	// renames).
+	upgradeSettle = 100 * time.Millisecond
+	// detachCheckEvery is how often files replaced at their path are
+	// checked for processes still mapping them.
+	detachCheckEvery = 5 * time.Second
+)
+
+// fileChange is what the watcher hands the drain goroutine, the plan's owner.
+type fileChange struct {
+	spec   *target.FileSpec // a new file to append and attach
+	detach procfs.FileID    // or a replaced file no process maps any more
+	how    string
+}
+
+// fileWatcher finds targets' files that appear while the receiver runs: in
+// processes that start (containers of a new image, an optional target's
+// file), and at targets' paths when a file is replaced (an upgrade, within
+// a second through inotify). It reads them (pure work, beside the drain
+// goroutine) and hands them to the drain goroutine to attach. A replaced
+// file stays attached until no process maps it.
+type fileWatcher struct {
+	log      *zap.Logger
+	plan     *target.Plan
+	targets  []config.Target
+	locator  target.HostLocator
+	changes  chan fileChange
+	requests chan int // pids that execed
+
+	known    map[int]map[procfs.FileID]bool // per target, files attached or refused
+	current  map[string]procfs.FileID       // SeenAs path → file attached for it
+	replaced map[procfs.FileID]string       // files replaced at their path
+	dirs     map[int]string                 // inotify watch descriptor → directory
+	byDir    map[string][]int               // directory → targets with a file there
+	inotify  int
+	events   chan int // watch descriptors of changed directories
+	wg       sync.WaitGroup
+}
+
+func newFileWatcher(log *zap.Logger, plan *target.Plan, targets []config.Target, locator target.HostLocator) *fileWatcher {
+	w := &fileWatcher{
+		log: log, plan: plan, targets: targets, locator: locator,
+		changes:  make(chan fileChange, 64),
+		requests: make(chan int, maxFileRequests),
+		known:    map[int]map[procfs.FileID]bool{},
+		current:  map[string]procfs.FileID{},
+		replaced: map[procfs.FileID]string{},
+		dirs:     map[int]string{},
+		byDir:    map[string][]int{},
+		inotify:  -1,
+	}
+	for ti := range plan.Targets {
+		w.known[ti] = map[procfs.FileID]bool{}
+	}
+	for _, f := range plan.Files {
+		id := procfs.FileID{Dev: f.ID.Device, Ino: f.ID.Inode}
+		w.known[f.Target][id] = true
+		w.current[f.SeenAs] = id
+	}
+	return w
+}
+
+// execed asks the watcher to look at a process that execed; it never
+// blocks (a full queue drops the request, and says so).
+func (w *fileWatcher) execed(pid int) bool {
+	select {
+	case w.requests <- pid:
+		return true
+	default:
+		return false
+	}
+}
+
+// run watches until ctx ends.
+func (w *fileWatcher) run(ctx context.Context) {
+	w.watchDirs()
+	if w.inotify >= 0 {
+		w.wg.Add(1)
+		go w.readInotify(ctx)
+	}
+	type recheck struct {
+		pid int
+		at  time.Time
+	}
+	var rechecks []recheck
+	dirty := map[int]bool{} // targets to locate again
+	var settle <-chan time.Time
+	detach := time.NewTicker(detachCheckEvery)
+	defer detach.Stop()
+	for {
+		var next <-chan time.Time
+		if len(rechecks) > 0 {
+			next = time.After(time.Until(rechecks[0].at))
+		}
+		select {
+		case <-ctx.Done():
+			w.wg.Wait()
+			if w.inotify >= 0 {
+				_ = unix.Close(w.inotify)
+			}
+			return
+		case pid := <-w.requests:
+			w.lookAt(ctx, pid)
+			if len(rechecks) < maxFileRequests {
+				rechecks = append(rechecks, recheck{pid, time.Now().Add(libraryRecheck)})
+			}
+		case <-next:
+			w.lookAt(ctx, rechecks[0].pid)
+			rechecks = rechecks[1:]
+		case wd := <-w.events:
+			for _, ti := range w.byDir[w.dirs[wd]] {
+				dirty[ti] = true
+			}
+			if settle == nil {
+				settle = time.After(upgradeSettle)
+			}
+		case <-settle:
+			settle = nil
+			for ti := range dirty {
+				w.relocate(ctx, ti)
+			}
+			clear(dirty)
+		case <-detach.C:
+			w.checkReplaced(ctx)
+		}
+	}
+}
+
+// lookAt looks for the targets' files as process pid sees them.
+func (w *fileWatcher) lookAt(ctx context.Context, pid int) {
+	for ti, t := range w.targets {
+		if t.PID != 0 && t.PID != pid {
+			continue
+		}
+		c, err := w.locator.LocateInProcess(t, pid)
+		if err != nil || c == nil {
+			continue
+		}
+		w.consider(ctx, ti, *c)
+	}
+}
+
+// relocate locates target ti again after its directory changed.
+func (w *fileWatcher) relocate(ctx context.Context, ti int) {
+	cands, err := w.locator.Locate(w.targets[ti])
+	if err != nil {
+		w.log.Warn("Locating a target again after its file changed", zap.String("target", w.targets[ti].Path), zap.Error(err))
+		return
+	}
+	for _, c := range cands {
+		w.consider(ctx, ti, c)
+	}
+}
+
+// consider reads a candidate file of target ti that the receiver has not
+// seen, and hands it on.
+func (w *fileWatcher) consider(ctx context.Context, ti int, c target.Candidate) {
+	_, id, err := procfs.Root("/").Stat(c.Path)
+	if err != nil || w.known[ti][id] {
+		return
+	}
+	w.known[ti][id] = true
+	spec, err := w.plan.ReadFile(ti, c)
+	switch {
+	case errors.Is(err, target.ErrBuildIDMismatch):
+		w.log.Warn("File not attached: another build than the target's build_id", zap.String("path", c.Path), zap.Error(err))
+		w.send(ctx, fileChange{how: "refused"})
+		return
+	case err != nil:
+		w.log.Warn("File not attached", zap.String("path", c.Path), zap.String("found", c.How), zap.Error(err))
+		w.send(ctx, fileChange{how: "failed"})
+		return
+	}
+	if old, ok := w.current[c.SeenAs]; ok && old != id {
+		w.replaced[old] = c.SeenAs
+	}
+	w.current[c.SeenAs] = id
+	w.watchDir(ti, c.Path)
+	w.send(ctx, fileChange{spec: spec, how: c.How})
+}
+
+func (w *fileWatcher) send(ctx context.Context, ch fileChange) {
+	select {
+	case w.changes <- ch:
+	case <-ctx.Done():
+	}
+}
+
+// checkReplaced hands on the replaced files no process maps any more.
+func (w *fileWatcher) checkReplaced(ctx context.Context) {
+	if len(w.replaced) == 0 {
+		return
+	}
+	mapped := map[procfs.FileID]bool{}
+	fs := w.locator.FS
+	pids, err := fs.PIDs()
+	if err != nil {
+		return
+	}
+	for _, pid := range pids {
+		files, err := fs.MappedFiles(pid)
+		if err != nil {
+			continue
+		}
+		for _, f := range files {
+			if _, ok := w.replaced[f.ID]; ok {
+				mapped[f.ID] = true
+			}
+		}
+	}
+	for id, path := range w.replaced {
+		if !mapped[id] {
+			delete(w.replaced, id)
+			w.send(ctx, fileChange{detach: id, how: "no process maps the old " + path})
+		}
+	}
+}
+
+// watchDirs watches the directories of the targets' host paths.
+func (w *fileWatcher) watchDirs() {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		w.log.Warn("Upgrades of traced files are not followed: inotify", zap.Error(err))
+		return
+	}
+	w.inotify = fd
+	w.events = make(chan int, 256)
+	for _, f := range w.plan.Files {
+		w.watchDir(f.Target, f.Path)
+	}
+	for ti, t := range w.targets {
+		if filepath.IsAbs(t.Path) {
+			w.watchDir(ti, t.Path) // an optional target's file may appear there
+		}
+	}
+}
+
+// watchDir watches the directory of a host path of target ti.
+func (w *fileWatcher) watchDir(ti int, path string) {
+	if w.inotify < 0 || strings.HasPrefix(path, "/proc/") {
+		return
+	}
+	dir := filepath.Dir(path)
+	for _, t := range w.byDir[dir] {
+		if t == ti {
+			return
+		}
+	}
+	if len(w.byDir[dir]) == 0 {
+		wd, err := unix.InotifyAddWatch(w.inotify, dir, unix.IN_CREATE|unix.IN_MOVED_TO|unix.IN_CLOSE_WRITE|unix.IN_ATTRIB)
+		if err != nil {
+			return
+		}
+		w.dirs[wd] = dir
+	}
+	w.byDir[dir] = append(w.byDir[dir], ti)
+}
+
+// readInotify passes on the watch descriptors of changed directories.
+func (w *fileWatcher) readInotify(ctx context.Context) {
+	defer w.wg.Done()
+	buf := make([]byte, 64<<10)
+	fds := []unix.PollFd{{Fd: int32(w.inotify), Events: unix.POLLIN}}
+	for ctx.Err() == nil {
+		if n, err := unix.Poll(fds, 250); err != nil && !errors.Is(err, unix.EINTR) || n <= 0 {
+			continue // ctx is looked at again
+		}
+		n, err := unix.Read(w.inotify, buf)
+		if err != nil || n <= 0 {
+			continue
+		}
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			off += unix.SizeofInotifyEvent + int(ev.Len)
+			select {
+			case w.events <- int(ev.Wd):
+			case <-ctx.Done():
+				return
+			default: // the directory is already being looked at
+			}
+		}
+	}
+}
+
+// describe names a file change for the log.
+func describe(f target.File) string {
+	if f.Path == f.SeenAs {
+		return f.Path
+	}
+	return fmt.Sprintf("%s (%s)", f.SeenAs, f.Path)
+}

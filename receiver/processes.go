@@ -1,0 +1,262 @@
+package receiver
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
+	"github.com/otel-uprobe/uprobereceiver/internal/event"
+	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
+	"github.com/otel-uprobe/uprobereceiver/internal/target"
+	"github.com/otel-uprobe/uprobereceiver/internal/tracer"
+)
+
+// engineProcesses is what the chooser needs of the tracer.
+type engineProcesses interface {
+	SetProcess(pid uint32, startNs, mask uint64) error
+	ProcessMask(pid uint32) (mask, startNs uint64, ok bool)
+	TakePending(pid uint32) ([]tracer.PendingCount, error)
+}
+
+// maxDecisions bounds the process images the chooser remembers; they are
+// forgotten when the engine reports their exit.
+const maxDecisions = 1 << 16
+
+// chooser decides which processes the targets with pid: or process: trace.
+// The engine filters every hit by a per-process mask; a process that execs
+// is pending until the chooser reads its exec record (ordered before its
+// spans in the ring), matches the selectors and sets its mask. What a
+// pending process did is counted apart: added to the metrics when it is
+// chosen, dropped otherwise. Only the drain goroutine calls its methods but
+// folded, which collect reads.
+type chooser struct {
+	plan     *target.Plan
+	engine   engineProcesses
+	fs       procfs.FS
+	matchers []*procfs.Matcher // by target index; nil when no selector
+	pidBits  map[uint32]uint64 // pid: targets' bits, by pid
+	selBits  uint64            // bits that selectors decide
+
+	decisions map[imageKey]uint64        // mask of each decided process image
+	children  map[uint32][]event.Process // forks of pending processes, by parent
+
+	mu     sync.Mutex
+	folded event.Stats // pending counts of chosen processes
+
+	// Undecided counts processes whose records were lost or whose mask
+	// could not be set: their pending hits are dropped.
+	undecided uint64
+}
+
+func newChooser(plan *target.Plan, engine engineProcesses, fs procfs.FS) (*chooser, error) {
+	c := &chooser{
+		plan: plan, engine: engine, fs: fs,
+		matchers:  make([]*procfs.Matcher, len(plan.Targets)),
+		pidBits:   map[uint32]uint64{},
+		decisions: map[imageKey]uint64{},
+		children:  map[uint32][]event.Process{},
+		folded: event.Stats{
+			Probes: make([]event.ProbeCounts, len(plan.Probes)),
+			Spans:  make([]event.SpanCounts, len(plan.Spans)),
+		},
+	}
+	for i := range c.folded.Spans {
+		c.folded.Spans[i].Buckets = make([]uint64, bpfobj.HistBuckets)
+	}
+	for i, t := range plan.Targets {
+		switch {
+		case t.PID != 0:
+			c.pidBits[uint32(t.PID)] |= 1 << t.ChosenBit
+		case t.Selector != nil:
+			m, err := t.Selector.Compile()
+			if err != nil {
+				return nil, fmt.Errorf("target %s: process: %w", t.Path, err)
+			}
+			c.matchers[i] = m
+			c.selBits |= 1 << t.ChosenBit
+		}
+	}
+	return c, nil
+}
+
+// active says whether any target chooses its processes.
+func (c *chooser) active() bool { return len(c.pidBits) > 0 || c.selBits != 0 }
+
+// chooseRunning sets the masks of the processes running now: the pids of
+// pid: targets, and every process the selectors match.
+func (c *chooser) chooseRunning() error {
+	var errs []error
+	for pid, bits := range c.pidBits {
+		start, err := c.fs.StartTime(int(pid))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("process %d: %w", pid, err))
+			continue
+		}
+		if err := c.engine.SetProcess(pid, start, bits); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.selBits == 0 {
+		return errors.Join(errs...)
+	}
+	pids, err := c.fs.PIDs()
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("listing processes: %w", err))...)
+	}
+	for _, pid := range pids {
+		exe, _, err := c.fs.Executable(pid)
+		if err != nil {
+			continue // gone, or a kernel thread
+		}
+		cmd, _ := c.fs.CommandLine(pid)
+		mask := c.match(exe, cmd) | c.pidBits[uint32(pid)]
+		if mask == 0 {
+			continue
+		}
+		start, err := c.fs.StartTime(pid)
+		if err != nil {
+			continue
+		}
+		_ = c.engine.SetProcess(uint32(pid), start, mask)
+	}
+	return errors.Join(errs...)
+}
+
+// match returns the selector bits of a process running exe with cmd.
+func (c *chooser) match(exe, cmd string) uint64 {
+	var mask uint64
+	for i, m := range c.matchers {
+		if m != nil && m.Match(exe, cmd) {
+			mask |= 1 << c.plan.Targets[i].ChosenBit
+		}
+	}
+	return mask
+}
+
+// exec decides a process that execed: its executable as it sees it (the
+// running process's, or the name it was execed by when it is already
+// gone) and its command line then.
+func (c *chooser) exec(p event.Process) {
+	if c.selBits == 0 {
+		return
+	}
+	exe := p.Filename
+	if path, _, err := c.fs.Executable(int(p.PID)); err == nil {
+		if _, start, ok := c.engine.ProcessMask(p.PID); ok && start == p.Image.StartNs {
+			exe = path
+		}
+	}
+	cmd := strings.TrimRight(strings.ReplaceAll(p.Args, "\x00", " "), " ")
+	c.decide(p.PID, p.Image, c.match(exe, cmd)|c.pidBits[p.PID])
+}
+
+// fork decides a child of a pending process once its parent is decided.
+func (c *chooser) fork(p event.Process) {
+	for k, mask := range c.decisions {
+		if k.pid == p.Parent {
+			c.decide(p.PID, p.Image, mask)
+			return
+		}
+	}
+	if len(c.children[p.Parent]) < 64 {
+		c.children[p.Parent] = append(c.children[p.Parent], p)
+	}
+}
+
+// decide sets a process's mask in the engine, ending its pending state,
+// and adds what it did while pending to the metrics if it is chosen.
+func (c *chooser) decide(pid uint32, image event.Image, mask uint64) {
+	if len(c.decisions) >= maxDecisions {
+		clear(c.decisions) // bounded: a lost decision drops that process's pending spans
+	}
+	c.decisions[imageKey{pid, image}] = mask
+	if _, start, ok := c.engine.ProcessMask(pid); !ok || start != image.StartNs || c.engine.SetProcess(pid, image.StartNs, mask) != nil {
+		c.undecided++ // it exited meanwhile: its exit record folds what it did
+	}
+	c.fold(pid, mask)
+	for _, child := range c.children[pid] {
+		c.decide(child.PID, child.Image, mask)
+	}
+	delete(c.children, pid)
+}
+
+// exit forgets a process, adding what it did while pending after its
+// decision was read.
+func (c *chooser) exit(p event.Process) {
+	mask, ok := c.decisions[imageKey{p.PID, p.Image}]
+	if !ok {
+		mask = 0
+	}
+	c.fold(p.PID, mask)
+	for k := range c.decisions {
+		if k.pid == p.PID {
+			delete(c.decisions, k)
+		}
+	}
+	delete(c.children, p.PID)
+}
+
+// fold takes the pending counters of pid and adds those of the targets the
+// mask chooses to the folded stats.
+func (c *chooser) fold(pid uint32, mask uint64) {
+	counts, err := c.engine.TakePending(pid)
+	if err != nil || len(counts) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, pc := range counts {
+		switch pc.Kind {
+		case bpfobj.PendingHits:
+			if int(pc.ID) < len(c.plan.Probes) && c.chosen(c.plan.Probes[pc.ID].Target, mask) {
+				c.folded.Probes[pc.ID].Hits += pc.Value
+			}
+		case bpfobj.PendingSpanBucket, bpfobj.PendingSpanSum:
+			if int(pc.ID) >= len(c.plan.Spans) || !c.chosen(c.plan.Spans[pc.ID].Target, mask) {
+				continue
+			}
+			sc := &c.folded.Spans[pc.ID]
+			if pc.Kind == bpfobj.PendingSpanSum {
+				sc.SumNs += pc.Value
+			} else if int(pc.Bucket) < len(sc.Buckets) {
+				sc.Buckets[pc.Bucket] += pc.Value
+				sc.Count += pc.Value
+			}
+		}
+	}
+}
+
+// chosen says whether mask chooses target ti.
+func (c *chooser) chosen(ti int, mask uint64) bool {
+	t := c.plan.Targets[ti]
+	return !t.Chosen || mask&(1<<t.ChosenBit) != 0
+}
+
+// keep says whether a span recorded for a pending process counts: its
+// process was decided and chose the span's target.
+func (c *chooser) keep(ev *event.Span) bool {
+	if !ev.Pending {
+		return true
+	}
+	mask, ok := c.decisions[imageKey{ev.PID, ev.Image}]
+	return ok && c.chosen(c.plan.Spans[ev.Def].Target, mask)
+}
+
+// addFolded adds the folded pending counts to a snapshot of the engine's.
+func (c *chooser) addFolded(st *event.Stats) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := range st.Probes {
+		st.Probes[i].Hits += c.folded.Probes[i].Hits
+	}
+	for i := range st.Spans {
+		f := &c.folded.Spans[i]
+		st.Spans[i].Count += f.Count
+		st.Spans[i].SumNs += f.SumNs
+		for b := range st.Spans[i].Buckets {
+			st.Spans[i].Buckets[b] += f.Buckets[b]
+		}
+	}
+}
