@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -52,6 +53,7 @@ type fileWatcher struct {
 	plan     *target.Plan
 	targets  []config.Target
 	locator  target.HostLocator
+	matchers []*procfs.Matcher // by target: the process selector, compiled
 	changes  chan fileChange
 	requests chan int // pids that execed
 
@@ -77,8 +79,12 @@ func newFileWatcher(log *zap.Logger, plan *target.Plan, targets []config.Target,
 		byDir:    map[string][]int{},
 		inotify:  -1,
 	}
-	for ti := range plan.Targets {
+	w.matchers = make([]*procfs.Matcher, len(targets))
+	for ti, t := range targets {
 		w.known[ti] = map[procfs.FileID]bool{}
+		if t.Process != nil {
+			w.matchers[ti], _ = t.Process.Compile() // valid: Start compiled it
+		}
 	}
 	for _, f := range plan.Files {
 		id := procfs.FileID{Dev: f.ID.Device, Ino: f.ID.Inode}
@@ -160,6 +166,11 @@ func (w *fileWatcher) lookAt(ctx context.Context, pid int) {
 		if t.PID != 0 && t.PID != pid {
 			continue
 		}
+		if m := w.matchers[ti]; m != nil {
+			if ok, err := m.MatchProcess(w.locator.FS, pid); err != nil || !ok {
+				continue
+			}
+		}
 		c, err := w.locator.LocateInProcess(t, pid)
 		if err != nil || c == nil {
 			continue
@@ -183,8 +194,12 @@ func (w *fileWatcher) relocate(ctx context.Context, ti int) {
 // consider reads a candidate file of target ti that the receiver has not
 // seen, and hands it on.
 func (w *fileWatcher) consider(ctx context.Context, ti int, c target.Candidate) {
-	_, id, err := procfs.Root("/").Stat(c.Path)
-	if err != nil || w.known[ti][id] {
+	st, err := os.Stat(c.Path) // a host path, or one through /proc/PID/root
+	if err != nil {
+		return
+	}
+	id := procfs.IDOf(st)
+	if w.known[ti][id] {
 		return
 	}
 	w.known[ti][id] = true

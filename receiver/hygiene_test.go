@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
@@ -28,8 +29,8 @@ import (
 )
 
 // created creates the shared instance of targets for both pipelines
-// without starting it.
-func created(t *testing.T, targets []config.Target) started {
+// without starting it; opts change the settings first.
+func created(t *testing.T, targets []config.Target, opts ...func(*receiver.Settings)) started {
 	t.Helper()
 	cfg := createDefaultConfig()
 	cfg.Targets = targets
@@ -37,6 +38,9 @@ func created(t *testing.T, targets []config.Target) started {
 	s := started{traces: new(consumertest.TracesSink), metrics: new(consumertest.MetricsSink), telemetry: componenttest.NewTelemetry()}
 	t.Cleanup(func() { require.NoError(t, s.telemetry.Shutdown(context.Background())) })
 	set := metadatatest.NewSettings(s.telemetry)
+	for _, o := range opts {
+		o(&set)
+	}
 	tr, err := NewFactory().CreateTraces(context.Background(), set, cfg, s.traces)
 	require.NoError(t, err)
 	_, err = NewFactory().CreateMetrics(context.Background(), set, cfg, s.metrics)

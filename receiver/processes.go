@@ -13,9 +13,15 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/tracer"
 )
 
+// imageKey names one program image of one process.
+type imageKey struct {
+	pid   uint32
+	image event.Image
+}
+
 // engineProcesses is what the chooser needs of the tracer.
 type engineProcesses interface {
-	SetProcess(pid uint32, startNs, mask uint64) error
+	SetProcess(pid uint32, startNs, mask uint64, decided bool) error
 	ProcessMask(pid uint32) (mask, startNs uint64, ok bool)
 	TakePending(pid uint32) ([]tracer.PendingCount, error)
 }
@@ -94,7 +100,7 @@ func (c *chooser) chooseRunning() error {
 			errs = append(errs, fmt.Errorf("process %d: %w", pid, err))
 			continue
 		}
-		if err := c.engine.SetProcess(pid, start, bits); err != nil {
+		if err := c.engine.SetProcess(pid, start, bits, false); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -119,7 +125,7 @@ func (c *chooser) chooseRunning() error {
 		if err != nil {
 			continue
 		}
-		_ = c.engine.SetProcess(uint32(pid), start, mask)
+		_ = c.engine.SetProcess(uint32(pid), start, mask, false)
 	}
 	return errors.Join(errs...)
 }
@@ -172,7 +178,7 @@ func (c *chooser) decide(pid uint32, image event.Image, mask uint64) {
 		clear(c.decisions) // bounded: a lost decision drops that process's pending spans
 	}
 	c.decisions[imageKey{pid, image}] = mask
-	if _, start, ok := c.engine.ProcessMask(pid); !ok || start != image.StartNs || c.engine.SetProcess(pid, image.StartNs, mask) != nil {
+	if _, start, ok := c.engine.ProcessMask(pid); !ok || start != image.StartNs || c.engine.SetProcess(pid, image.StartNs, mask, true) != nil {
 		c.undecided++ // it exited meanwhile: its exit record folds what it did
 	}
 	c.fold(pid, mask)

@@ -66,20 +66,22 @@ type uprobeReceiver struct {
 	clockEvery   time.Duration
 
 	// Set in Start, then owned by the goroutines until Shutdown.
-	tracer    *tracer.Tracer
-	plan      *target.Plan
-	builder   *spans.Builder
-	batch     event.Batch
-	emitter   *metricsEmitter
-	unhealthy bool
-	reported  spans.Counts
-	offsetNs  int64     // the wall clock offset spans are built with
-	clockAt   time.Time // when it was last measured
-	chooser   *chooser
-	watcher   *fileWatcher
-	sendExecs bool
-	waiting   map[int]bool // targets with nothing traced now
-	kept      []event.Span // the batch's spans that count
+	tracer     *tracer.Tracer
+	plan       *target.Plan
+	builder    *spans.Builder
+	batch      event.Batch
+	emitter    *metricsEmitter
+	unhealthy  bool
+	reported   spans.Counts
+	offsetNs   int64     // the wall clock offset spans are built with
+	clockAt    time.Time // when it was last measured
+	chooser    *chooser
+	watcher    *fileWatcher
+	sendExecs  bool
+	waiting    map[int]bool // targets with nothing traced now
+	kept       []event.Span // the batch's spans that count
+	exes       *imageCache  // process.executable.path of library targets' processes
+	containers *imageCache  // container.id
 }
 
 func newReceiver(cfg *Config, set receiver.Settings, onDone func()) (*uprobeReceiver, error) {
@@ -189,7 +191,7 @@ func (r *uprobeReceiver) start() error {
 	if err := r.chooser.chooseRunning(); err != nil {
 		log.Warn("Choosing the running processes of pid:/process: targets", zap.Error(err))
 	}
-	containers := newContainerCache(4096)
+	r.exes, r.containers = newImageCache(4096, readExecutable), newImageCache(4096, readContainerID)
 	r.builder = spans.NewBuilder(spans.Settings{
 		Plan:         plan,
 		WallOffsetNs: offset,
@@ -197,8 +199,8 @@ func (r *uprobeReceiver) start() error {
 		HostName:     r.hostName,
 		ScopeName:    metadata.ScopeName,
 		ScopeVersion: r.set.BuildInfo.Version,
-		Executable:   newExecutableCache(4096).lookup,
-		ContainerID:  containers.lookup,
+		Executable:   r.exes.lookup,
+		ContainerID:  r.containers.lookup,
 	})
 	r.emitter = newMetricsEmitter(r.cfg.MetricsBuilderConfig, r.set, plan, r.hostName, pcommon.NewTimestampFromTime(time.Now()))
 	r.started = true
@@ -302,6 +304,8 @@ func (r *uprobeReceiver) drain(ctx context.Context) {
 		for _, p := range r.batch.Processes {
 			if p.Event == event.ProcessExit {
 				r.chooser.exit(p)
+				r.exes.forget(p.PID)
+				r.containers.forget(p.PID)
 			}
 		}
 		r.reportCounts(ctx)
@@ -369,6 +373,10 @@ func (r *uprobeReceiver) reportFiles(plan *target.Plan) {
 			zap.String("build_id", f.BuildID))
 	}
 	r.tel.ReceiverUprobeFiles.Add(context.Background(), int64(len(plan.Files)))
+	for _, err := range plan.Refused {
+		r.set.Logger.Warn("File not attached", zap.Error(err))
+		r.tel.ReceiverUprobeFileChanges.Add(context.Background(), 1, metric.WithAttributes(attribute.String("change", "refused")))
+	}
 	fs := procfs.FS{}
 	for ti, t := range plan.Targets {
 		switch {
@@ -542,61 +550,70 @@ func (r *uprobeReceiver) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// executableCache remembers process.executable.path of the process images
-// that map a shared-library target: an image the receiver has not seen
-// (a new process, even on a reused pid, or one that called execve) is
-// looked up again. It is bounded and forgets everything when full.
-type executableCache struct {
-	max   int
-	paths map[imageKey]string
+// imageCache remembers one fact (process.executable.path, container.id)
+// per process image, read from /proc the first time the image is seen. A
+// process's facts are forgotten when the engine reports its exit; when the
+// cache is full, the images of processes that are gone are dropped (all
+// of them, if every one is still running). It is bounded by max entries.
+type imageCache struct {
+	max  int
+	n    int
+	read func(pid int) string
+	m    map[uint32]map[event.Image]string
 }
 
-type imageKey struct {
-	pid   uint32
-	image event.Image
+func newImageCache(max int, read func(pid int) string) *imageCache {
+	return &imageCache{max: max, read: read, m: map[uint32]map[event.Image]string{}}
 }
 
-func newExecutableCache(max int) *executableCache {
-	return &executableCache{max: max, paths: map[imageKey]string{}}
-}
-
-func (c *executableCache) lookup(pid uint32, image event.Image) string {
-	key := imageKey{pid, image}
-	if p, ok := c.paths[key]; ok {
-		return p
+func (c *imageCache) lookup(pid uint32, image event.Image) string {
+	if v, ok := c.m[pid][image]; ok {
+		return v
 	}
-	if len(c.paths) >= c.max {
-		clear(c.paths)
+	if c.n >= c.max {
+		c.sweep()
 	}
-	p, err := os.Readlink("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/exe")
+	v := c.read(int(pid))
+	if c.m[pid] == nil {
+		c.m[pid] = map[event.Image]string{}
+	}
+	c.m[pid][image] = v
+	c.n++
+	return v
+}
+
+// forget drops what the cache holds of pid.
+func (c *imageCache) forget(pid uint32) {
+	c.n -= len(c.m[pid])
+	delete(c.m, pid)
+}
+
+// sweep drops the images of processes that are gone, or everything when
+// none is.
+func (c *imageCache) sweep() {
+	n := c.n
+	for pid := range c.m {
+		if _, err := os.Stat("/proc/" + strconv.FormatUint(uint64(pid), 10)); err != nil {
+			c.forget(pid)
+		}
+	}
+	if c.n == n {
+		clear(c.m)
+		c.n = 0
+	}
+}
+
+// readExecutable returns process.executable.path of a running process.
+func readExecutable(pid int) string {
+	p, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
 	if err != nil {
-		p = ""
+		return ""
 	}
-	c.paths[key] = p
 	return p
 }
 
-// containerCache remembers container.id of process images; it is bounded
-// and forgets everything when full.
-type containerCache struct {
-	max int
-	ids map[imageKey]string
-	fs  procfs.FS
-}
-
-func newContainerCache(max int) *containerCache {
-	return &containerCache{max: max, ids: map[imageKey]string{}}
-}
-
-func (c *containerCache) lookup(pid uint32, image event.Image) string {
-	key := imageKey{pid, image}
-	if id, ok := c.ids[key]; ok {
-		return id
-	}
-	if len(c.ids) >= c.max {
-		clear(c.ids)
-	}
-	id, _ := c.fs.ContainerID(int(pid)) // gone: no container.id
-	c.ids[key] = id
+// readContainerID returns container.id of a running process, "" for none.
+func readContainerID(pid int) string {
+	id, _ := procfs.FS{}.ContainerID(pid)
 	return id
 }

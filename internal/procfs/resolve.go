@@ -31,6 +31,9 @@ const (
 	SourceLibraryDir Source = "library directory"
 	// SourceProcessMaps: a file a process has mapped (/proc/PID/maps).
 	SourceProcessMaps Source = "process maps"
+	// SourceLibraryPath: a library found in a program's LD_LIBRARY_PATH or
+	// DT_RUNPATH (Resolver.LibraryPath).
+	SourceLibraryPath Source = "library path"
 )
 
 // Resolved is the file a name resolved to.
@@ -76,6 +79,10 @@ type Resolver struct {
 	// Arch is the GOARCH whose libraries are wanted ("amd64" or "arm64");
 	// empty means the host's.
 	Arch string
+	// LibraryPath lists directories searched for libraries before
+	// /etc/ld.so.cache, as the dynamic loader searches a program's
+	// LD_LIBRARY_PATH and DT_RUNPATH (see [FS.LibraryPath]).
+	LibraryPath []string
 }
 
 func (r Resolver) arch() string {
@@ -206,6 +213,15 @@ func (r Resolver) Library(name string) (Resolved, error) {
 		return Resolved{}, err
 	}
 	var notes []string
+	if len(r.LibraryPath) > 0 {
+		res, err := r.libraryFromDirs(q, r.LibraryPath, SourceLibraryPath)
+		if err == nil {
+			return res, nil
+		}
+		if !errors.Is(err, errNoMatch) {
+			notes = append(notes, err.Error())
+		}
+	}
 	res, err := r.libraryFromCache(q)
 	if err == nil {
 		return res, nil
@@ -213,7 +229,7 @@ func (r Resolver) Library(name string) (Resolved, error) {
 	if !errors.Is(err, errNoMatch) {
 		notes = append(notes, err.Error())
 	}
-	res, err = r.libraryFromDirs(q)
+	res, err = r.libraryFromDirs(q, LibraryDirs(r.arch()), SourceLibraryDir)
 	if err == nil {
 		return res, nil
 	}
@@ -294,14 +310,17 @@ func (r Resolver) libraryFromCache(q libraryQuery) (Resolved, error) {
 	return Resolved{}, errNoMatch
 }
 
-func (r Resolver) libraryFromDirs(q libraryQuery) (Resolved, error) {
+func (r Resolver) libraryFromDirs(q libraryQuery, dirs []string, source Source) (Resolved, error) {
 	type cand struct {
 		rank
 		dir  int
 		path string
 	}
 	var cands []cand
-	for i, dir := range LibraryDirs(r.arch()) {
+	for i, dir := range dirs {
+		if !path.IsAbs(dir) {
+			continue
+		}
 		names, err := r.readDirNames(dir)
 		if err != nil {
 			continue
@@ -328,12 +347,53 @@ func (r Resolver) libraryFromDirs(q libraryQuery) (Resolved, error) {
 			skipped = append(skipped, err.Error())
 			continue
 		}
-		return Resolved{Path: c.path, Source: SourceLibraryDir, ID: id}, nil
+		return Resolved{Path: c.path, Source: source, ID: id}, nil
 	}
 	if len(skipped) > 0 {
 		return Resolved{}, fmt.Errorf("candidates unusable: %s", strings.Join(skipped, "; "))
 	}
 	return Resolved{}, errNoMatch
+}
+
+// LibraryPath returns the directories process pid's dynamic loader searches
+// before its library cache: those of LD_LIBRARY_PATH in its environment,
+// then the DT_RUNPATH (or DT_RPATH) of its executable, with $ORIGIN
+// expanded, as paths the process sees. Unreadable parts are left out.
+func (f FS) LibraryPath(pid int) []string {
+	var dirs []string
+	if env, err := os.ReadFile(f.pidPath(pid, "environ")); err == nil {
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if v, ok := strings.CutPrefix(kv, "LD_LIBRARY_PATH="); ok {
+				dirs = append(dirs, strings.Split(v, ":")...)
+			}
+		}
+	}
+	exe, _, err := f.Executable(pid)
+	if err != nil {
+		return dirs
+	}
+	file, err := f.ProcessRoot(pid).Open(exe)
+	if err != nil {
+		return dirs
+	}
+	defer file.Close()
+	ef, err := elf.NewFile(file)
+	if err != nil {
+		return dirs
+	}
+	defer ef.Close()
+	runpath, _ := ef.DynString(elf.DT_RUNPATH)
+	if len(runpath) == 0 {
+		runpath, _ = ef.DynString(elf.DT_RPATH)
+	}
+	origin := path.Dir(exe)
+	for _, rp := range runpath {
+		for _, d := range strings.Split(rp, ":") {
+			d = strings.ReplaceAll(strings.ReplaceAll(d, "${ORIGIN}", origin), "$ORIGIN", origin)
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
 }
 
 func (r Resolver) readDirNames(dir string) ([]string, error) {

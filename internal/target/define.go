@@ -122,7 +122,8 @@ func Resolve(targets []config.Target, opts ...Options) (*Plan, error) {
 			}
 			spec, err := plan.readFile(i, c, fl)
 			if errors.Is(err, ErrBuildIDMismatch) {
-				continue // not an error at Start: the receiver says so
+				plan.Refused = append(plan.Refused, err) // not an error at Start: the receiver says so
+				continue
 			}
 			if err != nil {
 				errs = append(errs, err)

@@ -72,6 +72,21 @@ func (l HostLocator) Locate(t config.Target) ([]Candidate, error) {
 			return nil, readError(err)
 		}
 	}
+	// The processes a selector chooses, as each sees the target: the
+	// library its loader would load (DT_RUNPATH, LD_LIBRARY_PATH).
+	if t.Process != nil {
+		if m, err := t.Process.Compile(); err == nil {
+			pids, _ := l.FS.PIDs()
+			for _, pid := range pids {
+				if ok, err := m.MatchProcess(l.FS, pid); err != nil || !ok {
+					continue
+				}
+				if c, id, err := l.inProcess(pid, t.Path, name); err == nil && c != nil {
+					add(c.Path, c.SeenAs, c.How, id)
+				}
+			}
+		}
+	}
 	// The other mount namespaces: one process of each.
 	for _, pid := range l.namespaces() {
 		c, id, err := l.inProcess(pid, t.Path, name)
@@ -108,10 +123,11 @@ func (l HostLocator) inProcess(pid int, path string, name bool) (*Candidate, pro
 			}
 		}
 		if err != nil {
-			// Not mapped (yet): the name as the process's own file system
-			// resolves it, which it may load later.
+			// Not mapped (yet): the name as the process's dynamic loader
+			// would find it, in its own file system, which it may load later.
 			in := l.Resolver
 			in.Root = root
+			in.LibraryPath = l.FS.LibraryPath(pid)
 			if r, err = in.Resolve(path); err != nil {
 				return nil, procfs.FileID{}, fmt.Errorf("in process %d: %w", pid, err)
 			}

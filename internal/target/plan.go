@@ -32,6 +32,9 @@ type Plan struct {
 	Spans       []Span
 	Sites       []Site
 	Attachments []Attachment
+	// Refused says which files Resolve found and did not read, and why
+	// (another build than the target's build_id).
+	Refused []error
 
 	opts Options
 	defs []*targetDef // per target, what ReadFile needs

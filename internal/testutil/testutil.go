@@ -202,7 +202,15 @@ type Program struct {
 // its first line, which must start with ready.
 func StartProgram(t testing.TB, path, ready string) *Program {
 	t.Helper()
-	cmd := exec.Command(path)
+	return StartCommand(t, ready, path)
+}
+
+// StartCommand is StartProgram for a command with arguments (a program
+// started through unshare or nsenter, say).
+func StartCommand(t testing.TB, ready, name string, args ...string) *Program {
+	t.Helper()
+	path := name
+	cmd := exec.Command(name, args...)
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

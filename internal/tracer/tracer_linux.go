@@ -495,9 +495,15 @@ func (t *Tracer) Drain(batch *event.Batch, max int) (n, malformed int) {
 // SetProcess tells the engine which chosen targets (by ChosenBit) process
 // pid belongs to, for the image that started at startNs, and that it is no
 // longer pending. A mask of 0 chooses it for none: its hits no longer count.
-func (t *Tracer) SetProcess(pid uint32, startNs, mask uint64) error {
+// With decided set, it only changes what the engine has for pid (a pending
+// process), never adds a process that exited meanwhile.
+func (t *Tracer) SetProcess(pid uint32, startNs, mask uint64, decided bool) error {
 	e := bpfobj.ProcEntry{Mask: mask, StartNs: startNs}
-	if err := t.procs.Update(pid, &e, ebpf.UpdateAny); err != nil {
+	flag := ebpf.UpdateAny
+	if decided {
+		flag = ebpf.UpdateExist
+	}
+	if err := t.procs.Update(pid, &e, flag); err != nil {
 		return fmt.Errorf("choosing process %d: %w", pid, err)
 	}
 	return nil
@@ -522,6 +528,28 @@ func (t *Tracer) ForgetProcess(pid uint32) {
 // targets.
 func (t *Tracer) Processes() (int, error) {
 	return countKeys(t.procs)
+}
+
+// PendingEntries returns the number of counters of pending processes the
+// engine holds now.
+func (t *Tracer) PendingEntries() (int, error) {
+	return countKeys(t.pending)
+}
+
+// PendingPIDs returns the processes the engine holds pending counters of.
+func (t *Tracer) PendingPIDs() ([]uint32, error) {
+	var key, next bpfobj.PendingKey
+	var out []uint32
+	for err := t.pending.NextKey(nil, &next); ; err = t.pending.NextKey(&key, &next) {
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return out, nil
+		}
+		if err != nil {
+			return out, fmt.Errorf("reading pending counters: %w", err)
+		}
+		out = append(out, next.Pid)
+		key = next
+	}
 }
 
 // PendingCount is one counter of a pending process.
