@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
 	"github.com/otel-uprobe/uprobereceiver/internal/spans"
@@ -119,8 +120,17 @@ func (r *uprobeReceiver) start() error {
 		tr   *tracer.Tracer
 		err  error
 	)
+	debuginfod, err := debuginfo.NewDebuginfodFromEnv()
+	if err != nil {
+		return err
+	}
+	opts := target.Options{
+		OptimizedUprobes: tracer.HaveOptimizedUprobes(),
+		DebugDirs:        r.cfg.DebugDirectories,
+		Debuginfod:       debuginfod,
+	}
 	for attempt := 1; ; attempt++ {
-		plan, err = target.Resolve(r.cfg.Targets, target.Options{OptimizedUprobes: tracer.HaveOptimizedUprobes()})
+		plan, err = target.Resolve(r.cfg.Targets, opts)
 		if err != nil {
 			return fmt.Errorf("resolving targets: %w", err)
 		}
@@ -170,6 +180,14 @@ func (r *uprobeReceiver) start() error {
 	r.emitter = newMetricsEmitter(r.cfg.MetricsBuilderConfig, r.set, plan, r.hostName, pcommon.NewTimestampFromTime(time.Now()))
 	r.started = true
 
+	for _, t := range plan.Targets {
+		if t.DebugInfo != "" {
+			log.Info("Debuginfo read", zap.String("path", t.Path), zap.String("from", t.DebugInfo))
+		}
+		for _, n := range t.Notes {
+			log.Warn("Left out of the plan", zap.String("path", t.Path), zap.String("note", n))
+		}
+	}
 	r.reportLocations(plan, 1)
 	log.Info("Probes attached", zap.Int("targets", len(plan.Targets)), zap.Int("probes", len(plan.Probes)),
 		zap.Int("spans", len(plan.Spans)), zap.Int("locations", len(plan.Attachments)))

@@ -159,12 +159,12 @@ func TestValidateErrors(t *testing.T) {
 			ExitAttributes: map[string]string{"r": "retval", "a": "arg1"}}),
 			[]string{s0 + `.exit_attributes["a"]: "arg1": arguments are gone when a function returns; capture arg1 in attributes (at entry)`}},
 		{"unknown probe kind in a counter", []Target{{Path: bin, Counters: []string{"kprobe:x"}}},
-			[]string{c0 + `: probe "kprobe:x": unknown probe kind "kprobe" (want usdt, uprobe, uretprobe or ret)`}},
+			[]string{c0 + `: probe "kprobe:x": unknown probe kind "kprobe" (want usdt, uprobe, uretprobe, ret or line)`}},
 		{"unknown probe kind at entry and exit",
 			span(Span{Name: "s", Entry: "kprobe:x", Exit: "kretprobe:x"}),
 			[]string{
-				s0 + `: entry: probe "kprobe:x": unknown probe kind "kprobe" (want usdt, uprobe, uretprobe or ret)`,
-				s0 + `: exit: probe "kretprobe:x": unknown probe kind "kretprobe" (want usdt, uprobe, uretprobe or ret)`,
+				s0 + `: entry: probe "kprobe:x": unknown probe kind "kprobe" (want usdt, uprobe, uretprobe, ret or line)`,
+				s0 + `: exit: probe "kretprobe:x": unknown probe kind "kretprobe" (want usdt, uprobe, uretprobe, ret or line)`,
 			}},
 		{"bad fetch expression in attributes",
 			span(Span{Name: "s", Entry: pg, Exit: pgd, Attributes: map[string]string{"q": "arg0:strin"}}),
@@ -291,7 +291,7 @@ func TestValidateAllAtOnce(t *testing.T) {
 	want := []string{
 		`targets[0]: path "relative" must be absolute`,
 		`targets[0]: pid -3 must be 0 (every process) or a process id`,
-		`targets[0].spans[0]: entry: probe "kprobe:x": unknown probe kind "kprobe" (want usdt, uprobe, uretprobe or ret)`,
+		`targets[0].spans[0]: entry: probe "kprobe:x": unknown probe kind "kprobe" (want usdt, uprobe, uretprobe, ret or line)`,
 		`targets[0].spans[0].attributes["bad"]: fetch expression "arg0:" at column 6: expected a type after ":"`,
 		`targets[0].spans[0].attributes["r"]: "retval": retval is only known at exit`,
 		`targets[0].spans[1]: duplicate span name "dup" (also spans[0])`,
@@ -300,7 +300,7 @@ func TestValidateAllAtOnce(t *testing.T) {
 		`targets[0].spans[3]: entry and exit are the same probe usdt:p:x`,
 		`targets[0].spans[3].exit_attributes["s"]: "arg0:string[9999]": string[9999] is longer than the 256-byte capture limit`,
 		`targets[0].counters[1]: probe uprobe:f is already counted (counters[0])`,
-		`targets[0].counters[2]: probe "bogus": want usdt:PROVIDER:NAME, uprobe:SYMBOL[+OFFSET], uretprobe:SYMBOL or ret:SYMBOL`,
+		`targets[0].counters[2]: probe "bogus": want usdt:PROVIDER:NAME, uprobe:SYMBOL[+OFFSET], uretprobe:SYMBOL, ret:SYMBOL or line:FILE:LINE`,
 		`targets[1]: path is required`,
 		`targets[1]: nothing to trace: add spans or counters`,
 		`targets[2].spans[0].exit_attributes["a"]: "arg2": arguments are gone when a function returns; capture arg2 in attributes (at entry)`,
@@ -361,7 +361,7 @@ func TestSortedAttributes(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, []string{
 		`attribute "a": fetch expression "arg0:" at column 6: expected a type after ":"`,
-		`attribute "z": fetch expression "nope" at column 1: unknown name "nope" (want argN, retval, %register or OFF(EXPR))`,
+		`attribute "z": fetch expression "nope" at column 1: unknown name "nope" (want argN, retval, %register, OFF(EXPR) or a $name)`,
 	}, errLines(err))
 	require.Len(t, got, 1, "the good ones are still returned")
 	assert.Equal(t, "ok", got[0].Key)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
@@ -73,6 +74,15 @@ type Target struct {
 	// GoIDOffset is the byte offset of the goroutine id in the Go
 	// runtime's g structure of a Go binary, 0 when unknown.
 	GoIDOffset uint16
+	// DebugInfo says where the DWARF the plan was read with came from, as
+	// "embedded", "build-id PATH", "debuglink PATH" or "debuginfod PATH";
+	// "" when the target needed none (no $names, line: probes or function
+	// patterns).
+	DebugInfo string
+	// Notes are what the plan leaves out on purpose, one sentence each, for
+	// the log: functions a pattern matched that cannot be probed, names a
+	// pattern's function does not have, parameters $$params cannot read.
+	Notes []string
 }
 
 // Probe is one probe reference of one target; hits and losses are counted per probe.
@@ -98,6 +108,9 @@ type Span struct {
 	SampleRatio   float64
 	// Kind is the span kind.
 	Kind config.SpanKind
+	// Pattern is the function pattern (function: glob or source_file:)
+	// the definition was expanded from, "" for a span as configured.
+	Pattern string
 	// Function says the span is one activation of a function: entry at its
 	// first instruction, exit at its return. The engine then knows the span
 	// is over when the stack unwinds past it (longjmp, exceptions).
@@ -259,6 +272,10 @@ type Fetch struct {
 type Value struct {
 	// Type is the attribute's type: the configured one, or the default.
 	Type fetch.Type
+	// Enum is the value-to-name table of a $name of an enum type: the
+	// attribute is the enumerator's name (debuginfo.FormatEnum: flags as
+	// "A|B", unknown values as the number). Nil for other values.
+	Enum []debuginfo.Enumerator
 	// FromArg is true when the stored integer is a USDT argument's own value:
 	// it is first cut to ArgSize bytes after a right shift of Shift bits and
 	// sign-extended when ArgSigned, then converted to Type.

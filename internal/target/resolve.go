@@ -2,6 +2,7 @@ package target
 
 import (
 	"bytes"
+	"context"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/ianlancetaylor/demangle"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/elfaddr"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/otel-uprobe/uprobereceiver/internal/gobin"
@@ -27,6 +29,14 @@ type Options struct {
 	// calls (Linux 6.17 on x86-64): USDT sites of the "nop; nop5" form are
 	// then probed on their nop5.
 	OptimizedUprobes bool
+	// DebugDirs are the roots of separate debug files
+	// (DIR/.build-id/xx/rest.debug, DIR/<directory>/<debuglink name>),
+	// searched when a target needs debuginfo: nil means /usr/lib/debug, an
+	// empty non-nil slice none.
+	DebugDirs []string
+	// Debuginfod, when set, fetches a debug file by build id when no local
+	// one is found (debuginfo.NewDebuginfodFromEnv reads DEBUGINFOD_URLS).
+	Debuginfod *debuginfo.Debuginfod
 }
 
 // Resolve reads every target's file and builds the plan. It reports the
@@ -69,11 +79,18 @@ type file struct {
 	decoded   map[uint64][]insn.Inst
 	elf       *elf.File
 	functions map[string][]function
-	byAddress []function      // functions with a size, sorted by address, built on first use
-	fdes      []elfaddr.Range // .eh_frame function ranges, read on first use
+	byAddress []function            // functions with a size, sorted by address, built on first use
+	byStart   map[uint64][]function // functions by entry address, built on first use
+	fdes      []elfaddr.Range       // .eh_frame function ranges, read on first use
 	fdesRead  bool
 	probes    map[string]usdt.Probe // by "provider:name"
 	symbols   map[string]uint64     // every defined symbol's virtual address, read on first use
+
+	// The DWARF of the file, opened on first use (only for $names, line:
+	// probes and function patterns) and closed with the file.
+	dbg     *debuginfo.File
+	dbgErr  error
+	dbgDone bool
 }
 
 // openRegular opens path for reading, refusing anything that is not a
@@ -183,8 +200,38 @@ func openFile(path string, opts Options) (_ *file, err error) {
 }
 
 func (fl *file) close() {
+	if fl.dbg != nil {
+		fl.dbg.Close()
+	}
 	fl.elf.Close()
 	fl.raw.Close()
+}
+
+// debug returns the file's debuginfo, opened on the first call: from the
+// ELF file already read (so that it describes exactly that file), or a
+// separate file carrying its build id.
+func (fl *file) debug() (*debuginfo.File, error) {
+	if !fl.dbgDone {
+		fl.dbgDone = true
+		fl.dbg, fl.dbgErr = debuginfo.OpenELF(context.Background(), fl.path, fl.elf,
+			debuginfo.Options{DebugDirs: fl.opts.DebugDirs, Debuginfod: fl.opts.Debuginfod})
+		if fl.dbgErr != nil {
+			fl.dbgErr = fmt.Errorf("reading debuginfo: %w", fl.dbgErr)
+		}
+	}
+	return fl.dbg, fl.dbgErr
+}
+
+// debugSource describes where the debuginfo came from, "" if it was not
+// opened.
+func (fl *file) debugSource() string {
+	if fl.dbg == nil {
+		return ""
+	}
+	if fl.dbg.Source == debuginfo.SourceEmbedded {
+		return fl.dbg.Source.String()
+	}
+	return fl.dbg.Source.String() + " " + fl.dbg.DebugPath
 }
 
 func (fl *file) readFunctions() error {
@@ -268,13 +315,19 @@ type location struct {
 
 // resolvedProbe is a probe of the plan while its target is being built.
 type resolvedProbe struct {
-	id        int
+	id        int // -1 until it is in the plan
+	key       string
+	ref       string
 	probe     config.Probe
 	locations []location
 	entrySpan int
 	exitSpan  int
 	entry     []fetchSpec
 	exit      []fetchSpec
+	// entryLenient and exitLenient say the span it opens or closes was
+	// expanded from a function pattern: a name its function lacks is left
+	// out (with a note) instead of failing the plan.
+	entryLenient, exitLenient bool
 }
 
 // fetchSpec is one value to fetch at one end of a span, before compiling.
@@ -322,13 +375,17 @@ func spanFetches(s config.Span) (entry, exit []fetchSpec, err error) {
 // spanProbes returns the entry and exit references of a span in this file:
 // a function span with returns "auto" closes at the RET instructions of a
 // C function that calls itself, since the kernel reports at most 64 nested
-// return probes per thread, and at its kernel return probe otherwise.
-func (fl *file) spanProbes(s config.Span) (entry, exit string) {
+// return probes per thread, and at its kernel return probe otherwise. fns
+// are the functions the span covers, nil for every function of its name.
+func (fl *file) spanProbes(s config.Span, fns []function) (entry, exit string) {
 	entry, exit = s.Probes()
 	if s.Function == "" || fl.isGo || (s.Returns != "" && s.Returns != config.ReturnsAuto) {
 		return entry, exit
 	}
-	for _, fn := range fl.functions[s.Function] {
+	if fns == nil {
+		fns = fl.functions[s.Function]
+	}
+	for _, fn := range fns {
 		insts, err := fl.decode(fn)
 		if err == nil && insn.CallsSelf(insts) && len(insn.Returns(insts)) > 0 {
 			return entry, "ret:" + s.Function
@@ -344,7 +401,7 @@ func spanDef(ti int, s config.Span, entryRef, exitRef string, entry, exit int) (
 		return Span{}, err
 	}
 	def := Span{
-		Target: ti, Name: s.Name, Entry: entry, Exit: exit,
+		Target: ti, Name: s.SpanName(""), Entry: entry, Exit: exit,
 		MinDurationNs: uint64(s.MinDuration.Nanoseconds()), SampleRatio: s.Ratio(), Kind: kind,
 	}
 	if ep, err := config.ParseProbe(entryRef); err == nil && ep.Kind == config.KindUprobe && ep.Offset == 0 {
@@ -388,52 +445,102 @@ func (plan *Plan) addTarget(index int, t config.Target) error {
 	})
 
 	var errs []error
-	byRef := map[string]*resolvedProbe{}
+	noted := map[string]bool{}
+	note := func(format string, args ...any) {
+		n := fmt.Sprintf(format, args...)
+		if !noted[n] {
+			noted[n] = true
+			plan.Targets[ti].Notes = append(plan.Targets[ti].Notes, n)
+		}
+	}
+	byKey := map[string]*resolvedProbe{}
 	var order []*resolvedProbe
-	probe := func(ref string) *resolvedProbe {
+	// find resolves a reference, once; fns restricts a function probe to
+	// some of the functions of its name (a pattern's match). register adds
+	// a found probe to the plan.
+	find := func(ref string, fns []function) (*resolvedProbe, error) {
 		p, err := config.ParseProbe(ref)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("target %s: %w", t.Path, err))
-			return nil
+			return nil, fmt.Errorf("target %s: %w", t.Path, err)
 		}
-		if rp, ok := byRef[p.String()]; ok {
-			return rp
+		key := p.String()
+		if fns != nil {
+			key += "@" + addresses(fns)
 		}
-		locs, err := fl.locate(p)
+		if rp, ok := byKey[key]; ok {
+			return rp, nil
+		}
+		locs, err := fl.locate(p, fns)
 		if err != nil {
-			errs = append(errs, err)
-			return nil
+			return nil, err
 		}
-		rp := &resolvedProbe{id: len(plan.Probes), probe: p, locations: locs, entrySpan: -1, exitSpan: -1}
-		plan.Probes = append(plan.Probes, Probe{Target: ti, Ref: ref, Kind: p.Kind, Locations: len(locs)})
-		byRef[p.String()] = rp
+		rp := &resolvedProbe{id: -1, key: key, ref: ref, probe: p, locations: locs, entrySpan: -1, exitSpan: -1}
+		byKey[key] = rp
+		return rp, nil
+	}
+	register := func(rp *resolvedProbe) {
+		if rp.id >= 0 {
+			return
+		}
+		rp.id = len(plan.Probes)
+		plan.Probes = append(plan.Probes, Probe{Target: ti, Ref: rp.ref, Kind: rp.probe.Kind, Locations: len(rp.locations)})
 		order = append(order, rp)
-		return rp
 	}
 
-	for _, s := range t.Spans {
-		entryRef, exitRef := fl.spanProbes(s)
-		entry, exit := probe(entryRef), probe(exitRef)
-		if entry == nil || exit == nil {
+	jobs, err := fl.spanJobs(t.Spans, note)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("target %s: %w", t.Path, err))
+	}
+	for _, j := range jobs {
+		s := j.span
+		entryRef, exitRef := fl.spanProbes(s, j.fns)
+		entry, err1 := find(entryRef, j.fns)
+		exit, err2 := find(exitRef, j.fns)
+		if err1 != nil || err2 != nil {
+			if j.pattern != "" {
+				note("function pattern %q: %s left out: %v", j.pattern, s.Function, errors.Join(err1, err2))
+			} else {
+				errs = append(errs, err1, err2)
+			}
 			continue
+		}
+		if j.pattern != "" {
+			// A function another span already traces keeps that span: an
+			// explicit span, or the first pattern that matched it.
+			if entry.entrySpan >= 0 || exit.exitSpan >= 0 {
+				other := entry.entrySpan
+				if other < 0 {
+					other = exit.exitSpan
+				}
+				note("function pattern %q: %s left out: span %q already traces it", j.pattern, s.Function, plan.Spans[other].Name)
+				continue
+			}
 		}
 		entryFetches, exitFetches, err := spanFetches(s)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("target %s: span %q: %w", t.Path, s.Name, err))
+			errs = append(errs, fmt.Errorf("target %s: span %q: %w", t.Path, s.SpanName(""), err))
 			continue
 		}
+		register(entry)
+		register(exit)
 		def, err := spanDef(ti, s, entryRef, exitRef, entry.id, exit.id)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("target %s: span %q: %w", t.Path, s.Name, err))
+			errs = append(errs, fmt.Errorf("target %s: span %q: %w", t.Path, s.SpanName(""), err))
 			continue
 		}
+		def.Pattern = j.pattern
 		id := len(plan.Spans)
 		plan.Spans = append(plan.Spans, def)
-		entry.entrySpan, entry.entry = id, entryFetches
-		exit.exitSpan, exit.exit = id, exitFetches
+		entry.entrySpan, entry.entry, entry.entryLenient = id, entryFetches, j.pattern != ""
+		exit.exitSpan, exit.exit, exit.exitLenient = id, exitFetches, j.pattern != ""
 	}
 	for _, c := range t.Counters {
-		probe(c)
+		rp, err := find(c, nil)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		register(rp)
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
@@ -457,24 +564,43 @@ func (plan *Plan) addTarget(index int, t config.Target) error {
 				continue
 			}
 			site := Site{Probe: rp.id, EntrySpan: rp.entrySpan, ExitSpan: rp.exitSpan}
+			c := compiler{file: fl, probe: rp.probe, loc: loc}
 			var err error
-			if site.Entry, err = compileAll(rp.entry, rp.probe, loc, atEntry); err != nil {
-				errs = append(errs, fmt.Errorf("target %s: span %q: %s: %w", t.Path, plan.Spans[rp.entrySpan].Name, rp.probe, err))
+			if rp.entrySpan >= 0 {
+				c.role, c.lenient, c.span = atEntry, rp.entryLenient, plan.Spans[rp.entrySpan].Name
+				if site.Entry, err = c.all(rp.entry, note); err != nil {
+					errs = append(errs, fmt.Errorf("target %s: span %q: %s: %w", t.Path, c.span, rp.probe, err))
+				}
 			}
-			if site.Exit, err = compileAll(rp.exit, rp.probe, loc, atExit); err != nil {
-				errs = append(errs, fmt.Errorf("target %s: span %q: %s: %w", t.Path, plan.Spans[rp.exitSpan].Name, rp.probe, err))
+			if rp.exitSpan >= 0 {
+				c.role, c.lenient, c.span = atExit, rp.exitLenient, plan.Spans[rp.exitSpan].Name
+				if site.Exit, err = c.all(rp.exit, note); err != nil {
+					errs = append(errs, fmt.Errorf("target %s: span %q: %s: %w", t.Path, c.span, rp.probe, err))
+				}
 			}
 			a.Program, a.Cookie = ProgramSite, uint64(len(plan.Sites))
 			plan.Sites = append(plan.Sites, site)
 			plan.Attachments = append(plan.Attachments, a)
 		}
 	}
+	plan.Targets[ti].DebugInfo = fl.debugSource()
 	return errors.Join(errs...)
 }
 
+// addresses lists the entry addresses of fns, for keys.
+func addresses(fns []function) string {
+	parts := make([]string, len(fns))
+	for i, fn := range fns {
+		parts[i] = fmt.Sprintf("%#x", fn.Address)
+	}
+	return strings.Join(parts, ",")
+}
+
 // locate finds every location of a probe in the file and checks each is a
-// safe, and as cheap as possible, place for a uprobe.
-func (fl *file) locate(p config.Probe) ([]location, error) {
+// safe, and as cheap as possible, place for a uprobe. A function probe is
+// placed in every function of its symbol's name, or only in fns when fns
+// is not nil.
+func (fl *file) locate(p config.Probe, only []function) ([]location, error) {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("target %s: %s: "+format, append([]any{fl.path, p}, args...)...)
 	}
@@ -503,6 +629,8 @@ func (fl *file) locate(p config.Probe) ([]location, error) {
 				return nil, fail("virtual address %#x is in no function of the file; a uprobe must be inside a known function", p.Address)
 			}
 			fns, offset = []function{fn}, p.Address-fn.Address
+		} else if only != nil {
+			fns = only
 		} else if fns = fl.functions[p.Symbol]; len(fns) == 0 {
 			return nil, fl.notFound(p)
 		}
@@ -516,6 +644,8 @@ func (fl *file) locate(p config.Probe) ([]location, error) {
 		}
 		sort.Slice(locs, func(i, j int) bool { return locs[i].Address < locs[j].Address })
 		return locs, nil
+	case config.KindLine:
+		return fl.lineSites(p)
 	}
 	return nil, fail("unknown probe kind")
 }
@@ -544,7 +674,7 @@ func (fl *file) functionSites(p config.Probe, fn function, offset uint64) ([]loc
 		}
 		return location{
 			Address: addr, FileOffset: foff, Class: class, Function: fn.Name, FunctionOffset: off,
-			AtEntry: offset == 0 && p.Kind == config.KindUprobe, Return: ret, file: fl,
+			AtEntry: offset == 0 && (p.Kind == config.KindUprobe || p.Kind == config.KindLine), Return: ret, file: fl,
 		}, nil
 	}
 	switch {
