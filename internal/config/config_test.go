@@ -109,6 +109,26 @@ func TestValidateValid(t *testing.T) {
 		{"a default-length string", []Target{{Path: bin, Spans: []Span{{
 			Name: "s", Entry: "usdt:p:start", Exit: "usdt:p:done", Attributes: map[string]string{"s": "arg0:string"},
 		}}}}},
+		{"names", []Target{{Path: bin, Spans: []Span{{
+			Function: "handle_request",
+			Attributes: map[string]string{
+				"id": "$req->id", "path": "$req->path", "len": "$req->hdr->len:x16", "name": "$req.hdr.name",
+				"codes": "$req->codes[2]", "params": "$$params", "go": "$r.URL.Path:gostring[64]",
+			},
+			ExitAttributes: map[string]string{"ret": "$return", "g": "$main.counter"},
+			StatusError:    "$return < 0",
+		}}}}},
+		{"names at lines and USDT sites", []Target{{Path: bin, Spans: []Span{
+			{Name: "l", Entry: "line:server.c:120", Exit: "line:src/server.c:140",
+				Attributes: map[string]string{"n": "$n", "a": "arg5"}, ExitAttributes: map[string]string{"m": "$req->hdr->len"}},
+			{Name: "u", Entry: "usdt:p:start", Exit: "usdt:p:done", Attributes: map[string]string{"local": "$total"}},
+		}, Counters: []string{"line:server.c:121"}}}},
+		{"function patterns", []Target{{Path: bin, Spans: []Span{
+			{Function: "handle_*", ExitAttributes: map[string]string{"ret": "$return"}},
+			{Name: "srv.", Function: "main.(*Server).*", MaxFunctions: 5000},
+			{Function: "*", SourceFile: "*/net/*.c", Returns: ReturnsRet},
+			{Function: "handle_get", SourceFile: "server.c"},
+		}}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			assert.NoError(t, Validate(c.targets))
@@ -341,6 +361,59 @@ func TestValidateErrorsAreSyntaxErrors(t *testing.T) {
 	require.True(t, errors.As(err, &se), "the fetch error is kept: %v", err)
 	assert.Equal(t, 6, se.Column)
 	assert.Contains(t, err.Error(), "at column 6")
+}
+
+func TestFunctionPatterns(t *testing.T) {
+	for name, want := range map[string]bool{
+		"handle_*": true, "main.(*Server).*": true, "main.(*Server).Handle": false, "handle": false,
+		"ns::f": false, "f?": true, "f[ab]": true, `f\*`: false, "[x": true,
+	} {
+		assert.Equal(t, want, FunctionIsPattern(name), name)
+	}
+	assert.True(t, Span{Function: "f", SourceFile: "a.c"}.IsPattern(), "source_file makes a pattern")
+	assert.False(t, Span{Entry: "uprobe:f"}.IsPattern())
+	assert.Equal(t, "app.handle_get", Span{Name: "app.", Function: "handle_*"}.SpanName("handle_get"))
+	assert.Equal(t, "handle_get", Span{Function: "handle_*"}.SpanName("handle_get"))
+	assert.Equal(t, "f", Span{Function: "f"}.SpanName(""), "a function span is named after it")
+	assert.Equal(t, "x", Span{Name: "x", Function: "f"}.SpanName(""))
+	assert.Equal(t, DefaultMaxFunctions, Span{}.FunctionLimit())
+	assert.Equal(t, 7, Span{MaxFunctions: 7}.FunctionLimit())
+}
+
+func TestParseComparisonNames(t *testing.T) {
+	for text, want := range map[string]string{
+		"$return < 0":          "$return < 0",
+		"$req->id > 5":         "$req->id > 5",
+		"$req->hdr->len >= 10": "$req->hdr->len >= 10",
+		"$a->b->c==-1":         "$a->b->c == -1",
+		"$r.Code != 200":       "$r.Code != 200",
+		"retval:s64 <= 0x10":   "retval:s64 <= 16",
+	} {
+		c, err := ParseComparison(text)
+		require.NoError(t, err, text)
+		assert.Equal(t, want, c.String(), text)
+	}
+	_, err := ParseComparison("$a->b")
+	require.ErrorContains(t, err, `want EXPR OP INTEGER`, "the > of -> is no operator")
+}
+
+func FuzzParseComparison(f *testing.F) {
+	for _, s := range []string{"retval:s64 < 0", "$return < 0", "$a->b > 1", "$a->b", "->", "$a-> >= 3", "x == y", "< 0", "$$params == 1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		c, err := ParseComparison(text)
+		if err != nil {
+			return
+		}
+		again, err := ParseComparison(c.String())
+		if err != nil {
+			t.Fatalf("%q parses as %q, which does not parse: %v", text, c.String(), err)
+		}
+		if again.String() != c.String() || again.Op != c.Op || again.Value != c.Value {
+			t.Fatalf("%q: %q then %q", text, c.String(), again.String())
+		}
+	})
 }
 
 func TestSortedAttributes(t *testing.T) {

@@ -464,7 +464,7 @@ func (plan *Plan) addTarget(index int, t config.Target) error {
 			return nil, fmt.Errorf("target %s: %w", t.Path, err)
 		}
 		key := p.String()
-		if fns != nil {
+		if fns != nil && addresses(fns) != addresses(fl.functions[p.Symbol]) {
 			key += "@" + addresses(fns)
 		}
 		if rp, ok := byKey[key]; ok {
@@ -487,6 +487,7 @@ func (plan *Plan) addTarget(index int, t config.Target) error {
 		order = append(order, rp)
 	}
 
+	claimed := map[uint64]int{} // virtual address of a span's probe → the span
 	jobs, err := fl.spanJobs(t.Spans, note)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("target %s: %w", t.Path, err))
@@ -505,13 +506,9 @@ func (plan *Plan) addTarget(index int, t config.Target) error {
 			continue
 		}
 		if j.pattern != "" {
-			// A function another span already traces keeps that span: an
-			// explicit span, or the first pattern that matched it.
-			if entry.entrySpan >= 0 || exit.exitSpan >= 0 {
-				other := entry.entrySpan
-				if other < 0 {
-					other = exit.exitSpan
-				}
+			// A function another span already traces keeps that span: a
+			// span as configured, or the first pattern that matched it.
+			if other, ok := claimedBy(claimed, entry, exit); ok {
 				note("function pattern %q: %s left out: span %q already traces it", j.pattern, s.Function, plan.Spans[other].Name)
 				continue
 			}
@@ -531,6 +528,13 @@ func (plan *Plan) addTarget(index int, t config.Target) error {
 		def.Pattern = j.pattern
 		id := len(plan.Spans)
 		plan.Spans = append(plan.Spans, def)
+		for _, rp := range []*resolvedProbe{entry, exit} {
+			for _, l := range rp.locations {
+				if _, ok := claimed[l.Address]; !ok {
+					claimed[l.Address] = id
+				}
+			}
+		}
 		entry.entrySpan, entry.entry, entry.entryLenient = id, entryFetches, j.pattern != ""
 		exit.exitSpan, exit.exit, exit.exitLenient = id, exitFetches, j.pattern != ""
 	}
@@ -585,6 +589,19 @@ func (plan *Plan) addTarget(index int, t config.Target) error {
 	}
 	plan.Targets[ti].DebugInfo = fl.debugSource()
 	return errors.Join(errs...)
+}
+
+// claimedBy returns the span that already probes one of the locations of
+// entry or exit.
+func claimedBy(claimed map[uint64]int, entry, exit *resolvedProbe) (int, bool) {
+	for _, rp := range []*resolvedProbe{entry, exit} {
+		for _, l := range rp.locations {
+			if id, ok := claimed[l.Address]; ok {
+				return id, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // addresses lists the entry addresses of fns, for keys.

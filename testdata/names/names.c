@@ -49,7 +49,13 @@ NOIPA int checksum(const char *s, int seed)
 	int sum = seed;
 	for (; *s; s++)
 		sum += (unsigned char)*s;
-	return sum;
+	return sum; /* LINE:done */
+}
+
+/* sum10 has more parameters than a span end has values ($$params). */
+NOIPA long sum10(long a0, long a1, long a2, long a3, long a4, long a5, long a6, long a7, long a8, long a9)
+{
+	return a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9;
 }
 
 /* handle_request is the function the tests read by name: $req->id,
@@ -80,7 +86,7 @@ int main(void)
 {
 	char line[128];
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	printf("ready %d\n", (int)getpid());
+	printf("ready %d %ld\n", (int)getpid(), sum10(0, 1, 2, 3, 4, 5, 6, 7, 8, 9));
 	while (fgets(line, sizeof line, stdin)) {
 		int n = 0;
 		if (sscanf(line, "req %d", &n) == 1) {
