@@ -151,8 +151,14 @@ func (c *compiler) all(specs []fetchSpec, note func(string, ...any)) ([]Fetch, e
 	}
 	seen := map[string]bool{}
 	for _, f := range out {
-		if f.Role == RoleAttribute && seen[f.Key] {
+		if f.Role != RoleAttribute {
+			continue
+		}
+		if seen[f.Key] {
 			errs = append(errs, fmt.Errorf("attribute %q is given twice (once by $$params)", f.Key))
+		}
+		if why, ok := config.ReservedAttributes[f.Key]; ok {
+			errs = append(errs, fmt.Errorf("attribute %q (from $$params) is reserved: %s; choose another key", f.Key, why))
 		}
 		seen[f.Key] = true
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -306,7 +307,7 @@ func TestFunctionPatterns(t *testing.T) {
 	for _, s := range plan.Spans {
 		got = append(got, s.Name)
 	}
-	assert.ElementsMatch(t, []string{"app.checksum", "app.sum10", "app.handle_request", "app.main"}, got, "static expect was inlined")
+	assert.ElementsMatch(t, []string{"app.checksum", "app.note_thread", "app.sum10", "app.handle_request", "app.main"}, got, "static expect was inlined")
 
 	// Without debuginfo a pattern matches the symbol table; source_file
 	// needs the DWARF.
@@ -370,4 +371,66 @@ func TestNamesGo(t *testing.T) {
 		Function: "main.(*Server).Handle", Attributes: map[string]string{"tag": "$tag"},
 	}}}}, noDebug)
 	require.ErrorContains(t, err, "a Go binary linked with -ldflags=-w (or -s -w) carries no DWARF; build it without -w")
+}
+
+// C++ functions are selected and named by their demangled names; overloads
+// keep their parameters apart.
+func TestFunctionPatternsCPP(t *testing.T) {
+	if _, err := exec.LookPath("g++"); err != nil {
+		testutil.SkipOrFail(t, "g++ not found: run make deps")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "prog")
+	testutil.Run(t, dir, "g++", "-O1", "-g", "-o", bin, testutil.Testdata("debuginfo", "prog.cc"))
+	plan, err := Resolve([]config.Target{{Path: bin, Spans: []config.Span{{
+		Function: "srv::Server::handle*", Attributes: map[string]string{"this": "$this->port_"},
+	}, {
+		Name: "t.", Function: "srv::twice<*>",
+	}}}}, noDebug)
+	require.NoError(t, err)
+	var names []string
+	for _, s := range plan.Spans {
+		names = append(names, s.Name)
+		if strings.Contains(s.Name, "handle") {
+			entry := plan.Sites[attachmentsOf(plan, s.Entry)[0].Cookie].Entry
+			require.Len(t, entry, 1, s.Name)
+			assert.Equal(t, []int64{0}, entry[0].Derefs, "$this->port_")
+		}
+	}
+	assert.ElementsMatch(t, []string{
+		"srv::Server::handle(srv::Request*)", "srv::Server::handle(int)", "t.srv::twice<long>", "t.srv::twice<int>",
+	}, names)
+	for _, p := range plan.Probes {
+		assert.True(t, strings.HasPrefix(p.Ref, "uprobe:_ZN3srv") || strings.HasPrefix(p.Ref, "uretprobe:_ZN3srv"), "probes use the symbols: %s", p.Ref)
+	}
+}
+
+// A pattern's function that calls itself closes at its RET instructions,
+// as a function: span of it does (returns: auto).
+func TestFunctionPatternRecursion(t *testing.T) {
+	b := testutil.BuildDemo(t, "-O2")
+	plan, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{{Function: "recurs?"}}}}, noDebug)
+	require.NoError(t, err)
+	require.Len(t, plan.Spans, 1)
+	assert.Equal(t, "recurse", plan.Spans[0].Name)
+	assert.Equal(t, "ret:recurse", plan.Probes[plan.Spans[0].Exit].Ref)
+	assert.True(t, plan.Spans[0].Function)
+}
+
+// $$params names its attributes KEY.NAME: they must not clash with other
+// keys or with the attributes the receiver sets.
+func TestParamsKeys(t *testing.T) {
+	b := testutil.BuildNames(t, "-O2")
+	_, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{{
+		Function: "handle_request", Attributes: map[string]string{"a": "$$params", "a.req": "$req->id"},
+	}}}}, withDebug(b))
+	require.ErrorContains(t, err, `attribute "a.req" is given twice (once by $$params)`)
+	_, err = Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{{
+		Function: "note_thread", Attributes: map[string]string{"thread": "$$params"},
+	}}}}, withDebug(b))
+	require.ErrorContains(t, err, `attribute "thread.id" (from $$params) is reserved: the receiver sets it on every span to the thread the span ended on; choose another key`)
+	_, err = Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{{
+		Function: "note_thread", Attributes: map[string]string{"args": "$$params"},
+	}}}}, withDebug(b))
+	require.NoError(t, err)
 }

@@ -3,6 +3,15 @@
 // from the traced ELF files (their own class, byte order and machine, never
 // the host's) and the configuration. It opens files but never touches the
 // kernel: internal/tracer turns a Plan into kernel objects.
+//
+// A target that uses $names, line: probes or function patterns has its
+// debuginfo opened (package debuginfo) once, from the very file read, and
+// closed when its plan is made; other targets never look for it. Names are
+// compiled per location into the same fetches register expressions give;
+// line: probes are placed on the line table's statement starts with the
+// checks of uprobe:SYMBOL+0xOFF; a function pattern becomes one span
+// definition per matched function. Inspect reads a file the same way for
+// the probe browser (cmd/uprobe-list).
 package target
 
 import (

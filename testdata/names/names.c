@@ -52,6 +52,13 @@ NOIPA int checksum(const char *s, int seed)
 	return sum; /* LINE:done */
 }
 
+/* note_thread's parameter is named like an attribute the receiver sets
+ * ("thread.id" for $$params under the key "thread"). */
+NOIPA int note_thread(int id)
+{
+	return id + 1;
+}
+
 /* sum10 has more parameters than a span end has values ($$params). */
 NOIPA long sum10(long a0, long a1, long a2, long a3, long a4, long a5, long a6, long a7, long a8, long a9)
 {
@@ -86,7 +93,7 @@ int main(void)
 {
 	char line[128];
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	printf("ready %d %ld\n", (int)getpid(), sum10(0, 1, 2, 3, 4, 5, 6, 7, 8, 9));
+	printf("ready %d %ld %d\n", (int)getpid(), sum10(0, 1, 2, 3, 4, 5, 6, 7, 8, 9), note_thread(1));
 	while (fgets(line, sizeof line, stdin)) {
 		int n = 0;
 		if (sscanf(line, "req %d", &n) == 1) {
