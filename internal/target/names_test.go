@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -433,4 +434,49 @@ func TestParamsKeys(t *testing.T) {
 		Function: "note_thread", Attributes: map[string]string{"args": "$$params"},
 	}}}}, withDebug(b))
 	require.NoError(t, err)
+}
+
+// Compressed debug sections are read: SHF_COMPRESSED with zlib or zstd, and
+// the legacy .zdebug_* sections.
+func TestNamesCompressedDebugFile(t *testing.T) {
+	b := testutil.BuildNames(t, "-O2")
+	for _, how := range []string{"zlib", "zstd", "zlib-gnu"} {
+		t.Run(how, func(t *testing.T) {
+			root := t.TempDir()
+			dst := filepath.Join(root, ".build-id", b.BuildID[:2], b.BuildID[2:]+".debug")
+			require.NoError(t, os.MkdirAll(filepath.Dir(dst), 0o755))
+			testutil.Run(t, root, "objcopy", "--compress-debug-sections="+how, b.DebugFile, dst)
+			out, err := exec.Command("readelf", "-S", "-W", dst).Output()
+			require.NoError(t, err)
+			if how == "zlib-gnu" {
+				require.Contains(t, string(out), ".zdebug_info")
+			} else {
+				require.Regexp(t, `\.debug_info .* C `, string(out), "SHF_COMPRESSED")
+			}
+			plan, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{namesSpan()}}}, Options{DebugDirs: []string{root}})
+			require.NoError(t, err)
+			assert.Equal(t, "build-id "+dst, plan.Targets[0].DebugInfo)
+			assert.Equal(t, []int64{16, 4}, fetchByKey(t, plan.Sites[0].Entry, "name").Derefs)
+		})
+	}
+}
+
+// The debug file that .gnu_debuglink names, next to the program.
+func TestNamesFromDebuglink(t *testing.T) {
+	b := testutil.BuildNames(t, "-O0")
+	next := filepath.Join(filepath.Dir(b.Program), filepath.Base(b.DebugFile))
+	data, err := os.ReadFile(b.DebugFile)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(next, data, 0o644))
+	plan, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{namesSpan()}}}, noDebug)
+	require.NoError(t, err)
+	assert.Equal(t, "debuglink "+next, plan.Targets[0].DebugInfo)
+
+	// A debug file of another build is refused, not used.
+	other := testutil.BuildNames(t, "-O2")
+	data, err = os.ReadFile(other.DebugFile)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(next, data, 0o644))
+	_, err = Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{namesSpan()}}}, noDebug)
+	require.ErrorContains(t, err, "debuglink crc32 mismatch")
 }
