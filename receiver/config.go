@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadata"
 )
 
@@ -31,6 +33,12 @@ type Config struct {
 	// spans at the same time; each takes about 27 KiB of kernel memory
 	// while it does. Entries beyond it are counted, not recorded.
 	MaxGoroutines int `mapstructure:"max_goroutines"`
+	// DebugDirectories are the roots of separate debug files, searched in
+	// order when a target uses $names, line: probes or function patterns:
+	// DIR/.build-id/xx/rest.debug by the file's GNU build id, and
+	// DIR/<directory of the file>/<.gnu_debuglink name>. Debuginfo in the
+	// file itself comes first; with DEBUGINFOD_URLS set, debuginfod last.
+	DebugDirectories []string `mapstructure:"debug_directories"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -53,6 +61,7 @@ func createDefaultConfig() *Config {
 		RingBufferSize:       defaultRingBufferSize,
 		MaxBatchSpans:        defaultMaxBatchSpans,
 		MaxGoroutines:        defaultMaxGoroutines,
+		DebugDirectories:     []string{debuginfo.DefaultDebugDir},
 	}
 }
 
@@ -74,6 +83,11 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxGoroutines < 1 || c.MaxGoroutines > 1<<20 {
 		errs = append(errs, fmt.Errorf("max_goroutines %d: want 1 to 1048576", c.MaxGoroutines))
+	}
+	for i, d := range c.DebugDirectories {
+		if !filepath.IsAbs(d) {
+			errs = append(errs, fmt.Errorf("debug_directories[%d] %q must be absolute", i, d))
+		}
 	}
 	return errors.Join(errs...)
 }

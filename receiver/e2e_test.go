@@ -17,11 +17,12 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+	"github.com/otel-uprobe/uprobereceiver/internal/testutil/testconfig"
 	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadatatest"
 )
 
 // demoTargets traces every kind of probe the demo has.
-var demoTargets = testutil.DemoTargets
+var demoTargets = testconfig.DemoTargets
 
 type started struct {
 	rcv       *uprobeReceiver
@@ -34,6 +35,12 @@ func startReceiver(t *testing.T, targets []config.Target) started {
 	t.Helper()
 	cfg := createDefaultConfig()
 	cfg.Targets = targets
+	return startReceiverConfig(t, cfg)
+}
+
+// startReceiverConfig starts a receiver with both pipelines on cfg.
+func startReceiverConfig(t *testing.T, cfg *Config) started {
+	t.Helper()
 	require.NoError(t, cfg.Validate())
 	s := started{traces: new(consumertest.TracesSink), metrics: new(consumertest.MetricsSink), telemetry: componenttest.NewTelemetry()}
 	t.Cleanup(func() { require.NoError(t, s.telemetry.Shutdown(context.Background())) })

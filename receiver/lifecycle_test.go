@@ -81,7 +81,13 @@ func TestConfigFromYAML(t *testing.T) {
 	assert.Equal(t, 1<<22, cfg.RingBufferSize)
 	require.Len(t, cfg.Targets, 1)
 	assert.Equal(t, "postgres", cfg.Targets[0].ServiceName)
-	assert.Len(t, cfg.Targets[0].Spans, 2)
+	assert.Len(t, cfg.Targets[0].Spans, 4)
+	assert.Equal(t, []string{"/usr/lib/debug", "/opt/debug"}, cfg.DebugDirectories)
+	assert.Equal(t, config.Span{
+		Function: "exec_*", SourceFile: "*/executor/*.c", MaxFunctions: 200,
+		Attributes: map[string]string{"args": "$$params"}, ExitAttributes: map[string]string{"ret": "$return"},
+	}, cfg.Targets[0].Spans[2])
+	assert.Equal(t, "line:lock.c:120", cfg.Targets[0].Spans[3].Entry)
 	assert.False(t, cfg.Metrics.UprobeEventsLost.Enabled)
 
 	sub, err = cm.Sub("uprobe/invalid")
@@ -94,6 +100,7 @@ func TestConfigFromYAML(t *testing.T) {
 		`flush_interval 0s: want 1ms to 1s`,
 		`ring_buffer_size 3000: want a power of two`,
 		`max_batch_spans 0: want 1 to 1048576`,
+		`debug_directories[0] "debug" must be absolute`,
 		`targets[0]: path "relative/path" must be absolute`,
 		`targets[0].spans[0]: exit without entry`,
 		`targets[0].spans[1].attributes["x"]: "retval": retval is only known at exit`,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+	"github.com/otel-uprobe/uprobereceiver/internal/testutil/testconfig"
 )
 
 // These tests trace binaries nobody here wrote: Debian's python3.11
@@ -160,7 +161,7 @@ func (pg *postgresServer) query(t *testing.T, sql string) string {
 func TestPostgres(t *testing.T) {
 	testutil.RequireRoot(t)
 	pg := startPostgres(t)
-	contract := testutil.PostgresContract(postgres)
+	contract := testconfig.PostgresContract(postgres)
 	contract.Spans = append(contract.Spans,
 		config.Span{Name: "pg.parse", Entry: "usdt:postgresql:query__parse__start", Exit: "usdt:postgresql:query__parse__done"},
 		config.Span{Name: "pg.plan", Entry: "usdt:postgresql:query__plan__start", Exit: "usdt:postgresql:query__plan__done"},

@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
 	"github.com/otel-uprobe/uprobereceiver/internal/privilege"
@@ -139,6 +140,10 @@ func (r *uprobeReceiver) start() error {
 	if err := privilege.Check(privilege.Processes()); err != nil {
 		log.Warn("Containers and other users' processes are out of reach", zap.Error(err))
 	}
+	debuginfod, err := debuginfo.NewDebuginfodFromEnv()
+	if err != nil {
+		return err
+	}
 	locator := target.HostLocator{}
 	// Every exec is looked at for targets' files (containers of new images,
 	// optional targets), unless every target is one process.
@@ -146,7 +151,12 @@ func (r *uprobeReceiver) start() error {
 		r.sendExecs = r.sendExecs || t.PID == 0
 	}
 	for attempt := 1; ; attempt++ {
-		plan, err = target.Resolve(r.cfg.Targets, target.Options{OptimizedUprobes: tracer.HaveOptimizedUprobes(), Locator: locator})
+		plan, err = target.Resolve(r.cfg.Targets, target.Options{
+			OptimizedUprobes: tracer.HaveOptimizedUprobes(),
+			Locator:          locator,
+			DebugDirs:        r.cfg.DebugDirectories,
+			Debuginfod:       debuginfod,
+		})
 		if err != nil {
 			return fmt.Errorf("resolving targets: %w", err)
 		}
@@ -205,6 +215,16 @@ func (r *uprobeReceiver) start() error {
 	r.emitter = newMetricsEmitter(r.cfg.MetricsBuilderConfig, r.set, plan, r.hostName, pcommon.NewTimestampFromTime(time.Now()))
 	r.started = true
 
+	for _, f := range plan.Files {
+		if f.DebugInfo != "" {
+			log.Info("Debuginfo read", zap.String("path", f.Path), zap.String("from", f.DebugInfo))
+		}
+	}
+	for _, t := range plan.Targets {
+		for _, n := range t.Notes {
+			log.Warn("Left out of the plan", zap.String("path", t.Path), zap.String("note", n))
+		}
+	}
 	r.reportLocations(plan, 1)
 	r.reportFiles(plan)
 	log.Info("Probes attached", zap.Int("targets", len(plan.Targets)), zap.Int("files", len(plan.Files)),

@@ -1,8 +1,10 @@
 // Package config declares what users write under targets: in the receiver's
 // collector configuration, parses probe references (usdt:PROVIDER:NAME,
-// uprobe:SYMBOL[+OFFSET], uretprobe:SYMBOL) and checks everything that can be
-// checked without reading the traced files, reporting every problem at once.
-// It is pure Go: no ELF files are opened and no kernel is touched.
+// uprobe:SYMBOL[+OFFSET], uretprobe:SYMBOL, ret:SYMBOL, line:FILE:LINE) and
+// checks everything that can be checked without reading the traced files
+// (fetch expressions, $name paths, function patterns), reporting every
+// problem at once. It is pure Go: no ELF files are opened and no kernel is
+// touched.
 package config
 
 import (
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
+	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 )
@@ -51,15 +54,28 @@ type Target struct {
 // Span defines one kind of span: where it opens, where it closes, and what
 // to capture at each end.
 type Span struct {
-	// Name is the span name.
+	// Name is the span name. A Function span defaults to the function's
+	// name; for a Function pattern, Name is a prefix of each matched
+	// function's name ("app." gives "app.handle_get").
 	Name string `mapstructure:"name"`
 	// Entry is the probe that opens the span (usdt: or uprobe:).
 	Entry string `mapstructure:"entry"`
 	// Exit is the probe that closes it (usdt:, uretprobe: or uprobe:).
 	Exit string `mapstructure:"exit"`
 	// Function is shorthand for entry uprobe:FUNCTION and an exit where
-	// FUNCTION returns (see Returns).
+	// FUNCTION returns (see Returns). It may be a pattern (a glob, see
+	// FunctionIsPattern): every matched function gets a span definition of
+	// its own, named after it.
 	Function string `mapstructure:"function"`
+	// SourceFile restricts Function to the functions whose compile unit
+	// (or declaration file) path matches this glob, read from the DWARF;
+	// "*/server/*.c" or "net/http" (a Go package). It makes Function a
+	// pattern.
+	SourceFile string `mapstructure:"source_file"`
+	// MaxFunctions bounds the functions a Function pattern may match; a
+	// pattern matching more is refused with the count. 0 means
+	// DefaultMaxFunctions.
+	MaxFunctions int `mapstructure:"max_functions"`
 	// Returns says how a Function span's exit is probed: "uretprobe" (the
 	// kernel's return probe: cheap, but the kernel reports at most 64
 	// nested returns per thread), "ret" (every RET instruction: any depth,
@@ -92,6 +108,46 @@ type Span struct {
 	// StatusError marks the span as an error when a value fetched at exit
 	// compares true, e.g. "retval:s64 < 0".
 	StatusError string `mapstructure:"status_error"`
+}
+
+// DefaultMaxFunctions is the default of Span.MaxFunctions.
+const DefaultMaxFunctions = 1000
+
+// FunctionIsPattern reports whether a function: value is a glob rather than
+// a name: it holds "*", "?" or "[" (a "*" right after "(" is literal, as in
+// Go's "main.(*Server).Handle", and "\" escapes; see debuginfo.Glob). The
+// resolver still takes a pattern that is exactly a symbol of the file as
+// that symbol.
+func FunctionIsPattern(name string) bool {
+	g, err := debuginfo.CompileGlob(name)
+	return err != nil || !g.Literal()
+}
+
+// IsPattern reports whether the span is expanded into one span definition
+// per matched function: its Function is a pattern, or SourceFile is set.
+func (s Span) IsPattern() bool {
+	return s.Function != "" && (s.SourceFile != "" || FunctionIsPattern(s.Function))
+}
+
+// FunctionLimit returns MaxFunctions, or DefaultMaxFunctions when it is 0.
+func (s Span) FunctionLimit() int {
+	if s.MaxFunctions == 0 {
+		return DefaultMaxFunctions
+	}
+	return s.MaxFunctions
+}
+
+// SpanName returns the name of the span's spans: Name, or Function when
+// Name is empty; for a pattern, the name of one matched function prefixed
+// with Name.
+func (s Span) SpanName(function string) string {
+	if s.IsPattern() {
+		return s.Name + function
+	}
+	if s.Name == "" {
+		return s.Function
+	}
+	return s.Name
 }
 
 // Ratio returns SampleRatio, or 1 when it is not set.
@@ -234,11 +290,11 @@ func (t Target) validate(where string) []error {
 	exits := map[string]string{}
 	for i, s := range t.Spans {
 		sw := fmt.Sprintf("%s.spans[%d]", where, i)
-		if s.Name != "" {
-			if j, dup := names[s.Name]; dup {
-				errs = append(errs, fmt.Errorf("%s: duplicate span name %q (also spans[%d])", sw, s.Name, j))
+		if name := s.SpanName(""); name != "" && !s.IsPattern() {
+			if j, dup := names[name]; dup {
+				errs = append(errs, fmt.Errorf("%s: duplicate span name %q (also spans[%d])", sw, name, j))
 			} else {
-				names[s.Name] = i
+				names[name] = i
 			}
 		}
 		entry, exit, serrs := s.validate(sw)
@@ -280,9 +336,10 @@ func (s Span) validate(where string) (entry, exit string, errs []error) {
 	add := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf(where+": "+format, args...))
 	}
-	if s.Name == "" {
+	if s.Name == "" && s.Function == "" {
 		add("name is required")
 	}
+	pattern := s.IsPattern()
 	var entryProbe, exitProbe Probe
 	var entryOK, exitOK bool
 	switch {
@@ -293,6 +350,10 @@ func (s Span) validate(where string) (entry, exit string, errs []error) {
 			add("function: %v", err)
 		} else if strings.Contains(s.Function, "+") {
 			add("function: %q: a function name takes no offset; use entry: uprobe:SYMBOL+OFFSET with an exit", s.Function)
+		} else if pattern {
+			if _, err := debuginfo.CompileGlob(s.Function); err != nil {
+				add("function: %v", err)
+			}
 		}
 		entryProbe = Probe{Kind: KindUprobe, Symbol: s.Function}
 		exitProbe = Probe{Kind: KindUretprobe, Symbol: s.Function}
@@ -325,6 +386,21 @@ func (s Span) validate(where string) (entry, exit string, errs []error) {
 		} else {
 			exitProbe, exitOK = p, true
 		}
+	}
+	if s.SourceFile != "" {
+		if s.Function == "" {
+			add("source_file: only a function: span selects functions by source file")
+		} else if err := checkName(s.SourceFile); err != nil {
+			add("source_file: %v", err)
+		} else if _, err := debuginfo.CompileGlob(s.SourceFile); err != nil {
+			add("source_file: %v", err)
+		}
+	}
+	switch {
+	case s.MaxFunctions < 0:
+		add("max_functions %d must not be negative (0 means %d)", s.MaxFunctions, DefaultMaxFunctions)
+	case s.MaxFunctions > 0 && !pattern:
+		add("max_functions: only a function pattern (a glob, or source_file:) matches several functions")
 	}
 	switch {
 	case s.Returns == "" || s.Returns == ReturnsAuto || s.Returns == ReturnsUretprobe || s.Returns == ReturnsRet:
@@ -377,18 +453,42 @@ func (s Span) validate(where string) (entry, exit string, errs []error) {
 	for _, err := range s.checkContext(exitProbe, exitOK) {
 		errs = append(errs, fmt.Errorf("%s: %w", where, err))
 	}
-	if entryOK {
+	if entryOK && !pattern {
 		entry = entryProbe.String()
 	}
-	if exitOK {
+	if exitOK && !pattern {
 		exit = exitProbe.String()
 	}
 	return entry, exit, errs
 }
 
 // checkExpr checks what can be checked of one expression before the traced
-// file is read: where retval and argN make sense and the engine's limits.
+// file is read: where retval, argN and $return make sense, the grammar of a
+// $name path, and the engine's limits.
 func checkExpr(e fetch.Expr, r role, p Probe, pOK bool) error {
+	if e.Root == fetch.RootName {
+		if err := checkName(e.Path); err != nil {
+			return fmt.Errorf("%q: %w", e.Text, err)
+		}
+		path, err := debuginfo.ParsePath(e.Path)
+		if err != nil {
+			return err
+		}
+		switch path.Kind {
+		case debuginfo.PathParams:
+			if e.Typed {
+				return fmt.Errorf("%q: $$params takes no type: each parameter gets the default of its own type", e.Text)
+			}
+		case debuginfo.PathReturn:
+			if r == atEntry {
+				return fmt.Errorf("%q: $return is only known at exit", e.Text)
+			}
+			if pOK && !p.Returns() {
+				return fmt.Errorf("%q: $return needs a uretprobe:, ret: or function: exit (this exit is %s)", e.Text, p)
+			}
+		}
+		return checkLen(e)
+	}
 	if e.Root == fetch.RootRetval {
 		if r == atEntry {
 			return fmt.Errorf("%q: retval is only known at exit", e.Text)
@@ -401,7 +501,7 @@ func checkExpr(e fetch.Expr, r role, p Probe, pOK bool) error {
 		switch {
 		case p.Returns():
 			return fmt.Errorf("%q: arguments are gone when a function returns; capture arg%d in attributes (at entry)", e.Text, e.Arg)
-		case p.Kind == KindUprobe && p.Offset != 0 && e.Arg >= 6:
+		case (p.Kind == KindUprobe && p.Offset != 0 || p.Kind == KindLine) && e.Arg >= 6:
 			return fmt.Errorf("%q: stack argument arg%d is only known at the function's first instruction", e.Text, e.Arg)
 		}
 	}
@@ -410,6 +510,11 @@ func checkExpr(e fetch.Expr, r role, p Probe, pOK bool) error {
 	if len(e.Derefs) > bpfobj.MaxDerefs {
 		return fmt.Errorf("%q: %d dereferences, at most %d", e.Text, len(e.Derefs), bpfobj.MaxDerefs)
 	}
+	return checkLen(e)
+}
+
+// checkLen checks a string or bytes type against the engine's capture limit.
+func checkLen(e fetch.Expr) error {
 	if (e.Type.Kind == fetch.KindString || e.Type.Kind == fetch.KindGoString || e.Type.Kind == fetch.KindBytes) && int(e.Type.MaxLen) > bpfobj.StringMax {
 		return fmt.Errorf("%q: %s is longer than the %d-byte capture limit", e.Text, e.Type, bpfobj.StringMax)
 	}

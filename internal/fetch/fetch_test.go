@@ -21,6 +21,7 @@ func byt(n uint16) Type { return Type{Kind: KindBytes, MaxLen: n} }
 func arg(n int) Expr             { return Expr{Root: RootArg, Arg: n} }
 func reg(r regs.Register) Expr   { return Expr{Root: RootRegister, Register: r} }
 func retval() Expr               { return Expr{Root: RootRetval} }
+func name(p string) Expr         { return Expr{Root: RootName, Path: p} }
 func (e Expr) typed(t Type) Expr { e.Type, e.Typed = t, true; return e }
 func (e Expr) deref(offs ...int64) Expr {
 	e.Derefs = offs
@@ -38,6 +39,13 @@ func TestParseValid(t *testing.T) {
 		{"arg999", arg(999), "arg999"},
 		{"retval", retval(), "retval"},
 		{"%di", reg(regs.RDI), "%rdi"},
+		{"$req", name("$req"), "$req"},
+		{"  $req->hdr->name  ", name("$req->hdr->name"), "$req->hdr->name"},
+		{"$req->id:x32", name("$req->id").typed(x(4)), "$req->id:x32"},
+		{"$r.URL.Path : string[64]", name("$r.URL.Path").typed(str(64)), "$r.URL.Path:string[64]"},
+		{"$return", name("$return"), "$return"},
+		{"$$params", name("$$params"), "$$params"},
+		{"$a [ 2 ]", name("$a [ 2 ]"), "$a [ 2 ]"},
 		{"%rdi", reg(regs.RDI), "%rdi"},
 		{"%ax", reg(regs.RAX), "%rax"},
 		{"%RAX", reg(regs.RAX), "%rax"},
@@ -115,7 +123,7 @@ func TestParseInvalid(t *testing.T) {
 		{"arg01", 4, "leading zero in argument number"},
 		{"arg1000", 4, "argument number out of range (want 0..999)"},
 		{"arg99999999999999999999999", 4, "argument number out of range (want 0..999)"},
-		{"ret", 1, `unknown name "ret" (want argN, retval, %register or OFF(EXPR))`},
+		{"ret", 1, `unknown name "ret" (want argN, retval, %register, OFF(EXPR) or a $name)`},
 		{"retval2", 1, `unknown name "retval2" …`},
 		{"rdi", 1, `unknown name "rdi" (registers take a %: "%rdi")`},
 		{"ARG0", 1, `unknown name "ARG0" …`},
@@ -174,7 +182,13 @@ func TestParseInvalid(t *testing.T) {
 		{"arg0:bytes[0]", 12, "bytes length out of range (want 1..65535)"},
 		{"arg0:bytes[65536]", 12, "bytes length out of range (want 1..65535)"},
 		{"arg0:u32[4]", 9, `unexpected "["`},
-		{"$arg0", 1, `unexpected "$" (want argN, retval, %register or OFF(EXPR))`},
+		{"$", 2, `expected a name after "$"`},
+		{"$ :u32", 2, `expected a name after "$"`},
+		{"+8($req)", 4, "a $name stands alone: it cannot be wrapped in OFF(...); write the path ($p->field, $a[N])"},
+		{"$f(x)", 3, "a $name stands alone: it cannot be wrapped in OFF(...) or hold parentheses"},
+		{"$req->id:u7", 10, `unknown type "u7" …`},
+		{"$req->id:u32 x", 14, `unexpected "x"`},
+		{"$a:u8:u8", 6, `unexpected ":"`},
 		{"+8(", 4, `expected argN, retval, %register or OFF(EXPR)`},
 		{"arg0:strïng", 6, `unknown type "str" …`},
 		{"arg0:u8ï", 8, `unexpected "ï"`},
@@ -255,6 +269,7 @@ func TestNames(t *testing.T) {
 	assert.Equal(t, "arg", RootArg.String())
 	assert.Equal(t, "retval", RootRetval.String())
 	assert.Equal(t, "register", RootRegister.String())
+	assert.Equal(t, "name", RootName.String())
 	assert.Equal(t, "invalid", Root(0).String())
 	assert.Equal(t, "unsigned", KindUnsigned.String())
 	assert.Equal(t, "signed", KindSigned.String())
@@ -274,7 +289,7 @@ func FuzzParse(f *testing.F) {
 		"arg0:bytes[0]", "arg0:string[70000]", "+8(%di:u32)", "+0(%ax", "+0(%ax))", "(%di)",
 		"-0x8000000000000000(%di)", "+0x8000000000000000(%di)", "+99999999999999999999(%di)",
 		" +8 ( %di ) : u32 ", "arg0:u7", "arg0:", "arg0:bytes", "+010(%di)", "+0x(%di)",
-		"arg0:string [ 8 ]", "\xff", "arg0:strïng", strings.Repeat("+0(", 70) + "%di" + strings.Repeat(")", 70),
+		"arg0:string [ 8 ]", "\xff", "$req->hdr->name", "$req->id:x32", "$$params", "$return:s64", "$", "+0($a)", "$a:", "arg0:strïng", strings.Repeat("+0(", 70) + "%di" + strings.Repeat(")", 70),
 	} {
 		f.Add(seed)
 	}

@@ -23,25 +23,6 @@ const (
 // u64 is the type of untyped values that are not USDT arguments.
 var u64 = fetch.Type{Kind: fetch.KindUnsigned, Size: 8}
 
-func compileAll(specs []fetchSpec, p config.Probe, loc location, r role) ([]Fetch, error) {
-	out := make([]Fetch, 0, len(specs))
-	var errs []error
-	for _, s := range specs {
-		f, err := compile(s.Attribute, p, loc, r)
-		if err != nil {
-			what := fmt.Sprintf("attribute %q", s.Key)
-			if s.Role != RoleAttribute {
-				what = s.Key
-			}
-			errs = append(errs, fmt.Errorf("%s: %w", what, err))
-			continue
-		}
-		f.Role = s.Role
-		out = append(out, f)
-	}
-	return out, errors.Join(errs...)
-}
-
 // compile turns one fetch expression into the engine's terms for one
 // location: argN of a USDT probe is that site's argument spec, argN of a
 // uprobe the SysV x86-64 integer argument, retval RAX at a return probe.

@@ -142,7 +142,7 @@ func TestResolveNotFound(t *testing.T) {
 	})
 	t.Run("a bad reference", func(t *testing.T) {
 		lines := resolveErr(t, counting(prog, "kprobe:work"))
-		assert.Equal(t, []string{fmt.Sprintf(`target %s: probe "kprobe:work": unknown probe kind "kprobe" (want usdt, uprobe, uretprobe or ret)`, prog)}, lines)
+		assert.Equal(t, []string{fmt.Sprintf(`target %s: probe "kprobe:work": unknown probe kind "kprobe" (want usdt, uprobe, uretprobe, ret or line)`, prog)}, lines)
 	})
 }
 

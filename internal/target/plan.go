@@ -3,6 +3,15 @@
 // from the traced ELF files (their own class, byte order and machine, never
 // the host's) and the configuration. It opens files but never touches the
 // kernel: internal/tracer turns a Plan into kernel objects.
+//
+// A target that uses $names, line: probes or function patterns has its
+// debuginfo opened (package debuginfo) once, from the very file read, and
+// closed when its plan is made; other targets never look for it. Names are
+// compiled per location into the same fetches register expressions give;
+// line: probes are placed on the line table's statement starts with the
+// checks of uprobe:SYMBOL+0xOFF; a function pattern becomes one span
+// definition per matched function. Inspect reads a file the same way for
+// the probe browser (cmd/uprobe-list).
 package target
 
 import (
@@ -13,6 +22,7 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
 	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
@@ -65,6 +75,10 @@ type Target struct {
 	// interpreter): processes that map it run it. False for a shared
 	// library. Taken from the first file read.
 	Executable bool
+	// Notes are what the plan leaves out on purpose, one sentence each, for
+	// the log: functions a pattern matched that cannot be probed, names a
+	// pattern's function does not have, parameters $$params cannot read.
+	Notes []string
 }
 
 // File is one traced file of a target. Several files serve one target when
@@ -93,6 +107,11 @@ type File struct {
 	// BuildID is the file's GNU build id (hex), GoBuildID its Go build id;
 	// empty when it has none.
 	BuildID, GoBuildID string
+	// DebugInfo says where the DWARF the file was read with came from, as
+	// "embedded", "build-id PATH", "debuglink PATH" or "debuginfod PATH";
+	// "" when the target needed none (no $names, line: probes or function
+	// patterns).
+	DebugInfo string
 	// Sites and Attachments are the ranges [Start, End) of the plan's
 	// sites and attachments that belong to the file.
 	Sites, Attachments Range
@@ -145,6 +164,9 @@ type Span struct {
 	SampleRatio   float64
 	// Kind is the span kind.
 	Kind config.SpanKind
+	// Pattern is the function pattern (function: glob or source_file:)
+	// the definition was expanded from, "" for a span as configured.
+	Pattern string
 	// Function says the span is one activation of a function: entry at its
 	// first instruction, exit at its return. The engine then knows the span
 	// is over when the stack unwinds past it (longjmp, exceptions).
@@ -309,6 +331,10 @@ type Fetch struct {
 type Value struct {
 	// Type is the attribute's type: the configured one, or the default.
 	Type fetch.Type
+	// Enum is the value-to-name table of a $name of an enum type: the
+	// attribute is the enumerator's name (debuginfo.FormatEnum: flags as
+	// "A|B", unknown values as the number). Nil for other values.
+	Enum []debuginfo.Enumerator
 	// FromArg is true when the stored integer is a USDT argument's own value:
 	// it is first cut to ArgSize bytes after a right shift of Shift bits and
 	// sign-extended when ArgSigned, then converted to Type.

@@ -2,6 +2,7 @@ package target
 
 import (
 	"bytes"
+	"context"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/ianlancetaylor/demangle"
 	"github.com/otel-uprobe/uprobereceiver/internal/buildid"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/elfaddr"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/otel-uprobe/uprobereceiver/internal/gobin"
@@ -44,11 +46,18 @@ type file struct {
 	decoded   map[uint64][]insn.Inst
 	elf       *elf.File
 	functions map[string][]function
-	byAddress []function      // functions with a size, sorted by address, built on first use
-	fdes      []elfaddr.Range // .eh_frame function ranges, read on first use
+	byAddress []function            // functions with a size, sorted by address, built on first use
+	byStart   map[uint64][]function // functions by entry address, built on first use
+	fdes      []elfaddr.Range       // .eh_frame function ranges, read on first use
 	fdesRead  bool
 	probes    map[string]usdt.Probe // by "provider:name"
 	symbols   map[string]uint64     // every defined symbol's virtual address, read on first use
+
+	// The DWARF of the file, opened on first use (only for $names, line:
+	// probes and function patterns) and closed with the file.
+	dbg     *debuginfo.File
+	dbgErr  error
+	dbgDone bool
 }
 
 // openRegular opens path for reading, refusing anything that is not a
@@ -163,8 +172,38 @@ func openFile(path string, opts Options) (_ *file, err error) {
 }
 
 func (fl *file) close() {
+	if fl.dbg != nil {
+		fl.dbg.Close()
+	}
 	fl.elf.Close()
 	fl.raw.Close()
+}
+
+// debug returns the file's debuginfo, opened on the first call: from the
+// ELF file already read (so that it describes exactly that file), or a
+// separate file carrying its build id.
+func (fl *file) debug() (*debuginfo.File, error) {
+	if !fl.dbgDone {
+		fl.dbgDone = true
+		fl.dbg, fl.dbgErr = debuginfo.OpenELF(context.Background(), fl.path, fl.elf,
+			debuginfo.Options{DebugDirs: fl.opts.DebugDirs, Debuginfod: fl.opts.Debuginfod})
+		if fl.dbgErr != nil {
+			fl.dbgErr = fmt.Errorf("reading debuginfo: %w", fl.dbgErr)
+		}
+	}
+	return fl.dbg, fl.dbgErr
+}
+
+// debugSource describes where the debuginfo came from, "" if it was not
+// opened.
+func (fl *file) debugSource() string {
+	if fl.dbg == nil {
+		return ""
+	}
+	if fl.dbg.Source == debuginfo.SourceEmbedded {
+		return fl.dbg.Source.String()
+	}
+	return fl.dbg.Source.String() + " " + fl.dbg.DebugPath
 }
 
 func (fl *file) readFunctions() error {
@@ -291,13 +330,17 @@ func spanFetches(s config.Span) (entry, exit []fetchSpec, err error) {
 // spanProbes returns the entry and exit references of a span in this file:
 // a function span with returns "auto" closes at the RET instructions of a
 // C function that calls itself, since the kernel reports at most 64 nested
-// return probes per thread, and at its kernel return probe otherwise.
-func (fl *file) spanProbes(s config.Span) (entry, exit string) {
+// return probes per thread, and at its kernel return probe otherwise. fns
+// are the functions the span covers, nil for every function of its name.
+func (fl *file) spanProbes(s config.Span, fns []function) (entry, exit string) {
 	entry, exit = s.Probes()
 	if s.Function == "" || fl.isGo || (s.Returns != "" && s.Returns != config.ReturnsAuto) {
 		return entry, exit
 	}
-	for _, fn := range fl.functions[s.Function] {
+	if fns == nil {
+		fns = fl.functions[s.Function]
+	}
+	for _, fn := range fns {
 		insts, err := fl.decode(fn)
 		if err == nil && insn.CallsSelf(insts) && len(insn.Returns(insts)) > 0 {
 			return entry, "ret:" + s.Function
@@ -313,7 +356,7 @@ func spanDef(ti int, s config.Span, entryRef, exitRef string, entry, exit int) (
 		return Span{}, err
 	}
 	def := Span{
-		Target: ti, Name: s.Name, Entry: entry, Exit: exit,
+		Target: ti, Name: s.SpanName(""), Entry: entry, Exit: exit,
 		MinDurationNs: uint64(s.MinDuration.Nanoseconds()), SampleRatio: s.Ratio(), Kind: kind,
 	}
 	if ep, err := config.ParseProbe(entryRef); err == nil && ep.Kind == config.KindUprobe && ep.Offset == 0 {
@@ -337,9 +380,33 @@ func spanDef(ti int, s config.Span, entryRef, exitRef string, entry, exit int) (
 	return def, nil
 }
 
+// claimedBy returns the span that already probes one of the locations of
+// entry or exit.
+func claimedBy(claimed map[uint64]int, entry, exit *probeDef) (int, bool) {
+	for _, pd := range []*probeDef{entry, exit} {
+		for _, l := range pd.locs {
+			if id, ok := claimed[l.Address]; ok {
+				return id, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// addresses lists the entry addresses of fns, for keys.
+func addresses(fns []function) string {
+	parts := make([]string, len(fns))
+	for i, fn := range fns {
+		parts[i] = fmt.Sprintf("%#x", fn.Address)
+	}
+	return strings.Join(parts, ",")
+}
+
 // locate finds every location of a probe in the file and checks each is a
-// safe, and as cheap as possible, place for a uprobe.
-func (fl *file) locate(p config.Probe) ([]location, error) {
+// safe, and as cheap as possible, place for a uprobe. A function probe is
+// placed in every function of its symbol's name, or only in fns when fns
+// is not nil.
+func (fl *file) locate(p config.Probe, only []function) ([]location, error) {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("target %s: %s: "+format, append([]any{fl.path, p}, args...)...)
 	}
@@ -368,6 +435,8 @@ func (fl *file) locate(p config.Probe) ([]location, error) {
 				return nil, fail("virtual address %#x is in no function of the file; a uprobe must be inside a known function", p.Address)
 			}
 			fns, offset = []function{fn}, p.Address-fn.Address
+		} else if only != nil {
+			fns = only
 		} else if fns = fl.functions[p.Symbol]; len(fns) == 0 {
 			return nil, fl.notFound(p)
 		}
@@ -381,6 +450,8 @@ func (fl *file) locate(p config.Probe) ([]location, error) {
 		}
 		sort.Slice(locs, func(i, j int) bool { return locs[i].Address < locs[j].Address })
 		return locs, nil
+	case config.KindLine:
+		return fl.lineSites(p)
 	}
 	return nil, fail("unknown probe kind")
 }
@@ -409,7 +480,7 @@ func (fl *file) functionSites(p config.Probe, fn function, offset uint64) ([]loc
 		}
 		return location{
 			Address: addr, FileOffset: foff, Class: class, Function: fn.Name, FunctionOffset: off,
-			AtEntry: offset == 0 && p.Kind == config.KindUprobe, Return: ret, file: fl,
+			AtEntry: offset == 0 && (p.Kind == config.KindUprobe || p.Kind == config.KindLine), Return: ret, file: fl,
 		}, nil
 	}
 	switch {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+	"github.com/otel-uprobe/uprobereceiver/internal/testutil/testconfig"
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
 )
 
@@ -61,7 +62,7 @@ func TestResolvePython(t *testing.T) {
 
 func TestResolvePostgres(t *testing.T) {
 	requireFile(t, postgres)
-	targets := []config.Target{testutil.PostgresContract(postgres)}
+	targets := []config.Target{testconfig.PostgresContract(postgres)}
 	require.NoError(t, config.Validate(targets))
 	plan, err := Resolve(targets)
 	require.NoError(t, err)

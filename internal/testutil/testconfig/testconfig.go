@@ -1,9 +1,15 @@
-package testutil
+// Package testconfig holds the receiver configurations several tests share.
+// It is apart from package testutil so that testutil stays below package
+// config (whose dependencies' own tests use testutil).
+package testconfig
 
-import "github.com/otel-uprobe/uprobereceiver/internal/config"
+import (
+	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+)
 
 // DemoTargets is a configuration with every kind of probe the demo has.
-func DemoTargets(b DemoBuild) []config.Target {
+func DemoTargets(b testutil.DemoBuild) []config.Target {
 	return []config.Target{
 		{
 			Path:        b.Program,
