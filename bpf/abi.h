@@ -27,6 +27,10 @@ enum abi_limit {
 	ABI_STRING_MAX = 256,
 	/* log2 latency buckets per span: bucket i counts durations in (2^i, 2^(i+1)] ns. */
 	ABI_HIST_BUCKETS = 64,
+	/* Conditions (filters) of one site, at entry and exit together. */
+	ABI_MAX_FILTERS = 4,
+	/* Bytes of the constant a string condition compares with. */
+	ABI_FILTER_TEXT_MAX = 64,
 	/* Targets whose processes are chosen (by pid or by a process
 	 * selector): one bit each in a process's proc_entry mask. */
 	ABI_MAX_CHOSEN_TARGETS = 63,
@@ -90,6 +94,22 @@ enum site_flag {
 	SITE_GO = 16,      /* Go code: pair by goroutine (R14 holds g), not by thread */
 	SITE_KERNEL_RETURN = 32, /* entry_span closes at a kernel return probe (uretprobe) */
 	SITE_CHOSEN = 64,  /* only processes whose proc_entry has bit target_bit count */
+	SITE_FILTERED_HITS = 128, /* a filtered counter: only hits that pass its filters count */
+};
+
+/* filter_op is how a condition compares a fetched value with its constant. */
+enum filter_op {
+	FILTER_EQ = 1,     /* integers and strings */
+	FILTER_NE = 2,     /* integers and strings */
+	FILTER_LT = 3,     /* integers, signed */
+	FILTER_LE = 4,
+	FILTER_GT = 5,
+	FILTER_GE = 6,
+	FILTER_LT_U = 7,   /* integers, unsigned */
+	FILTER_LE_U = 8,
+	FILTER_GT_U = 9,
+	FILTER_GE_U = 10,
+	FILTER_PREFIX = 11, /* strings: the value starts with text */
 };
 
 /*
@@ -155,6 +175,37 @@ struct fetch_op {
 };
 
 /*
+ * filter is one condition of a site: the value fetched by value (an INT, or
+ * the address of a STRING or a GOSTRING) compared by op with constant (an
+ * integer: the value's low size bytes, sign-extended for the signed ops)
+ * or with the len bytes of text. Evaluated before anything is copied or
+ * recorded; a value that cannot be read fails the condition.
+ */
+struct filter {
+	struct fetch_op value;
+	__s64 constant;
+	__u16 len;    /* strings: bytes of text that count */
+	__u8 op;      /* enum filter_op */
+	__u8 at_exit; /* evaluated at the span's exit, not at its entry */
+	__u8 size;    /* integers: bytes of the value that count (1, 2, 4 or 8) */
+	__u8 pad[3];
+	char text[ABI_FILTER_TEXT_MAX];
+};
+
+/* value_hist is the per-CPU histogram of the values one counter saw, on the
+ * buckets of an exponential histogram of scale 0 shifted by one: positive[0]
+ * counts the value 1, positive[i] for i > 0 the values in (2^(i-1), 2^i]
+ * (the last bucket also those above 2^63), negative[i] their negations,
+ * zero the zeros. */
+struct value_hist {
+	__u64 count;
+	__s64 sum;
+	__u64 zero;
+	__u64 positive[ABI_HIST_BUCKETS];
+	__u64 negative[ABI_HIST_BUCKETS];
+};
+
+/*
  * site is the spec of one attached location, selected by the BPF cookie of
  * the uprobe link. Entry fetches are stored in the open frame, exit fetches
  * appended at exit; both travel in one span record.
@@ -173,8 +224,12 @@ struct site {
 	 * the id tells a new goroutine from the one that left spans open. */
 	__u16 goid_offset;
 	__u8 target_bit; /* SITE_CHOSEN: the target's bit in proc_entry.mask */
-	__u8 pad2;
-	__u32 pad3;
+	__u8 filter_count;
+	/* 1 + the index of the value histogram this counter feeds with
+	 * hist_value, 0 for none. */
+	__u16 value_hist;
+	__u8 hist_size;   /* bytes of the hist_value integer that count: 1, 2, 4 or 8 */
+	__u8 hist_signed; /* the hist_value integer is signed */
 	/* Head sampling of entry_span when it opens a thread's outermost span:
 	 * recorded when a random u32 is below this; 1 << 32 records all. Nested
 	 * spans follow the outermost span's decision. */
@@ -183,6 +238,8 @@ struct site {
 	__u64 min_duration_ns;
 	struct fetch_op entry[ABI_MAX_FETCHES];
 	struct fetch_op exit[ABI_MAX_FETCHES];
+	struct filter filters[ABI_MAX_FILTERS];
+	struct fetch_op hist_value;
 };
 
 /* probe_stats counts, per CPU, what happened at the sites of one probe. */
@@ -203,6 +260,7 @@ struct span_stats {
 			     * return (ABI_KERNEL_RETURN_DEPTH pending on the thread) */
 	__u64 unsampled;  /* completed spans not recorded: their trace was not sampled */
 	__u64 short_spans; /* completed spans not recorded: shorter than min_duration_ns */
+	__u64 filtered;   /* spans whose filters did not hold: not recorded, not in the histogram */
 	__u64 buckets[ABI_HIST_BUCKETS]; /* their sum is the number of completed spans */
 };
 
@@ -216,6 +274,7 @@ enum record_flag {
 				* whatever min_duration_ns says, so that its children's
 				* parent exists */
 	RECORD_PENDING = 32,  /* the process was pending: keep the span only if it is chosen */
+	RECORD_FILTERED = 64, /* in the frame only: its filters did not hold: never recorded */
 };
 
 /*

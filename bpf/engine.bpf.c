@@ -61,6 +61,8 @@ struct abi_types {
 	enum pending_kind pending_kind;
 	enum record_kind record_kind;
 	enum process_event process_event;
+	enum filter_op filter_op;
+	struct value_hist value_hist;
 	enum abi_limit limit;
 	enum reg_slot slot;
 	enum fetch_base base;
@@ -106,6 +108,14 @@ struct {
 	__type(value, struct span_stats);
 	__uint(max_entries, 1);
 } spans SEC(".maps");
+
+/* value_hists holds the value histograms of counters (site.value_hist - 1). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct value_hist);
+	__uint(max_entries, 1);
+} value_hists SEC(".maps");
 
 /*
  * frame is one open span: 32 bytes. Its entry values live in the state's
@@ -373,50 +383,73 @@ static __always_inline __u64 slot_value(const struct reg_file *rf, __u8 slot)
  * verifier checks it once, not once per fetch and path. It returns the new
  * cursor and FETCH_RESULT_* flags.
  */
-__noinline __u32 fetch_one(const struct reg_file *rf, const struct fetch_op *op, struct values *w,
-			   __u32 cursor)
+/*
+ * resolve_value computes what a fetch op points at: the integer of an INT
+ * (in *v), or the address of a STRING, BYTES or GOSTRING (in *v) and, for a
+ * GOSTRING, its length (in *golen). It returns 0, or -1 when memory on the
+ * way could not be read.
+ */
+static __always_inline int resolve_value(const struct reg_file *rf, const struct fetch_op *op, __u64 *v,
+					 __u64 *golen)
 {
-	__u64 v = 0;
-	__u32 len, need;
+	__u64 x = 0;
 
-	if (!rf || !op || !w)
-		return cursor | FETCH_RESULT_FAILED;
 	if (op->base == FETCH_BASE_REGISTER)
-		v = slot_value(rf, op->base_reg);
-	v += op->disp;
+		x = slot_value(rf, op->base_reg);
+	x += op->disp;
 	if (op->scale)
-		v += slot_value(rf, op->index_reg) * op->scale;
+		x += slot_value(rf, op->index_reg) * op->scale;
 
-	__u64 golen = 0;
+	*golen = 0;
 	if (op->kind == FETCH_KIND_GOSTRING && !op->deref_count)
-		golen = slot_value(rf, op->len_reg);
+		*golen = slot_value(rf, op->len_reg);
 	for (__u32 d = 0; d < ABI_MAX_DEREFS; d++) {
 		if (d >= op->deref_count)
 			break;
-		__u64 addr = v + op->deref_offsets[d];
+		__u64 addr = x + op->deref_offsets[d];
 		__u32 size = 8;
 		if (d + 1 == op->deref_count && op->last_is_address) {
-			v = addr;
+			x = addr;
 			break;
 		}
 		if (d + 1 == op->deref_count && op->kind == FETCH_KIND_INT && op->read_size < 8)
 			size = op->read_size;
-		v = 0;
-		if (bpf_probe_read_user(&v, size, (const void *)addr))
-			return cursor | FETCH_RESULT_FAILED;
+		x = 0;
+		if (bpf_probe_read_user(&x, size, (const void *)addr))
+			return -1;
 	}
+	if (op->kind == FETCH_KIND_GOSTRING && op->deref_count) {
+		/* x is the address of the string header: pointer, then length. */
+		__u64 hdr[2];
+		if (bpf_probe_read_user(hdr, sizeof(hdr), (const void *)x))
+			return -1;
+		x = hdr[0];
+		*golen = hdr[1];
+	}
+	*v = x;
+	return 0;
+}
+
+/*
+ * fetch_one runs one fetch op and stores its value in w at cursor (bytes
+ * from the start of the span's values). It is a global function so that the
+ * verifier checks it once, not once per fetch and path. It returns the new
+ * cursor and FETCH_RESULT_* flags.
+ */
+__noinline __u32 fetch_one(const struct reg_file *rf, const struct fetch_op *op, struct values *w,
+			   __u32 cursor)
+{
+	__u64 v = 0, golen = 0;
+	__u32 len, need;
+
+	if (!rf || !op || !w)
+		return cursor | FETCH_RESULT_FAILED;
+	if (resolve_value(rf, op, &v, &golen))
+		return cursor | FETCH_RESULT_FAILED;
 
 	len = op->max_len;
 	if (len > ABI_STRING_MAX)
 		len = ABI_STRING_MAX;
-	if (op->kind == FETCH_KIND_GOSTRING && op->deref_count) {
-		/* v is the address of the string header: pointer, then length. */
-		__u64 hdr[2];
-		if (bpf_probe_read_user(hdr, sizeof(hdr), (const void *)v))
-			return cursor | FETCH_RESULT_FAILED;
-		v = hdr[0];
-		golen = hdr[1];
-	}
 	switch (op->kind) {
 	case FETCH_KIND_INT:
 		need = 8;
@@ -481,6 +514,201 @@ static __always_inline __u32 fetch_all(const struct reg_file *rf, const struct f
 			*truncated = 1;
 	}
 	return cursor;
+}
+
+static __always_inline __u32 log2_bucket(__u64 v)
+{
+	/* floor(log2(v)) for v >= 1, 0 for v == 0 */
+	__u32 r = 0;
+	if (v >> 32) { v >>= 32; r += 32; }
+	if (v >> 16) { v >>= 16; r += 16; }
+	if (v >> 8) { v >>= 8; r += 8; }
+	if (v >> 4) { v >>= 4; r += 4; }
+	if (v >> 2) { v >>= 2; r += 2; }
+	if (v >> 1) { r += 1; }
+	return r;
+}
+
+/* filter_text is a string a condition reads to compare. */
+struct filter_text {
+	char b[ABI_FILTER_TEXT_MAX + 1];
+};
+
+/* text_equal compares the first len bytes of a and b. */
+static __always_inline int text_equal(const char *a, const char *b, __u32 len)
+{
+	for (__u32 i = 0; i < ABI_FILTER_TEXT_MAX; i++) {
+		if (i >= len)
+			break;
+		if (a[i] != b[i])
+			return 0;
+	}
+	return 1;
+}
+
+/* sign_extend keeps the low size bytes of v, sign-extended. */
+static __always_inline __s64 sign_extend(__u64 v, __u8 size)
+{
+	switch (size) {
+	case 1:
+		return (__s8)v;
+	case 2:
+		return (__s16)v;
+	case 4:
+		return (__s32)v;
+	}
+	return (__s64)v;
+}
+
+/* low_bytes keeps the low size bytes of v. */
+static __always_inline __u64 low_bytes(__u64 v, __u8 size)
+{
+	switch (size) {
+	case 1:
+		return (__u8)v;
+	case 2:
+		return (__u16)v;
+	case 4:
+		return (__u32)v;
+	}
+	return v;
+}
+
+/*
+ * filter_holds evaluates one condition. A global function, checked once by
+ * the verifier. A value that cannot be read fails the condition.
+ */
+__noinline int filter_holds(const struct reg_file *rf, const struct filter *f)
+{
+	__u64 v = 0, golen = 0;
+
+	if (!rf || !f)
+		return 0;
+	if (resolve_value(rf, &f->value, &v, &golen))
+		return 0;
+	if (f->value.kind == FETCH_KIND_INT) {
+		__s64 s = sign_extend(v, f->size);
+		__u64 u = low_bytes(v, f->size);
+		switch (f->op) {
+		case FILTER_EQ:
+			return u == low_bytes((__u64)f->constant, f->size);
+		case FILTER_NE:
+			return u != low_bytes((__u64)f->constant, f->size);
+		case FILTER_LT:
+			return s < f->constant;
+		case FILTER_LE:
+			return s <= f->constant;
+		case FILTER_GT:
+			return s > f->constant;
+		case FILTER_GE:
+			return s >= f->constant;
+		case FILTER_LT_U:
+			return u < (__u64)f->constant;
+		case FILTER_LE_U:
+			return u <= (__u64)f->constant;
+		case FILTER_GT_U:
+			return u > (__u64)f->constant;
+		case FILTER_GE_U:
+			return u >= (__u64)f->constant;
+		}
+		return 0;
+	}
+	struct filter_text t = {};
+	__u32 len = f->len, have;
+	if (len > ABI_FILTER_TEXT_MAX)
+		len = ABI_FILTER_TEXT_MAX;
+	if (f->value.kind == FETCH_KIND_GOSTRING) {
+		__u32 n = golen < len ? golen : len;
+		if (n > ABI_FILTER_TEXT_MAX)
+			n = ABI_FILTER_TEXT_MAX;
+		if (n && bpf_probe_read_user(t.b, n, (const void *)v))
+			return 0;
+		have = golen > ABI_FILTER_TEXT_MAX + 1 ? ABI_FILTER_TEXT_MAX + 1 : golen;
+	} else {
+		long n = bpf_probe_read_user_str(t.b, len + 1, (const void *)v);
+		if (n <= 0)
+			return 0;
+		have = n - 1; /* bytes before the NUL, at most len */
+		if (have == len && len < ABI_FILTER_TEXT_MAX) {
+			/* Does the string go on past len? One more byte says. */
+			char more = 0;
+			bpf_probe_read_user(&more, 1, (const void *)(v + len));
+			if (more)
+				have = len + 1;
+		}
+	}
+	switch (f->op) {
+	case FILTER_EQ:
+		return have == len && text_equal(t.b, f->text, len);
+	case FILTER_NE:
+		return !(have == len && text_equal(t.b, f->text, len));
+	case FILTER_PREFIX:
+		return have >= len && text_equal(t.b, f->text, len);
+	}
+	return 0;
+}
+
+/* filters_hold says whether every condition of site s for one end holds; a
+ * global function, checked once by the verifier. */
+__noinline int filters_hold(const struct reg_file *rf, const struct site *s, __u32 at_exit)
+{
+	if (!rf || !s)
+		return 0;
+	for (__u32 i = 0; i < ABI_MAX_FILTERS; i++) {
+		if (i >= s->filter_count)
+			break;
+		const struct filter *f = &s->filters[i];
+		if (f->at_exit == at_exit && !filter_holds(rf, f))
+			return 0;
+	}
+	return 1;
+}
+
+/* hist_value computes the integer a counter's histogram records; a global
+ * function, checked once by the verifier. It returns 0, or -1 when memory on
+ * the way could not be read. */
+__noinline int hist_value(const struct reg_file *rf, const struct fetch_op *op, __u64 *v)
+{
+	__u64 golen;
+
+	if (!rf || !op || !v)
+		return -1;
+	return resolve_value(rf, op, v, &golen);
+}
+
+/* hist_add adds an integer of value histogram id: v's low size bytes,
+ * signed or not. */
+static __always_inline void hist_add(__u32 id, __u64 v, __u8 size, __u8 is_signed)
+{
+	struct value_hist *h = bpf_map_lookup_elem(&value_hists, &id);
+	__u64 m;
+	int negative = 0;
+
+	if (!h)
+		return;
+	if (is_signed) {
+		__s64 sv = sign_extend(v, size);
+		negative = sv < 0;
+		m = negative ? -(__u64)sv : (__u64)sv;
+		v = (__u64)sv;
+	} else {
+		v = m = low_bytes(v, size);
+	}
+	add(&h->count, 1);
+	add((__u64 *)&h->sum, v); /* two's complement: the signed sum wraps the same */
+	if (m == 0) {
+		add(&h->zero, 1);
+		return;
+	}
+	/* bucket 0 holds 1, bucket b > 0 holds (2^(b-1), 2^b]; the top bucket
+	 * also takes the few u64 values above 2^63 */
+	__u32 b = m > 1 ? log2_bucket(m - 1) + 1 : 0;
+	if (b >= ABI_HIST_BUCKETS)
+		b = ABI_HIST_BUCKETS - 1;
+	if (negative)
+		add(&h->negative[b & (ABI_HIST_BUCKETS - 1)], 1);
+	else
+		add(&h->positive[b & (ABI_HIST_BUCKETS - 1)], 1);
 }
 
 /* window returns the value stack from byte base on, or 0 when base is out
@@ -613,25 +841,27 @@ static __always_inline void go_live_add(__s64 n)
  * none can be had. *owner is what pairs the spans and *pos the stack
  * position (see struct frame).
  */
-static __always_inline struct task_state *state(const struct pt_regs *regs, const struct site *s,
+static __always_inline struct task_state *state(const struct reg_file *rf, const struct site *s,
 						int create, __u64 pid_tgid, __u64 *owner, __u64 *pos)
 {
+	__u64 sp = rf->slot[REG_SP];
+
 	if (!(s->flags & SITE_GO)) {
 		*owner = (__u32)pid_tgid;
-		*pos = regs->sp;
+		*pos = sp;
 		return bpf_task_storage_get(&task_states, bpf_get_current_task_btf(), 0,
 					    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
 	}
 
-	struct go_key key = {.pid = pid_tgid >> 32, .g = regs->r14};
+	struct go_key key = {.pid = pid_tgid >> 32, .g = rf->slot[REG_R14]};
 	struct go_g_header hdr = {};
 	__u64 goid = 0;
 	struct task_state *ts;
 
 	*owner = key.g;
-	if (bpf_probe_read_user(&hdr, sizeof(hdr), (const void *)key.g) || hdr.hi < regs->sp)
+	if (bpf_probe_read_user(&hdr, sizeof(hdr), (const void *)key.g) || hdr.hi < sp)
 		hdr.hi = 0;
-	*pos = hdr.hi ? ~(hdr.hi - regs->sp) : 0;
+	*pos = hdr.hi ? ~(hdr.hi - sp) : 0;
 	if (s->goid_offset && bpf_probe_read_user(&goid, sizeof(goid), (const void *)(key.g + s->goid_offset)))
 		goid = 0;
 
@@ -660,21 +890,29 @@ static __always_inline struct task_state *state(const struct pt_regs *regs, cons
 }
 
 /* go_release deletes a goroutine's state once nothing is open in it. */
-static __always_inline void go_release(const struct pt_regs *regs, struct task_state *ts, __u64 pid_tgid)
+static __always_inline void go_release(const struct reg_file *rf, struct task_state *ts, __u64 pid_tgid)
 {
 	if (ts->depth || ts->overflow)
 		return;
-	struct go_key key = {.pid = pid_tgid >> 32, .g = regs->r14};
+	struct go_key key = {.pid = pid_tgid >> 32, .g = rf->slot[REG_R14]};
 	if (bpf_map_delete_elem(&go_states, &key) == 0)
 		go_live_add(-1);
 }
 
-static __always_inline void span_entry(const struct pt_regs *regs, const struct site *s, __u32 site_id,
-				       __u8 pending_flag)
+/*
+ * span_entry opens a span of site s for whoever runs the probe, with
+ * extra_flags (RECORD_PENDING, RECORD_FILTERED) on its frame. It is a global
+ * function so that the verifier checks it once, not once per path of
+ * site_hit; it returns 0.
+ */
+__noinline int span_entry(const struct site *s, __u32 site_id, __u32 extra_flags, const struct reg_file *rf)
 {
 	struct task_state *ts;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u64 owner, pos;
+
+	if (!s || !rf)
+		return 0;
 
 	if (s->flags & SITE_KERNEL_RETURN) {
 		/* The kernel sets up this call's return probe after the entry
@@ -682,20 +920,20 @@ static __always_inline void span_entry(const struct pt_regs *regs, const struct 
 		struct uprobe_task *ut = bpf_get_current_task_btf()->utask;
 		if (ut && ut->depth >= ABI_KERNEL_RETURN_DEPTH) {
 			count(s->entry_span, return_limit);
-			return;
+			return 0;
 		}
 	}
-	ts = state(regs, s, 1, pid_tgid, &owner, &pos);
+	ts = state(rf, s, 1, pid_tgid, &owner, &pos);
 	if (!ts) {
 		count(s->entry_span, no_state);
-		return;
+		return 0;
 	}
 	if (ts->depth && !(ts->flags & STATE_NO_POS))
 		drop_stale(ts, s->entry_span, pos);
 	if (ts->overflow || ts->depth >= ABI_MAX_DEPTH) {
 		ts->overflow++;
 		count(s->entry_span, overflow);
-		return;
+		return 0;
 	}
 
 	__u32 depth = ts->depth & (ABI_MAX_DEPTH - 1);
@@ -714,7 +952,7 @@ static __always_inline void span_entry(const struct pt_regs *regs, const struct 
 		flags |= RECORD_CARRIER;
 	if (s->flags & SITE_FUNCTION)
 		flags |= RECORD_FUNCTION;
-	flags |= pending_flag;
+	flags |= extra_flags; /* RECORD_PENDING, RECORD_FILTERED */
 
 	f->span = s->entry_span;
 	f->entry_site = site_id;
@@ -725,12 +963,10 @@ static __always_inline void span_entry(const struct pt_regs *regs, const struct 
 	__u32 base = ts->top, len = 0;
 	if (base > VALUE_BASE_MAX)
 		base = VALUE_BASE_MAX; /* never: top stays within */
-	if (s->entry_fetch_count && !(flags & RECORD_UNSAMPLED)) {
+	if (s->entry_fetch_count && !(flags & (RECORD_UNSAMPLED | RECORD_FILTERED))) {
 		struct values *w = base <= ABI_VALUE_STACK ? window(ts, base) : 0;
 		if (w) {
-			struct reg_file rf;
-			copy_regs(&rf, regs);
-			len = fetch_all(&rf, s->entry, s->entry_fetch_count, w, 0, &failed, &truncated);
+			len = fetch_all(rf, s->entry, s->entry_fetch_count, w, 0, &failed, &truncated);
 			if (len > ABI_DATA_CAP)
 				len = ABI_DATA_CAP;
 		} else {
@@ -749,43 +985,102 @@ static __always_inline void span_entry(const struct pt_regs *regs, const struct 
 	ts->top = base + len;
 	f->start_ns = bpf_ktime_get_ns();
 	ts->depth = depth + 1;
+	return 0;
 }
 
-static __always_inline __u32 log2_bucket(__u64 v)
+
+/* below_ctx is the state of below_one: the nearest frame under from that
+ * is not filtered, or -1. */
+struct below_ctx {
+	struct task_state *ts;
+	__u32 from;
+	int found;
+};
+
+static long below_one(__u32 i, struct below_ctx *c)
 {
-	/* floor(log2(v)) for v >= 1, 0 for v == 0 */
-	__u32 r = 0;
-	if (v >> 32) { v >>= 32; r += 32; }
-	if (v >> 16) { v >>= 16; r += 16; }
-	if (v >> 8) { v >>= 8; r += 8; }
-	if (v >> 4) { v >>= 4; r += 4; }
-	if (v >> 2) { v >>= 2; r += 2; }
-	if (v >> 1) { r += 1; }
-	return r;
+	__u32 k = c->from - 1 - i;
+
+	if (k >= ABI_MAX_DEPTH)
+		return 1;
+	if (!(c->ts->frames[k].flags & RECORD_FILTERED)) {
+		c->found = k;
+		return 1;
+	}
+	return 0;
 }
 
-static __always_inline void span_exit(const struct pt_regs *regs, const struct site *s, __u32 site_id,
-				      struct probe_stats *ps)
+/* recorded_below returns the nearest frame under k whose span can be
+ * recorded (not filtered): the parent of a span closing at k; -1 for none. */
+static __always_inline int recorded_below(struct task_state *ts, __u32 k)
+{
+	if (k == 0 || k > ABI_MAX_DEPTH)
+		return -1;
+	if (!(ts->frames[(k - 1) & (ABI_MAX_DEPTH - 1)].flags & RECORD_FILTERED))
+		return k - 1; /* the usual case */
+	struct below_ctx c = {.ts = ts, .from = k - 1, .found = -1};
+	bpf_loop(k - 1, below_one, &c, 0);
+	return c.found;
+}
+
+/* up_ctx is the state of up_one: the lowest frame up to last that is not
+ * filtered. */
+struct up_ctx {
+	struct task_state *ts;
+	int found;
+};
+
+static long up_one(__u32 i, struct up_ctx *c)
+{
+	if (i >= ABI_MAX_DEPTH)
+		return 1;
+	if (!(c->ts->frames[i].flags & RECORD_FILTERED)) {
+		c->found = i;
+		return 1;
+	}
+	return 0;
+}
+
+/* recorded_root returns the outermost frame, up to p, that can be recorded:
+ * the root of the trace of a span whose parent is p. */
+static __always_inline int recorded_root(struct task_state *ts, int p)
+{
+	if (!(ts->frames[0].flags & RECORD_FILTERED))
+		return 0; /* the usual case */
+	struct up_ctx c = {.ts = ts, .found = p};
+	bpf_loop((__u32)p + 1, up_one, &c, 0);
+	return c.found;
+}
+
+/*
+ * span_exit closes the innermost open span of site s's exit span and sends
+ * its record, counting into ps what is lost. A global function like
+ * span_entry; it returns 0.
+ */
+__noinline int span_exit(const struct site *s, __u32 site_id, struct probe_stats *ps, const struct reg_file *rf)
 {
 	__u64 now = bpf_ktime_get_ns();
-	struct span_stats *st = span_stats_of(s->exit_span);
+	struct span_stats *st;
 	struct task_state *ts;
 	__u32 depth;
 	int found;
 
+	if (!s || !ps || !rf)
+		return 0;
+	st = span_stats_of(s->exit_span);
 	if (!st)
-		return;
+		return 0;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u64 owner, pos;
-	ts = state(regs, s, 0, pid_tgid, &owner, &pos);
+	ts = state(rf, s, 0, pid_tgid, &owner, &pos);
 	if (!ts) {
 		add(&st->unmatched, 1);
-		return;
+		return 0;
 	}
 	if (ts->overflow) {
 		/* The innermost open entry was not recorded: this exit is its. */
 		ts->overflow--;
-		return;
+		return 0;
 	}
 	depth = ts->depth;
 	if (depth > ABI_MAX_DEPTH)
@@ -794,8 +1089,8 @@ static __always_inline void span_exit(const struct pt_regs *regs, const struct s
 	if (found < 0) {
 		add(&st->unmatched, 1);
 		if (s->flags & SITE_GO)
-			go_release(regs, ts, pid_tgid);
-		return;
+			go_release(rf, ts, pid_tgid);
+		return 0;
 	}
 	__u32 k = found & (ABI_MAX_DEPTH - 1);
 	/* Open spans above the match never saw their exit: drop them. */
@@ -803,6 +1098,13 @@ static __always_inline void span_exit(const struct pt_regs *regs, const struct s
 
 	struct frame *f = &ts->frames[k];
 	__u64 duration = now - f->start_ns;
+
+	if ((f->flags & RECORD_FILTERED) || (s->filter_count && !filters_hold(rf, s, 1))) {
+		/* Its conditions did not hold: not recorded, not in the histogram. */
+		add(&st->filtered, 1);
+		truncate(ts, k);
+		goto out;
+	}
 
 	/* bucket i holds (2^i, 2^(i+1)]; durations of 0 and 1 ns go to bucket 0 */
 	__u32 b = duration > 1 ? log2_bucket(duration - 1) : 0;
@@ -834,11 +1136,8 @@ static __always_inline void span_exit(const struct pt_regs *regs, const struct s
 		entry_len = ABI_DATA_CAP;
 	__u8 failed = 0, truncated = 0;
 	__u32 end = entry_len;
-	if (s->exit_fetch_count) {
-		struct reg_file rf;
-		copy_regs(&rf, regs);
-		end = fetch_all(&rf, s->exit, s->exit_fetch_count, w, entry_len, &failed, &truncated);
-	}
+	if (s->exit_fetch_count)
+		end = fetch_all(rf, s->exit, s->exit_fetch_count, w, entry_len, &failed, &truncated);
 	if (end > ABI_DATA_CAP || end < entry_len)
 		end = entry_len;
 
@@ -848,10 +1147,12 @@ static __always_inline void span_exit(const struct pt_regs *regs, const struct s
 	rec->parent_start_ns = 0;
 	rec->root_start_ns = f->start_ns;
 	rec->context_start_ns = 0;
-	if (k > 0) {
-		struct frame *parent = &ts->frames[(k - 1) & (ABI_MAX_DEPTH - 1)];
+	int p = recorded_below(ts, k);
+	if (p >= 0) {
+		struct frame *parent = &ts->frames[p & (ABI_MAX_DEPTH - 1)];
 		rec->parent_start_ns = parent->start_ns;
-		rec->root_start_ns = ts->frames[0].start_ns;
+		int r = recorded_root(ts, p);
+		rec->root_start_ns = ts->frames[r & (ABI_MAX_DEPTH - 1)].start_ns;
 		/* The parent is recorded too, so that this span has one. */
 		parent->flags |= RECORD_HAS_CHILD;
 	}
@@ -879,7 +1180,8 @@ static __always_inline void span_exit(const struct pt_regs *regs, const struct s
 	}
 out:
 	if (s->flags & SITE_GO)
-		go_release(regs, ts, pid_tgid);
+		go_release(rf, ts, pid_tgid);
+	return 0;
 }
 
 static __always_inline int count_hit_impl(struct pt_regs *ctx)
@@ -906,14 +1208,25 @@ static __always_inline int site_hit_impl(struct pt_regs *ctx)
 	ps = bpf_map_lookup_elem(&probes, &s->probe_id);
 	if (!ps)
 		return 0;
+	struct reg_file rf;
+	copy_regs(&rf, ctx);
+	/* Conditions before anything is copied or recorded. */
+	int pass = !s->filter_count || filters_hold(&rf, s, 0);
+	if (!pass && (s->flags & SITE_FILTERED_HITS))
+		return 0; /* a filtered counter counts what passes */
 	if (c == CHOICE_PENDING)
 		pending_add(bpf_get_current_pid_tgid() >> 32, PENDING_HITS, s->probe_id, 0, 1);
 	else
 		add(&ps->hits, 1);
+	if (s->value_hist) {
+		__u64 v = 0;
+		if (hist_value(&rf, &s->hist_value, &v) == 0)
+			hist_add(s->value_hist - 1, v, s->hist_size, s->hist_signed);
+	}
 	if (s->flags & SITE_EXIT)
-		span_exit(ctx, s, site_id, ps);
+		span_exit(s, site_id, ps, &rf);
 	if (s->flags & SITE_ENTRY)
-		span_entry(ctx, s, site_id, c == CHOICE_PENDING ? RECORD_PENDING : 0);
+		span_entry(s, site_id, (c == CHOICE_PENDING ? RECORD_PENDING : 0) | (pass ? 0 : RECORD_FILTERED), &rf);
 	return 0;
 }
 

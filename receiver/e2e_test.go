@@ -120,6 +120,12 @@ func sumPoints(md pmetric.Metrics, name string) map[string]int64 {
 }
 
 func durations(md pmetric.Metrics) map[string]pmetric.ExponentialHistogramDataPoint {
+	return histogramPoints(md, spanDurationMetric, "span.name")
+}
+
+// histogramPoints returns the points of an exponential histogram metric by
+// the value of attribute key.
+func histogramPoints(md pmetric.Metrics, name, key string) map[string]pmetric.ExponentialHistogramDataPoint {
 	out := map[string]pmetric.ExponentialHistogramDataPoint{}
 	for i := 0; i < md.ResourceMetrics().Len(); i++ {
 		sms := md.ResourceMetrics().At(i).ScopeMetrics()
@@ -127,12 +133,12 @@ func durations(md pmetric.Metrics) map[string]pmetric.ExponentialHistogramDataPo
 			ms := sms.At(j).Metrics()
 			for k := 0; k < ms.Len(); k++ {
 				m := ms.At(k)
-				if m.Name() != spanDurationMetric {
+				if m.Name() != name {
 					continue
 				}
 				for p := 0; p < m.ExponentialHistogram().DataPoints().Len(); p++ {
 					dp := m.ExponentialHistogram().DataPoints().At(p)
-					v, _ := dp.Attributes().Get("span.name")
+					v, _ := dp.Attributes().Get(key)
 					out[v.Str()] = dp
 				}
 			}

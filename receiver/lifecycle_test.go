@@ -27,7 +27,7 @@ import (
 
 func TestShutdownBeforeStartAndTwice(t *testing.T) {
 	cfg := createDefaultConfig()
-	cfg.Targets = []config.Target{{Path: "/bin/true", Counters: []string{"uprobe:main"}}}
+	cfg.Targets = []config.Target{{Path: "/bin/true", Counters: config.CountersOf("uprobe:main")}}
 	f := NewFactory()
 	r, err := f.CreateTraces(context.Background(), receivertest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
 	require.NoError(t, err)
@@ -58,7 +58,7 @@ func TestSharedInstance(t *testing.T) {
 func TestStartFailsWithOneSentence(t *testing.T) {
 	cfg := createDefaultConfig()
 	missing := filepath.Join(t.TempDir(), "nope")
-	cfg.Targets = []config.Target{{Path: missing, Counters: []string{"uprobe:main"}}}
+	cfg.Targets = []config.Target{{Path: missing, Counters: config.CountersOf("uprobe:main")}}
 	require.NoError(t, cfg.Validate(), "the file is only looked for at Start")
 	r, err := NewFactory().CreateTraces(context.Background(), receivertest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
 	require.NoError(t, err)
@@ -115,7 +115,7 @@ func TestConfigFromYAML(t *testing.T) {
 func TestAttachFailureTelemetry(t *testing.T) {
 	testutil.RequireRoot(t)
 	b := testutil.BuildDemo(t, "-O2")
-	s := created(t, []config.Target{{Path: b.Program, Counters: []string{"usdt:demo:tick", "uprobe:work"}}})
+	s := created(t, []config.Target{{Path: b.Program, Counters: config.CountersOf("usdt:demo:tick", "uprobe:work")}})
 	st, err := os.Stat(b.Program)
 	require.NoError(t, err)
 	s.rcv.beforeAttach = func(plan *target.Plan) {
@@ -137,7 +137,7 @@ func TestAttachFailureTelemetry(t *testing.T) {
 // A pid: target whose process does not exist fails Start with one sentence.
 func TestMissingProcess(t *testing.T) {
 	cfg := createDefaultConfig()
-	cfg.Targets = []config.Target{{Path: "/bin/true", PID: 1 << 30, Counters: []string{"uprobe:main"}}}
+	cfg.Targets = []config.Target{{Path: "/bin/true", PID: 1 << 30, Counters: config.CountersOf("uprobe:main")}}
 	r, err := NewFactory().CreateMetrics(context.Background(), receivertest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
 	require.NoError(t, err)
 	err = r.Start(context.Background(), componenttest.NewNopHost())

@@ -21,6 +21,10 @@ const (
 	spanDurationMetric      = "uprobe.span.duration"
 	spanDurationDescription = "Durations of completed spans, aggregated in the kernel (exact even when span records are lost)."
 	spanDurationUnit        = "ns"
+
+	valueMetric      = "uprobe.probe.value"
+	valueDescription = "Values of a counter's histogram: expression (probe.value), one value per counted hit, aggregated in the kernel."
+	valueUnit        = "1"
 )
 
 // metricsEmitter turns snapshots of the kernel's counters into metrics, one
@@ -77,8 +81,83 @@ func (e *metricsEmitter) emit(st event.Stats, now pcommon.Timestamp) pmetric.Met
 			sm = out.ResourceMetrics().At(out.ResourceMetrics().Len() - 1).ScopeMetrics().At(0)
 		}
 		e.durations(ti, st, now, &sm, out)
+		e.values(ti, st, now, &sm, out)
 	}
 	return out
+}
+
+// scope returns the scope metrics of target ti in out, creating its
+// resource metrics when the sums made none.
+func (e *metricsEmitter) scope(ti int, sm *pmetric.ScopeMetrics, out pmetric.Metrics) pmetric.ScopeMetrics {
+	if *sm == (pmetric.ScopeMetrics{}) {
+		rm := out.ResourceMetrics().AppendEmpty()
+		e.resources[ti].CopyTo(rm.Resource())
+		*sm = rm.ScopeMetrics().AppendEmpty()
+		sm.Scope().SetName(metadata.ScopeName)
+		sm.Scope().SetVersion(e.version)
+	}
+	return *sm
+}
+
+// point appends a cumulative point to exponential histogram *m of target
+// ti, creating the metric (and the target's scope) on its first point.
+func (e *metricsEmitter) point(m *pmetric.Metric, ti int, sm *pmetric.ScopeMetrics, out pmetric.Metrics, name, description, unit string, now pcommon.Timestamp) pmetric.ExponentialHistogramDataPoint {
+	if *m == (pmetric.Metric{}) {
+		*m = e.scope(ti, sm, out).Metrics().AppendEmpty()
+		m.SetName(name)
+		m.SetDescription(description)
+		m.SetUnit(unit)
+		m.SetEmptyExponentialHistogram().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	}
+	dp := m.ExponentialHistogram().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(e.startTime)
+	dp.SetTimestamp(now)
+	return dp
+}
+
+// values appends the value histogram of every counter of a target that
+// has one (histogram:).
+func (e *metricsEmitter) values(ti int, st event.Stats, now pcommon.Timestamp, sm *pmetric.ScopeMetrics, out pmetric.Metrics) {
+	var m pmetric.Metric
+	for hi, h := range e.plan.Histograms {
+		p := e.plan.Probes[h.Probe]
+		if p.Target != ti || hi >= len(st.Values) {
+			continue
+		}
+		dp := e.point(&m, ti, sm, out, valueMetric, valueDescription, valueUnit, now)
+		dp.Attributes().PutStr("probe.name", p.Ref)
+		dp.Attributes().PutStr("probe.value", h.Expr)
+		fillValues(dp, st.Values[hi])
+	}
+}
+
+// fillValues converts the kernel's value buckets into an exponential
+// histogram point of scale 0: kernel bucket i is index i-1, (2^(i-1), 2^i].
+func fillValues(dp pmetric.ExponentialHistogramDataPoint, v event.ValueCounts) {
+	dp.SetScale(0)
+	dp.SetCount(v.Count)
+	dp.SetSum(float64(v.Sum))
+	dp.SetZeroCount(v.Zero)
+	for _, side := range []struct {
+		counts  []uint64
+		buckets pmetric.ExponentialHistogramDataPointBuckets
+	}{{v.Positive, dp.Positive()}, {v.Negative, dp.Negative()}} {
+		lo, hi := -1, -1
+		for i, n := range side.counts {
+			if n == 0 {
+				continue
+			}
+			if lo < 0 {
+				lo = i
+			}
+			hi = i
+		}
+		if lo < 0 {
+			continue
+		}
+		side.buckets.SetOffset(int32(lo - 1))
+		side.buckets.BucketCounts().FromRaw(side.counts[lo : hi+1])
+	}
 }
 
 // isExit says whether a probe closes a span (and so can lose records).
@@ -99,23 +178,7 @@ func (e *metricsEmitter) durations(ti int, st event.Stats, now pcommon.Timestamp
 		if s.Target != ti {
 			continue
 		}
-		if m == (pmetric.Metric{}) {
-			if *sm == (pmetric.ScopeMetrics{}) {
-				rm := out.ResourceMetrics().AppendEmpty()
-				e.resources[ti].CopyTo(rm.Resource())
-				*sm = rm.ScopeMetrics().AppendEmpty()
-				sm.Scope().SetName(metadata.ScopeName)
-				sm.Scope().SetVersion(e.version)
-			}
-			m = sm.Metrics().AppendEmpty()
-			m.SetName(spanDurationMetric)
-			m.SetDescription(spanDurationDescription)
-			m.SetUnit(spanDurationUnit)
-			m.SetEmptyExponentialHistogram().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
-		}
-		dp := m.ExponentialHistogram().DataPoints().AppendEmpty()
-		dp.SetStartTimestamp(e.startTime)
-		dp.SetTimestamp(now)
+		dp := e.point(&m, ti, sm, out, spanDurationMetric, spanDurationDescription, spanDurationUnit, now)
 		dp.Attributes().PutStr("span.name", s.Name)
 		fillExponential(dp, st.Spans[si])
 	}
@@ -159,6 +222,9 @@ func (e *metricsEmitter) selfTelemetry(ctx context.Context, tel *metadata.Teleme
 		}
 		if d := cur.Abandoned - prev.Abandoned; d > 0 {
 			tel.ReceiverUprobeSpansAbandoned.Add(ctx, int64(d), attrs)
+		}
+		if d := cur.Filtered - prev.Filtered; d > 0 {
+			tel.ReceiverUprobeSpansFiltered.Add(ctx, int64(d), attrs)
 		}
 		for _, o := range []struct {
 			reason    string

@@ -109,3 +109,35 @@ func TestMetricsWithSumsDisabled(t *testing.T) {
 	assert.Equal(t, 0, d["request"].Positive().BucketCounts().Len(), "no buckets without spans")
 	assert.Equal(t, uint64(1), d["lib"].Count())
 }
+
+// A counter's value histogram: kernel bucket 0 (the value 1) is bucket -1
+// of the exponential histogram, kernel bucket i is bucket i-1.
+func TestValueHistogramPoints(t *testing.T) {
+	plan := metricsPlan()
+	plan.Probes = append(plan.Probes, target.Probe{Target: 1, Ref: "uretprobe:lib if retval:s64 != 0", Kind: config.KindUretprobe, Filtered: true})
+	plan.Histograms = []target.Histogram{{Probe: len(plan.Probes) - 1, Expr: "retval:s64"}}
+	e := newMetricsEmitter(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), plan, "", 1)
+	st := event.Stats{
+		Probes: make([]event.ProbeCounts, len(plan.Probes)),
+		Spans:  make([]event.SpanCounts, len(plan.Spans)),
+		Values: []event.ValueCounts{{
+			Count: 9, Zero: 2, Sum: 1 + 1 + 4 + 1000 - 1 - 2 - 3,
+			Positive: bucketsWith(map[int]uint64{0: 2, 2: 1, 10: 1}), // 1, 1, 4, 1000
+			Negative: bucketsWith(map[int]uint64{0: 1, 1: 1, 2: 1}),  // -1, -2, -3
+		}},
+	}
+	for i := range st.Spans {
+		st.Spans[i].Buckets = bucketsWith(nil)
+	}
+	dp, ok := valuePoints(e.emit(st, 2))["uretprobe:lib if retval:s64 != 0"]
+	require.True(t, ok)
+	assert.Equal(t, uint64(9), dp.Count())
+	assert.Equal(t, uint64(2), dp.ZeroCount())
+	assert.Equal(t, float64(1000), dp.Sum())
+	assert.Equal(t, int32(-1), dp.Positive().Offset(), "1 is in (0.5, 1]")
+	assert.Equal(t, []uint64{2, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1}, dp.Positive().BucketCounts().AsRaw(), "4 in (2, 4], 1000 in (512, 1024]")
+	assert.Equal(t, int32(-1), dp.Negative().Offset())
+	assert.Equal(t, []uint64{1, 1, 1}, dp.Negative().BucketCounts().AsRaw())
+	v, _ := dp.Attributes().Get("probe.value")
+	assert.Equal(t, "retval:s64", v.Str())
+}

@@ -32,7 +32,7 @@ func TestRefusedOffsetsLeaveTheTargetUntouched(t *testing.T) {
 		cfg := createDefaultConfig()
 		cfg.Targets = []config.Target{{
 			Path:     b.Program,
-			Counters: []string{"usdt:demo:tick", ref}, // tick is fine: it must not stay attached either
+			Counters: config.CountersOf("usdt:demo:tick", ref), // tick is fine: it must not stay attached either
 		}}
 		require.NoError(t, cfg.Validate())
 		r, err := NewFactory().CreateMetrics(context.Background(), receivertest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
@@ -107,7 +107,7 @@ func TestCETCostsLikePush(t *testing.T) {
 	testutil.Gcc(t, dir, "-O2", "-o", bin, testutil.Testdata("bench", "workload.c"))
 	w := testutil.StartProgram(t, bin, "ready")
 	run := func(counter, cmd string) float64 {
-		s := startReceiver(t, []config.Target{{Path: bin, Counters: []string{counter}}})
+		s := startReceiver(t, []config.Target{{Path: bin, Counters: config.CountersOf(counter)}})
 		defer func() { require.NoError(t, s.rcv.Shutdown(context.Background())) }()
 		return measureAdded(t, w, cmd)
 	}
@@ -151,7 +151,7 @@ func TestNop5UsesTheOptimizedPath(t *testing.T) {
 		return b
 	}
 	require.Equal(t, []byte{0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00}, siteBytes())
-	s := startReceiver(t, []config.Target{{Path: bin, Counters: []string{"usdt:nop5:hit"}}})
+	s := startReceiver(t, []config.Target{{Path: bin, Counters: config.CountersOf("usdt:nop5:hit")}})
 	p.Ask("hit 10", "hit 10")
 	b := siteBytes()
 	assert.Equal(t, byte(0x90), b[0], "the 1-byte nop is left alone")

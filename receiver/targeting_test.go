@@ -62,7 +62,7 @@ func TestLibcByNameForOneProcess(t *testing.T) {
 	bin := buildDlopener(t, b.Dir)
 	chosen := testutil.StartProgram(t, bin, "ready")
 	other := testutil.StartProgram(t, bin, "ready")
-	s := startReceiver(t, []config.Target{{Path: "libc", PID: chosen.PID, Counters: []string{"uprobe:getpid"}}})
+	s := startReceiver(t, []config.Target{{Path: "libc", PID: chosen.PID, Counters: config.CountersOf("uprobe:getpid")}})
 	require.Equal(t, "libc.so.6", filepath.Base(s.rcv.plan.Files[0].SeenAs), "libc as its process sees it")
 	assert.Equal(t, "getpid 1000", chosen.Ask("getpid 1000", "getpid "))
 	assert.Equal(t, "getpid 5000", other.Ask("getpid 5000", "getpid "))

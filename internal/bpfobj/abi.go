@@ -23,6 +23,11 @@ type (
 	ProcEntry = engineProcEntry
 	// PendingKey names one counter of a pending process.
 	PendingKey = enginePendingKey
+	// Filter is one condition of a site, evaluated in the kernel.
+	Filter = engineFilter
+	// ValueHist is the per-CPU value of the value_hists map: one
+	// counter's histogram of values.
+	ValueHist = engineValueHist
 )
 
 // Limits of the engine (enum abi_limit).
@@ -52,6 +57,26 @@ const (
 	// KernelReturnDepth is the kernel's limit of pending return probes per
 	// thread (MAX_URETPROBE_DEPTH).
 	KernelReturnDepth = int(engineAbiLimitABI_KERNEL_RETURN_DEPTH)
+	// MaxFilters is the number of conditions of one site, at entry and
+	// exit together.
+	MaxFilters = int(engineAbiLimitABI_MAX_FILTERS)
+	// FilterTextMax is the bytes of a string condition's constant.
+	FilterTextMax = int(engineAbiLimitABI_FILTER_TEXT_MAX)
+)
+
+// Filter operators (enum filter_op).
+const (
+	FilterEQ     = uint8(engineFilterOpFILTER_EQ)
+	FilterNE     = uint8(engineFilterOpFILTER_NE)
+	FilterLT     = uint8(engineFilterOpFILTER_LT)
+	FilterLE     = uint8(engineFilterOpFILTER_LE)
+	FilterGT     = uint8(engineFilterOpFILTER_GT)
+	FilterGE     = uint8(engineFilterOpFILTER_GE)
+	FilterLTU    = uint8(engineFilterOpFILTER_LT_U)
+	FilterLEU    = uint8(engineFilterOpFILTER_LE_U)
+	FilterGTU    = uint8(engineFilterOpFILTER_GT_U)
+	FilterGEU    = uint8(engineFilterOpFILTER_GE_U)
+	FilterPrefix = uint8(engineFilterOpFILTER_PREFIX)
 )
 
 // Fetch bases (enum fetch_base).
@@ -80,6 +105,9 @@ const (
 	SiteKernelReturn = uint8(engineSiteFlagSITE_KERNEL_RETURN)
 	// SiteChosen marks a site of a target that chooses its processes.
 	SiteChosen = uint8(engineSiteFlagSITE_CHOSEN)
+	// SiteFilteredHits marks the site of a filtered counter: only hits
+	// that pass its conditions count.
+	SiteFilteredHits = uint8(engineSiteFlagSITE_FILTERED_HITS)
 )
 
 // Record flags (enum record_flag).
@@ -89,6 +117,7 @@ const (
 	RecordFunction  = uint8(engineRecordFlagRECORD_FUNCTION)
 	RecordHasChild  = uint8(engineRecordFlagRECORD_HAS_CHILD)
 	RecordPending   = uint8(engineRecordFlagRECORD_PENDING)
+	RecordFiltered  = uint8(engineRecordFlagRECORD_FILTERED)
 )
 
 // Record kinds (enum record_kind): the last byte of every record.
@@ -150,6 +179,7 @@ const (
 	MapGoLive            = engineMapGoLive
 	MapProcs             = engineMapProcs
 	MapPending           = engineMapPending
+	MapValueHists        = engineMapValueHists
 	ProgramOnFork        = engineProgOnFork
 	VarSelectorBits      = engineVarSelectorBits
 	VarSendExecs         = engineVarSendExecs

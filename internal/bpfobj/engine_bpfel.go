@@ -23,6 +23,8 @@ const (
 	engineAbiLimitABI_DATA_CAP            engineAbiLimit = 1024
 	engineAbiLimitABI_STRING_MAX          engineAbiLimit = 256
 	engineAbiLimitABI_HIST_BUCKETS        engineAbiLimit = 64
+	engineAbiLimitABI_MAX_FILTERS         engineAbiLimit = 4
+	engineAbiLimitABI_FILTER_TEXT_MAX     engineAbiLimit = 64
 	engineAbiLimitABI_MAX_CHOSEN_TARGETS  engineAbiLimit = 63
 	engineAbiLimitABI_EXEC_FILENAME_MAX   engineAbiLimit = 256
 	engineAbiLimitABI_EXEC_ARGS_MAX       engineAbiLimit = 512
@@ -63,6 +65,34 @@ type engineFetchOp struct {
 	Pad2          uint8
 	Pad3          uint32
 }
+
+type engineFilter struct {
+	_        structs.HostLayout
+	Value    engineFetchOp
+	Constant int64
+	Len      uint16
+	Op       uint8
+	AtExit   uint8
+	Size     uint8
+	Pad      [3]uint8
+	Text     [64]int8
+}
+
+type engineFilterOp uint32
+
+const (
+	engineFilterOpFILTER_EQ     engineFilterOp = 1
+	engineFilterOpFILTER_NE     engineFilterOp = 2
+	engineFilterOpFILTER_LT     engineFilterOp = 3
+	engineFilterOpFILTER_LE     engineFilterOp = 4
+	engineFilterOpFILTER_GT     engineFilterOp = 5
+	engineFilterOpFILTER_GE     engineFilterOp = 6
+	engineFilterOpFILTER_LT_U   engineFilterOp = 7
+	engineFilterOpFILTER_LE_U   engineFilterOp = 8
+	engineFilterOpFILTER_GT_U   engineFilterOp = 9
+	engineFilterOpFILTER_GE_U   engineFilterOp = 10
+	engineFilterOpFILTER_PREFIX engineFilterOp = 11
+)
 
 type enginePendingKey struct {
 	_      structs.HostLayout
@@ -131,6 +161,7 @@ const (
 	engineRecordFlagRECORD_FUNCTION  engineRecordFlag = 8
 	engineRecordFlagRECORD_HAS_CHILD engineRecordFlag = 16
 	engineRecordFlagRECORD_PENDING   engineRecordFlag = 32
+	engineRecordFlagRECORD_FILTERED  engineRecordFlag = 64
 )
 
 type engineRecordKind uint32
@@ -178,12 +209,16 @@ type engineSite struct {
 	Pad             uint8
 	GoidOffset      uint16
 	TargetBit       uint8
-	Pad2            uint8
-	Pad3            uint32
+	FilterCount     uint8
+	ValueHist       uint16
+	HistSize        uint8
+	HistSigned      uint8
 	SampleThreshold uint64
 	MinDurationNs   uint64
 	Entry           [8]engineFetchOp
 	Exit            [8]engineFetchOp
+	Filters         [4]engineFilter
+	HistValue       engineFetchOp
 }
 
 type engineSiteFlag uint32
@@ -196,6 +231,7 @@ const (
 	engineSiteFlagSITE_GO            engineSiteFlag = 16
 	engineSiteFlagSITE_KERNEL_RETURN engineSiteFlag = 32
 	engineSiteFlagSITE_CHOSEN        engineSiteFlag = 64
+	engineSiteFlagSITE_FILTERED_HITS engineSiteFlag = 128
 )
 
 type engineSpanRecord struct {
@@ -234,7 +270,17 @@ type engineSpanStats struct {
 	ReturnLimit uint64
 	Unsampled   uint64
 	ShortSpans  uint64
+	Filtered    uint64
 	Buckets     [64]uint64
+}
+
+type engineValueHist struct {
+	_        structs.HostLayout
+	Count    uint64
+	Sum      int64
+	Zero     uint64
+	Positive [64]uint64
+	Negative [64]uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -251,6 +297,7 @@ const (
 	engineMapSites          = "sites"
 	engineMapSpans          = "spans"
 	engineMapTaskStates     = "task_states"
+	engineMapValueHists     = "value_hists"
 	engineProgCountHit      = "count_hit"
 	engineProgCountHitMulti = "count_hit_multi"
 	engineProgOnExec        = "on_exec"
@@ -329,6 +376,7 @@ type engineMapSpecs struct {
 	Sites      *ebpf.MapSpec `ebpf:"sites"`
 	Spans      *ebpf.MapSpec `ebpf:"spans"`
 	TaskStates *ebpf.MapSpec `ebpf:"task_states"`
+	ValueHists *ebpf.MapSpec `ebpf:"value_hists"`
 }
 
 // engineVariableSpecs contains global variables before they are loaded into the kernel.
@@ -371,6 +419,7 @@ type engineMaps struct {
 	Sites      *ebpf.Map `ebpf:"sites"`
 	Spans      *ebpf.Map `ebpf:"spans"`
 	TaskStates *ebpf.Map `ebpf:"task_states"`
+	ValueHists *ebpf.Map `ebpf:"value_hists"`
 }
 
 func (m *engineMaps) Close() error {
@@ -385,6 +434,7 @@ func (m *engineMaps) Close() error {
 		m.Sites,
 		m.Spans,
 		m.TaskStates,
+		m.ValueHists,
 	)
 }
 

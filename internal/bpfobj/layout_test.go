@@ -15,11 +15,16 @@ func TestLayout(t *testing.T) {
 	spec, err := Spec()
 	require.NoError(t, err)
 	for name, goType := range map[string]any{
-		"span_record": SpanRecord{},
-		"site":        Site{},
-		"fetch_op":    FetchOp{},
-		"probe_stats": ProbeStats{},
-		"span_stats":  SpanStats{},
+		"span_record":    SpanRecord{},
+		"site":           Site{},
+		"fetch_op":       FetchOp{},
+		"probe_stats":    ProbeStats{},
+		"span_stats":     SpanStats{},
+		"filter":         Filter{},
+		"value_hist":     ValueHist{},
+		"process_record": ProcessRecord{},
+		"proc_entry":     ProcEntry{},
+		"pending_key":    PendingKey{},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var st *btf.Struct

@@ -47,8 +47,9 @@ type Target struct {
 	ServiceName string `mapstructure:"service_name"`
 	// Spans are the entry/exit pairs that become spans.
 	Spans []Span `mapstructure:"spans"`
-	// Counters are probe references that are only counted.
-	Counters []string `mapstructure:"counters"`
+	// Counters are probes that are only counted: a probe reference, or a
+	// map with a filter and a value histogram (see Counter).
+	Counters []Counter `mapstructure:"counters"`
 }
 
 // Span defines one kind of span: where it opens, where it closes, and what
@@ -108,6 +109,15 @@ type Span struct {
 	// StatusError marks the span as an error when a value fetched at exit
 	// compares true, e.g. "retval:s64 < 0".
 	StatusError string `mapstructure:"status_error"`
+	// Filter are conditions (see ParseCondition) evaluated in the kernel at
+	// the span's entry, before anything is copied: when one does not hold,
+	// the call is neither recorded nor counted in the duration histogram.
+	// The entry probe's hit counter still counts it. In YAML, one
+	// condition or a list.
+	Filter []string `mapstructure:"filter"`
+	// ExitFilter are conditions evaluated at the span's exit (retval,
+	// $return and exit-side values), with the same effect.
+	ExitFilter []string `mapstructure:"exit_filter"`
 }
 
 // DefaultMaxFunctions is the default of Span.MaxFunctions.
@@ -316,16 +326,107 @@ func (t Target) validate(where string) []error {
 	counters := map[string]int{}
 	for i, c := range t.Counters {
 		cw := fmt.Sprintf("%s.counters[%d]", where, i)
-		p, err := ParseProbe(c)
+		key, cerrs := c.validate(cw)
+		errs = append(errs, cerrs...)
+		if key == "" {
+			continue
+		}
+		if j, dup := counters[key]; dup {
+			errs = append(errs, fmt.Errorf("%s: probe %s is already counted (counters[%d])", cw, key, j))
+			continue
+		}
+		counters[key] = i
+	}
+	return errs
+}
+
+// validate checks one counter and returns the key that tells counters
+// apart (its probe and conditions, canonical) when its probe parses.
+func (c Counter) validate(where string) (key string, errs []error) {
+	add := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf(where+": "+format, args...))
+	}
+	if c.Probe == "" {
+		add("probe is required")
+		return "", errs
+	}
+	p, err := ParseProbe(c.Probe)
+	if err != nil {
+		add("%v", err)
+		return "", errs
+	}
+	// A counter reads its values where its probe fires: at a return
+	// probe, that is the return.
+	r := atEntry
+	if p.Returns() {
+		r = atExit
+	}
+	key = p.String()
+	conds, ferrs := checkConditions("filter", c.Filter, r, p, true)
+	errs = append(errs, prefixed(where, ferrs)...)
+	if len(ferrs) > 0 {
+		key = "" // which counter it is, is unclear
+	}
+	if len(c.Filter) > bpfobj.MaxFilters {
+		add("filter: %d conditions, at most %d", len(c.Filter), bpfobj.MaxFilters)
+	}
+	for i, cond := range conds {
+		if key == "" {
+			break
+		}
+		if i == 0 {
+			key += " if "
+		} else {
+			key += " && "
+		}
+		key += cond.String()
+	}
+	if c.Histogram != "" {
+		e, err := fetch.Parse(c.Histogram)
+		switch {
+		case err != nil:
+			add("histogram: %v", err)
+		case e.Typed && !e.Type.IsInteger():
+			add("histogram %q: %s is not an integer type; a histogram records integers", c.Histogram, e.Type)
+		case e.Root == fetch.RootName && strings.HasPrefix(e.Path, "$$"):
+			add("histogram %q: $$params stands for several values, a histogram records one", c.Histogram)
+		default:
+			if err := checkExpr(e, r, p, true); err != nil {
+				add("histogram: %v", err)
+			}
+		}
+	}
+	return key, errs
+}
+
+// checkConditions parses the conditions of a filter evaluated at end r of
+// probe p, reporting every problem (prefixed with field).
+func checkConditions(field string, list []string, r role, p Probe, pOK bool) ([]Condition, []error) {
+	var out []Condition
+	var errs []error
+	for i, s := range list {
+		c, err := ParseCondition(s)
+		if err == nil {
+			if err = checkExpr(c.Expr, r, p, pOK); err != nil {
+				err = fmt.Errorf("condition %q: %w", s, err)
+				if r == atEntry && (c.Expr.Root == fetch.RootRetval || c.Expr.Path == "$return") {
+					err = fmt.Errorf("%w: put it in exit_filter", err)
+				}
+			}
+		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", cw, err))
+			errs = append(errs, fmt.Errorf("%s[%d]: %w", field, i, err))
 			continue
 		}
-		if j, dup := counters[p.String()]; dup {
-			errs = append(errs, fmt.Errorf("%s: probe %s is already counted (counters[%d])", cw, p, j))
-			continue
-		}
-		counters[p.String()] = i
+		out = append(out, c)
+	}
+	return out, errs
+}
+
+// prefixed puts where before each error.
+func prefixed(where string, errs []error) []error {
+	for i, err := range errs {
+		errs[i] = fmt.Errorf("%s.%w", where, err)
 	}
 	return errs
 }
@@ -452,6 +553,12 @@ func (s Span) validate(where string) (entry, exit string, errs []error) {
 	}
 	for _, err := range s.checkContext(exitProbe, exitOK) {
 		errs = append(errs, fmt.Errorf("%s: %w", where, err))
+	}
+	_, ferrs := checkConditions("filter", s.Filter, atEntry, entryProbe, entryOK)
+	_, xerrs := checkConditions("exit_filter", s.ExitFilter, atExit, exitProbe, exitOK)
+	errs = append(errs, prefixed(where, append(ferrs, xerrs...))...)
+	if n := len(s.Filter) + len(s.ExitFilter); n > bpfobj.MaxFilters {
+		add("filter and exit_filter: %d conditions, at most %d together", n, bpfobj.MaxFilters)
 	}
 	if entryOK && !pattern {
 		entry = entryProbe.String()

@@ -144,6 +144,9 @@ type SpanCounts struct {
 	// Unsampled and Short count completed spans the engine did not record:
 	// their trace was not sampled, or they were shorter than the minimum.
 	Unsampled, Short uint64
+	// Filtered counts calls whose filter or exit_filter did not hold: not
+	// recorded, not in Buckets.
+	Filtered uint64
 	// Buckets[i] counts durations in (2^i, 2^(i+1)] ns; Buckets[0] also
 	// holds durations of 0 and 1 ns.
 	Buckets []uint64
@@ -153,4 +156,17 @@ type SpanCounts struct {
 type Stats struct {
 	Probes []ProbeCounts
 	Spans  []SpanCounts
+	// Values are the value histograms, indexed like the plan's Histograms.
+	Values []ValueCounts
+}
+
+// ValueCounts is one counter's histogram of values, on the buckets of an
+// exponential histogram of scale 0 shifted by one: Positive[0] counts the
+// value 1 and Positive[i] for i > 0 the values in (2^(i-1), 2^i] (the last
+// bucket also those above 2^63); Negative[i] their negations; Zero the
+// zeros.
+type ValueCounts struct {
+	Count, Zero        uint64
+	Sum                int64
+	Positive, Negative []uint64
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
+	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 )
 
 // Options say what the running kernel can do, as far as placing probes
@@ -188,6 +189,23 @@ type probeDef struct {
 	// expanded from a function pattern: a name its function lacks is left
 	// out (with a note) instead of failing the plan.
 	entryLenient, exitLenient bool
+	// entryFilter and exitFilter are the conditions of the span it opens
+	// and of the span it closes.
+	entryFilter, exitFilter []config.Condition
+	// counted are the conditions of a filtered counter (filtered set): its
+	// hits are those that pass them.
+	counted  []config.Condition
+	filtered bool
+	// hist is the value a counter's histogram records, and histID 1 + its
+	// index in the plan's Histograms.
+	hist   *config.Attribute
+	histID int
+}
+
+// site says whether the probe needs the site program (spans, conditions,
+// a histogram) rather than the bare counter.
+func (pd *probeDef) site() bool {
+	return pd.entrySpan >= 0 || pd.exitSpan >= 0 || pd.filtered || pd.hist != nil
 }
 
 // define adds the probes and spans of target ti to the plan. fl is the
@@ -203,7 +221,9 @@ func (plan *Plan) define(ti int, t config.Target, fl *file) (*targetDef, error) 
 	// find defines a reference once; fns restricts a function probe to
 	// some functions of its name (a pattern's match). register adds a
 	// found probe to the plan.
-	find := func(ref string, fns []function) (*probeDef, error) {
+	// findAs is find with a key suffix and reference of its own: a
+	// filtered counter is a probe apart from its unfiltered probe.
+	findAs := func(ref string, fns []function, suffix, as string) (*probeDef, error) {
 		p, err := config.ParseProbe(ref)
 		if err != nil {
 			return nil, fmt.Errorf("target %s: %w", t.Path, err)
@@ -212,10 +232,14 @@ func (plan *Plan) define(ti int, t config.Target, fl *file) (*targetDef, error) 
 		if fl != nil && fns != nil && addresses(fns) != addresses(fl.functions[p.Symbol]) {
 			key += "@" + addresses(fns)
 		}
+		key += suffix
 		if pd, ok := byKey[key]; ok {
 			return pd, nil
 		}
-		pd := &probeDef{id: -1, key: key, ref: ref, probe: p, entrySpan: -1, exitSpan: -1}
+		if as == "" {
+			as = ref
+		}
+		pd := &probeDef{id: -1, key: key, ref: as, probe: p, entrySpan: -1, exitSpan: -1}
 		for _, fn := range fns {
 			pd.fns = append(pd.fns, fn.Name)
 		}
@@ -227,12 +251,13 @@ func (plan *Plan) define(ti int, t config.Target, fl *file) (*targetDef, error) 
 		byKey[key] = pd
 		return pd, nil
 	}
+	find := func(ref string, fns []function) (*probeDef, error) { return findAs(ref, fns, "", "") }
 	register := func(pd *probeDef) {
 		if pd.id >= 0 {
 			return
 		}
 		pd.id = len(plan.Probes)
-		plan.Probes = append(plan.Probes, Probe{Target: ti, Ref: pd.ref, Kind: pd.probe.Kind})
+		plan.Probes = append(plan.Probes, Probe{Target: ti, Ref: pd.ref, Kind: pd.probe.Kind, Filtered: pd.filtered})
 		def.probes = append(def.probes, pd)
 	}
 
@@ -281,6 +306,12 @@ func (plan *Plan) define(ti int, t config.Target, fl *file) (*targetDef, error) 
 			errs = append(errs, fmt.Errorf("target %s: span %q: %w", t.Path, s.SpanName(""), err))
 			continue
 		}
+		entryFilter, err1 := config.ParseConditions(s.Filter)
+		exitFilter, err2 := config.ParseConditions(s.ExitFilter)
+		if err := errors.Join(err1, err2); err != nil {
+			errs = append(errs, fmt.Errorf("target %s: span %q: %w", t.Path, s.SpanName(""), err))
+			continue
+		}
 		register(entry)
 		register(exit)
 		sd, err := spanDef(ti, s, entryRef, exitRef, entry.id, exit.id)
@@ -298,16 +329,38 @@ func (plan *Plan) define(ti int, t config.Target, fl *file) (*targetDef, error) 
 				}
 			}
 		}
-		entry.entrySpan, entry.entry, entry.entryLenient = id, entryFetches, j.pattern != ""
-		exit.exitSpan, exit.exit, exit.exitLenient = id, exitFetches, j.pattern != ""
+		entry.entrySpan, entry.entry, entry.entryLenient, entry.entryFilter = id, entryFetches, j.pattern != "", entryFilter
+		exit.exitSpan, exit.exit, exit.exitLenient, exit.exitFilter = id, exitFetches, j.pattern != "", exitFilter
 	}
 	for _, c := range t.Counters {
-		pd, err := find(c, nil)
+		conds, err := config.ParseConditions(c.Filter)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("target %s: counter %s: %w", t.Path, c.Probe, err))
+			continue
+		}
+		suffix := ""
+		for _, cond := range conds {
+			suffix += " && " + cond.String()
+		}
+		pd, err := findAs(c.Probe, nil, suffix, c.Ref())
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
+		pd.counted, pd.filtered = conds, len(conds) > 0
+		if c.Histogram != "" {
+			e, err := fetch.Parse(c.Histogram)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("target %s: counter %s: histogram: %w", t.Path, c.Ref(), err))
+				continue
+			}
+			pd.hist = &config.Attribute{Key: "histogram", Expr: e}
+		}
 		register(pd)
+		if pd.hist != nil {
+			plan.Histograms = append(plan.Histograms, Histogram{Probe: pd.id, Expr: c.Histogram})
+			pd.histID = len(plan.Histograms)
+		}
 	}
 	return def, errors.Join(errs...)
 }
@@ -385,7 +438,7 @@ func (plan *Plan) readFile(ti int, c Candidate, fl *file) (_ *FileSpec, err erro
 				Probe:        pd.id,
 				Class:        loc.Class,
 			}
-			if pd.entrySpan < 0 && pd.exitSpan < 0 && !tg.Chosen {
+			if !pd.site() && !tg.Chosen {
 				a.Program, a.Cookie = ProgramCount, uint64(pd.id)
 				spec.Attachments = append(spec.Attachments, a)
 				continue
@@ -403,6 +456,9 @@ func (plan *Plan) readFile(ti int, c Candidate, fl *file) (_ *FileSpec, err erro
 				if site.Exit, err = cc.all(pd.exit, note); err != nil {
 					errs = append(errs, fmt.Errorf("target %s: span %q: %s: %w", t.Path, cc.span, pd.probe, err))
 				}
+			}
+			if err := cc.conditions(pd, &site, note); err != nil {
+				errs = append(errs, fmt.Errorf("target %s: %s: %w", t.Path, pd.ref, err))
 			}
 			a.Program, a.Cookie = ProgramSite, uint64(len(spec.Sites))
 			spec.Sites = append(spec.Sites, site)

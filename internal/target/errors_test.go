@@ -18,7 +18,7 @@ import (
 
 // counting is a target that only counts refs.
 func counting(path string, refs ...string) config.Target {
-	return config.Target{Path: path, Counters: refs}
+	return config.Target{Path: path, Counters: config.CountersOf(refs...)}
 }
 
 // resolveErr resolves targets, which must fail, and returns the error lines.
@@ -165,7 +165,7 @@ func TestResolveAllErrors(t *testing.T) {
 				{Name: "w", Function: "wrok"},
 				{Name: "ok", Function: "work", Attributes: map[string]string{"x": "arg0"}},
 			},
-			Counters: []string{"usdt:demo:tock", "uprobe:inner+0x1000"},
+			Counters: config.CountersOf("usdt:demo:tock", "uprobe:inner+0x1000"),
 		},
 		counting(text, "uprobe:f"),
 		config.Target{
@@ -199,7 +199,7 @@ func TestResolveRefusesSpecialFiles(t *testing.T) {
 	fifo := filepath.Join(dir, "fifo")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
 	for path, kind := range map[string]string{fifo: "a FIFO", dir: "a directory", "/dev/null": "a character device"} {
-		_, err := Resolve([]config.Target{{Path: path, Counters: []string{"uprobe:main"}}})
+		_, err := Resolve([]config.Target{{Path: path, Counters: config.CountersOf("uprobe:main")}})
 		assert.EqualError(t, err, "target "+path+": not a regular file ("+kind+")")
 	}
 }
@@ -219,7 +219,7 @@ func TestDemangledNameSuggestsMangled(t *testing.T) {
 		"uprobe:app::handle(int)":      "use the mangled name: uprobe:_ZN3app6handleEi (app::handle(int))",
 		"uretprobe:app::Server::serve": "use the mangled name: uretprobe:_ZN3app6Server5serveEi (app::Server::serve(int))",
 	} {
-		_, err := Resolve([]config.Target{{Path: bin, Counters: []string{ref}}})
+		_, err := Resolve([]config.Target{{Path: bin, Counters: config.CountersOf(ref)}})
 		require.Error(t, err, ref)
 		assert.Contains(t, err.Error(), want, ref)
 	}

@@ -99,7 +99,7 @@ func TestLineProbe(t *testing.T) {
 			plan, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{{
 				Name: "total", Entry: ref, Exit: "uretprobe:checksum",
 				Attributes: map[string]string{"total": "$total", "req": "$req->id"},
-			}}, Counters: []string{fmt.Sprintf("line:testdata/names/names.c:%d", line)}}}, withDebug(b))
+			}}, Counters: config.CountersOf(fmt.Sprintf("line:testdata/names/names.c:%d", line))}}, withDebug(b))
 			require.NoError(t, err)
 
 			dbg, err := debuginfo.Open(t.Context(), b.Program, debuginfo.Options{DebugDirs: []string{b.DebugDir}})
@@ -220,7 +220,7 @@ func TestNoDebuginfoWithoutNames(t *testing.T) {
 	opts := Options{DebugDirs: []string{}, Debuginfod: &debuginfo.Debuginfod{URLs: []string{srv.URL}, CacheDir: t.TempDir()}}
 	plan, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{{
 		Function: "handle_request", Attributes: map[string]string{"req": "arg0"}, ExitAttributes: map[string]string{"ret": "retval:s32"},
-	}}, Counters: []string{"usdt:names:request"}}}, opts)
+	}}, Counters: config.CountersOf("usdt:names:request")}}, opts)
 	require.NoError(t, err)
 	assert.Empty(t, plan.Files[0].DebugInfo)
 	assert.Zero(t, requests.Load())

@@ -42,6 +42,9 @@ type Plan struct {
 	Spans       []Span
 	Sites       []Site
 	Attachments []Attachment
+	// Histograms are the value histograms of counters (histogram:); a
+	// site's ValueHist selects one.
+	Histograms []Histogram
 	// Refused says which files Resolve found and did not read, and why
 	// (another build than the target's build_id).
 	Refused []error
@@ -150,6 +153,17 @@ type Probe struct {
 	Kind config.ProbeKind
 	// Locations is the number of attach locations the probe resolved to.
 	Locations int
+	// Filtered says the probe is a filtered counter: its hits are those
+	// that pass its conditions, and Ref is "PROBE if CONDITION && …".
+	Filtered bool
+}
+
+// Histogram is the value histogram of one counter: the values of Expr, one
+// per counted hit of Probe, aggregated in the kernel.
+type Histogram struct {
+	Probe int
+	// Expr is the fetch expression as configured.
+	Expr string
 }
 
 // Span is one span definition.
@@ -203,6 +217,12 @@ const (
 	RoleParentSpanID
 	// RoleStatus is the value of the span's status_error condition.
 	RoleStatus
+	// RoleFilter is the value of a condition, compared in the kernel and
+	// never stored.
+	RoleFilter
+	// RoleHistogram is a counter's histogram value, aggregated in the
+	// kernel and never stored.
+	RoleHistogram
 )
 
 // Site is one location that opens or closes spans, or counts hits for a
@@ -217,6 +237,28 @@ type Site struct {
 	EntrySpan, ExitSpan int
 	// Entry and Exit are the fetches run for each role, in attribute-key order.
 	Entry, Exit []Fetch
+	// Filters are the conditions of the site: of the span it opens
+	// (at entry), of the span it closes (AtExit), or of its filtered
+	// counter (FilteredHits).
+	Filters []Filter
+	// FilteredHits says only hits that pass Filters count: the site of a
+	// filtered counter.
+	FilteredHits bool
+	// ValueHist is 1 + the index of the plan's Histogram the site feeds
+	// with HistValue, 0 for none.
+	ValueHist int
+	HistValue Fetch
+}
+
+// Filter is one compiled condition.
+type Filter struct {
+	// Value fetches what is compared: an integer, or the address of a
+	// string.
+	Value Fetch
+	// Cond is the condition as parsed from the configuration.
+	Cond config.Condition
+	// AtExit says it is evaluated where the site closes a span.
+	AtExit bool
 }
 
 // Program selects the engine program an attachment runs.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
 	"github.com/otel-uprobe/uprobereceiver/internal/target"
 )
@@ -69,6 +70,73 @@ func encodeSite(s target.Site, plan *target.Plan) (bpfobj.Site, error) {
 			return out, fmt.Errorf("attribute %q: %w", f.Key, err)
 		}
 		out.Exit[i] = op
+	}
+	if len(s.Filters) > bpfobj.MaxFilters {
+		return out, fmt.Errorf("%d conditions, at most %d", len(s.Filters), bpfobj.MaxFilters)
+	}
+	out.FilterCount = uint8(len(s.Filters))
+	for i, f := range s.Filters {
+		ef, err := encodeFilter(f)
+		if err != nil {
+			return out, fmt.Errorf("condition %s: %w", f.Cond, err)
+		}
+		out.Filters[i] = ef
+	}
+	if s.FilteredHits {
+		out.Flags |= bpfobj.SiteFilteredHits
+	}
+	if s.ValueHist > 0 {
+		if s.ValueHist > math.MaxUint16 {
+			return out, fmt.Errorf("histogram %d: at most %d histograms", s.ValueHist, math.MaxUint16)
+		}
+		op, err := encodeFetch(s.HistValue)
+		if err != nil {
+			return out, fmt.Errorf("histogram: %w", err)
+		}
+		out.ValueHist, out.HistValue = uint16(s.ValueHist), op
+		out.HistSize = s.HistValue.Value.Type.Size
+		if s.HistValue.Value.FromArg && s.HistValue.Value.ArgSize != 0 && s.HistValue.Value.ArgSize < out.HistSize {
+			out.HistSize = s.HistValue.Value.ArgSize
+		}
+		if out.HistSize == 0 {
+			out.HistSize = 8
+		}
+		out.HistSigned = boolByte(s.HistValue.Value.Type.Kind == fetch.KindSigned)
+	}
+	return out, nil
+}
+
+// encodeFilter converts a compiled condition into the engine's filter.
+func encodeFilter(f target.Filter) (bpfobj.Filter, error) {
+	var out bpfobj.Filter
+	op, err := encodeFetch(f.Value)
+	if err != nil {
+		return out, err
+	}
+	out.Value = op
+	out.AtExit = boolByte(f.AtExit)
+	c := f.Cond
+	if c.IsText {
+		if len(c.Text) > bpfobj.FilterTextMax {
+			return out, fmt.Errorf("the string is %d bytes, at most %d", len(c.Text), bpfobj.FilterTextMax)
+		}
+		out.Op = map[string]uint8{config.OpEQ: bpfobj.FilterEQ, config.OpNE: bpfobj.FilterNE, config.OpPrefix: bpfobj.FilterPrefix}[c.Op]
+		out.Len = uint16(len(c.Text))
+		for i := 0; i < len(c.Text); i++ {
+			out.Text[i] = int8(c.Text[i])
+		}
+	} else {
+		signed := f.Value.Value.Type.Kind == fetch.KindSigned
+		out.Op = map[string][2]uint8{
+			config.OpEQ: {bpfobj.FilterEQ, bpfobj.FilterEQ}, config.OpNE: {bpfobj.FilterNE, bpfobj.FilterNE},
+			config.OpLT: {bpfobj.FilterLTU, bpfobj.FilterLT}, config.OpLE: {bpfobj.FilterLEU, bpfobj.FilterLE},
+			config.OpGT: {bpfobj.FilterGTU, bpfobj.FilterGT}, config.OpGE: {bpfobj.FilterGEU, bpfobj.FilterGE},
+		}[c.Op][boolByte(signed)]
+		out.Constant = c.Int
+		out.Size = f.FilterSize()
+	}
+	if out.Op == 0 {
+		return out, fmt.Errorf("operator %q", c.Op)
 	}
 	return out, nil
 }

@@ -98,6 +98,7 @@ type Tracer struct {
 	coll     *ebpf.Collection
 	probes   *ebpf.Map
 	spans    *ebpf.Map
+	hists    *ebpf.Map
 	sites    *ebpf.Map
 	links    map[int][]link.Link // by file index
 	lifetime []link.Link         // exec, fork and exit programs
@@ -129,6 +130,7 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 	spec.Maps[bpfobj.MapSites].MaxEntries = uint32(len(plan.Sites) + cmp.Or(opts.MaxSites, max(1024, len(plan.Sites))))
 	spec.Maps[bpfobj.MapProbes].MaxEntries = uint32(max(1, len(plan.Probes)))
 	spec.Maps[bpfobj.MapSpans].MaxEntries = uint32(max(1, len(plan.Spans)))
+	spec.Maps[bpfobj.MapValueHists].MaxEntries = uint32(max(1, len(plan.Histograms)))
 	spec.Maps[bpfobj.MapRecords].MaxEntries = uint32(size)
 	// Goroutine states are cheap to have room for (entries are made on
 	// use): a Go file may appear while the receiver runs.
@@ -182,6 +184,7 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 		coll:     coll,
 		probes:   coll.Maps[bpfobj.MapProbes],
 		spans:    coll.Maps[bpfobj.MapSpans],
+		hists:    coll.Maps[bpfobj.MapValueHists],
 		sites:    coll.Maps[bpfobj.MapSites],
 		links:    map[int][]link.Link{},
 		goStates: coll.Maps[bpfobj.MapGoStates],
@@ -598,6 +601,7 @@ func (t *Tracer) Stats() (event.Stats, error) {
 	st := event.Stats{
 		Probes: make([]event.ProbeCounts, len(t.plan.Probes)),
 		Spans:  make([]event.SpanCounts, len(t.plan.Spans)),
+		Values: make([]event.ValueCounts, len(t.plan.Histograms)),
 	}
 	var ps []bpfobj.ProbeStats
 	for i := range st.Probes {
@@ -626,9 +630,28 @@ func (t *Tracer) Stats() (event.Stats, error) {
 			out.ReturnLimit += c.ReturnLimit
 			out.Unsampled += c.Unsampled
 			out.Short += c.ShortSpans
+			out.Filtered += c.Filtered
 			for b, v := range c.Buckets {
 				out.Buckets[b] += v
 				out.Count += v
+			}
+		}
+	}
+	var vh []bpfobj.ValueHist
+	for i := range st.Values {
+		if err := t.hists.Lookup(uint32(i), &vh); err != nil {
+			return st, fmt.Errorf("reading the histogram of %s: %w", t.plan.Probes[t.plan.Histograms[i].Probe].Ref, err)
+		}
+		out := &st.Values[i]
+		out.Positive = make([]uint64, bpfobj.HistBuckets)
+		out.Negative = make([]uint64, bpfobj.HistBuckets)
+		for _, c := range vh {
+			out.Count += c.Count
+			out.Sum += c.Sum
+			out.Zero += c.Zero
+			for b := range c.Positive {
+				out.Positive[b] += c.Positive[b]
+				out.Negative[b] += c.Negative[b]
 			}
 		}
 	}

@@ -37,12 +37,12 @@ func DemoTargets(b testutil.DemoBuild) []config.Target {
 				{Name: "outer", Function: "outer"},
 				{Name: "inner", Function: "inner", Attributes: map[string]string{"i": "arg0:u32"}},
 			},
-			Counters: []string{"usdt:demo:tick", "uprobe:work"},
+			Counters: config.CountersOf("usdt:demo:tick", "uprobe:work"),
 		},
 		{
 			Path:     b.Library,
 			Spans:    []config.Span{{Name: "lib_call", Function: "lib_call", Attributes: map[string]string{"i": "arg0:s32"}}},
-			Counters: []string{"usdt:demolib:call"},
+			Counters: config.CountersOf("usdt:demolib:call"),
 		},
 	}
 }
@@ -64,6 +64,6 @@ func PostgresContract(path string) config.Target {
 				ExitAttributes: map[string]string{"ptr": "retval:x64"},
 			},
 		},
-		Counters: []string{"usdt:postgresql:transaction__start", "uprobe:palloc"},
+		Counters: config.CountersOf("usdt:postgresql:transaction__start", "uprobe:palloc"),
 	}
 }

@@ -33,6 +33,7 @@ type TelemetryBuilder struct {
 	ReceiverUprobeLocations        metric.Int64UpDownCounter
 	ReceiverUprobeRecordsMalformed metric.Int64Counter
 	ReceiverUprobeSpansAbandoned   metric.Int64Counter
+	ReceiverUprobeSpansFiltered    metric.Int64Counter
 	ReceiverUprobeSpansOverflow    metric.Int64Counter
 	ReceiverUprobeSpansTruncated   metric.Int64Counter
 	ReceiverUprobeSpansUnmatched   metric.Int64Counter
@@ -108,6 +109,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	builder.ReceiverUprobeSpansAbandoned, err = builder.meter.Int64Counter(
 		"otelcol_receiver_uprobe_spans_abandoned",
 		metric.WithDescription("Open spans dropped because an enclosing span on the same thread closed first (their exit never came). [Alpha]"),
+		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverUprobeSpansFiltered, err = builder.meter.Int64Counter(
+		"otelcol_receiver_uprobe_spans_filtered",
+		metric.WithDescription("Calls whose span filter or exit_filter did not hold, by span definition; not recorded, not in uprobe.span.duration (the probe's hits still count them). [Alpha]"),
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)

@@ -26,6 +26,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ReceiverUprobeLocations.Add(context.Background(), 1)
 	tb.ReceiverUprobeRecordsMalformed.Add(context.Background(), 1)
 	tb.ReceiverUprobeSpansAbandoned.Add(context.Background(), 1)
+	tb.ReceiverUprobeSpansFiltered.Add(context.Background(), 1)
 	tb.ReceiverUprobeSpansOverflow.Add(context.Background(), 1)
 	tb.ReceiverUprobeSpansTruncated.Add(context.Background(), 1)
 	tb.ReceiverUprobeSpansUnmatched.Add(context.Background(), 1)
@@ -50,6 +51,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverUprobeSpansAbandoned(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverUprobeSpansFiltered(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverUprobeSpansOverflow(t, testTel,
