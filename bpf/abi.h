@@ -95,6 +95,7 @@ enum site_flag {
 	SITE_KERNEL_RETURN = 32, /* entry_span closes at a kernel return probe (uretprobe) */
 	SITE_CHOSEN = 64,  /* only processes whose proc_entry has bit target_bit count */
 	SITE_FILTERED_HITS = 128, /* a filtered counter: only hits that pass its filters count */
+	SITE_PROC_HITS = 256, /* also count hits per process (proc_hits), for container.id */
 };
 
 /* filter_op is how a condition compares a fetched value with its constant. */
@@ -145,6 +146,15 @@ struct pending_key {
 	__u8 bucket;  /* PENDING_SPAN_BUCKET */
 	__u16 pad;
 	__u32 pad2;
+};
+
+/* proc_hits_key names the hits of one probe in one process: its pid and
+ * start time (CLOCK_MONOTONIC ns), which tell a reused pid apart. Counted
+ * for files seen inside containers, so that metrics carry container.id. */
+struct proc_hits_key {
+	__u32 probe;
+	__u32 pid;
+	__u64 start_ns;
 };
 
 /*
@@ -214,10 +224,9 @@ struct site {
 	__u32 probe_id;   /* index into probe_stats */
 	__u32 entry_span; /* index into span_stats, valid with SITE_ENTRY */
 	__u32 exit_span;  /* index into span_stats, valid with SITE_EXIT */
-	__u8 flags;       /* enum site_flag */
+	__u16 flags;      /* enum site_flag */
 	__u8 entry_fetch_count;
 	__u8 exit_fetch_count;
-	__u8 pad;
 	/* SITE_GO: byte offset of goid in the Go runtime's g structure of the
 	 * traced binary, 0 when unknown. A goroutine's open spans are kept
 	 * under its g pointer, which the runtime reuses for later goroutines:

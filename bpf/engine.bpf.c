@@ -243,6 +243,17 @@ struct {
 	__uint(max_entries, 1); /* set by the loader */
 } pending SEC(".maps");
 
+/* proc_hits counts the hits of probes in files seen inside containers, per
+ * process; user space turns processes into container ids and deletes the
+ * entries of processes that are gone. When it is full, hits still count in
+ * probes, without a process. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__type(key, struct proc_hits_key);
+	__type(value, __u64);
+	__uint(max_entries, 1); /* set by the loader */
+} proc_hits SEC(".maps");
+
 /* pending_add adds n to a counter of a pending process. */
 static __always_inline void pending_add(__u32 pid, __u8 kind, __u32 id, __u8 bucket, __u64 n)
 {
@@ -1184,13 +1195,35 @@ out:
 	return 0;
 }
 
-static __always_inline int count_hit_impl(struct pt_regs *ctx)
+/* proc_hit counts a hit of probe in the current process. */
+static __always_inline void proc_hit(__u32 probe)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct proc_hits_key k = {.probe = probe, .pid = task->tgid, .start_ns = task->group_leader->start_time};
+	__u64 *n = bpf_map_lookup_elem(&proc_hits, &k);
+
+	if (n) {
+		add(n, 1);
+		return;
+	}
+	__u64 one = 1;
+	if (bpf_map_update_elem(&proc_hits, &k, &one, BPF_NOEXIST) == -17 /* EEXIST */) {
+		/* another thread of the process made it meanwhile */
+		n = bpf_map_lookup_elem(&proc_hits, &k);
+		if (n)
+			add(n, 1);
+	}
+}
+
+static __always_inline int count_hit_impl(struct pt_regs *ctx, int per_process)
 {
 	__u32 probe_id = bpf_get_attach_cookie(ctx);
 	struct probe_stats *ps = bpf_map_lookup_elem(&probes, &probe_id);
 
 	if (ps)
 		add(&ps->hits, 1);
+	if (per_process)
+		proc_hit(probe_id);
 	return 0;
 }
 
@@ -1216,8 +1249,11 @@ static __always_inline int site_hit_impl(struct pt_regs *ctx)
 		return 0; /* a filtered counter counts what passes */
 	if (c == CHOICE_PENDING)
 		pending_add(bpf_get_current_pid_tgid() >> 32, PENDING_HITS, s->probe_id, 0, 1);
-	else
+	else {
 		add(&ps->hits, 1);
+		if (s->flags & SITE_PROC_HITS)
+			proc_hit(s->probe_id);
+	}
 	if (s->value_hist) {
 		__u64 v = 0;
 		if (hist_value(&rf, &s->hist_value, &v) == 0)
@@ -1240,13 +1276,26 @@ static __always_inline int site_hit_impl(struct pt_regs *ctx)
 SEC("uprobe")
 int count_hit(struct pt_regs *ctx)
 {
-	return count_hit_impl(ctx);
+	return count_hit_impl(ctx, 0);
 }
 
 SEC("uprobe.multi")
 int count_hit_multi(struct pt_regs *ctx)
 {
-	return count_hit_impl(ctx);
+	return count_hit_impl(ctx, 0);
+}
+
+/* count_hit_proc also counts per process: for files seen inside containers. */
+SEC("uprobe")
+int count_hit_proc(struct pt_regs *ctx)
+{
+	return count_hit_impl(ctx, 1);
+}
+
+SEC("uprobe.multi")
+int count_hit_proc_multi(struct pt_regs *ctx)
+{
+	return count_hit_impl(ctx, 1);
 }
 
 /* site_hit is attached to sites that open or close spans: the cookie is the site id. */

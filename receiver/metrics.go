@@ -33,6 +33,10 @@ type metricsEmitter struct {
 	mb        *metadata.MetricsBuilder
 	plan      *target.Plan
 	resources []pcommon.Resource
+	// containers are the resources of a target's hits in one container;
+	// cleared when they outnumber maxContainerSeries.
+	containers map[targetContainer]pcommon.Resource
+	hostName   string
 	startTime pcommon.Timestamp
 	version   string
 	last      event.Stats // what self-telemetry has already been told
@@ -42,34 +46,73 @@ func newMetricsEmitter(cfg metadata.MetricsBuilderConfig, set receiver.Settings,
 	e := &metricsEmitter{
 		mb:        metadata.NewMetricsBuilder(cfg, set, metadata.WithStartTime(start)),
 		plan:      plan,
-		startTime: start,
-		version:   set.BuildInfo.Version,
+		startTime:  start,
+		version:    set.BuildInfo.Version,
+		containers: map[targetContainer]pcommon.Resource{},
+		hostName:   hostName,
 	}
-	for _, t := range plan.Targets {
-		rb := e.mb.NewResourceBuilder()
-		rb.SetServiceName(t.ServiceName)
-		if t.Executable {
-			// A library's metrics add up every process that loads it:
-			// no one executable is theirs.
-			rb.SetProcessExecutablePath(t.Path)
-		}
-		if hostName != "" {
-			rb.SetHostName(hostName)
-		}
-		e.resources = append(e.resources, rb.Emit())
+	for ti := range plan.Targets {
+		e.resources = append(e.resources, e.resource(ti, ""))
 	}
 	return e
+}
+
+// targetContainer names the metrics of one target in one container.
+type targetContainer struct {
+	target    int
+	container string
+}
+
+// resource returns the resource of target ti's metrics in one container
+// ("" for the target's own).
+func (e *metricsEmitter) resource(ti int, container string) pcommon.Resource {
+	t := e.plan.Targets[ti]
+	rb := e.mb.NewResourceBuilder()
+	rb.SetServiceName(t.ServiceName)
+	if t.Executable {
+		// A library's metrics add up every process that loads it:
+		// no one executable is theirs.
+		rb.SetProcessExecutablePath(t.Path)
+	}
+	if e.hostName != "" {
+		rb.SetHostName(e.hostName)
+	}
+	if container != "" {
+		rb.SetContainerID(container)
+	}
+	return rb.Emit()
+}
+
+// inContainers returns, per probe, the hits counted in containers
+// (reported apart), and the containers of each target in order.
+func (e *metricsEmitter) inContainers(st event.Stats) (map[int]uint64, map[int][]string) {
+	sums := map[int]uint64{}
+	for p, n := range st.DroppedContainerHits {
+		sums[p] += n
+	}
+	byTarget := map[int][]string{}
+	for _, c := range st.ContainerHits {
+		sums[c.Probe] += c.Hits
+		ti := e.plan.Probes[c.Probe].Target
+		if l := byTarget[ti]; len(l) == 0 || l[len(l)-1] != c.ContainerID {
+			byTarget[ti] = append(l, c.ContainerID) // sorted by container: each once
+		}
+	}
+	return sums, byTarget
 }
 
 // emit builds the metrics of one snapshot.
 func (e *metricsEmitter) emit(st event.Stats, now pcommon.Timestamp) pmetric.Metrics {
 	out := pmetric.NewMetrics()
+	inContainers, containers := e.inContainers(st)
 	for ti := range e.plan.Targets {
 		for pi, p := range e.plan.Probes {
 			if p.Target != ti {
 				continue
 			}
-			e.mb.RecordUprobeProbeHitsDataPoint(now, int64(st.Probes[pi].Hits), p.Ref)
+			hits := st.Probes[pi].Hits
+			hits -= min(hits, inContainers[pi])
+			e.mb.RecordUprobeProbeHitsDataPoint(now, int64(hits), p.Ref)
 			if e.isExit(pi) {
 				e.mb.RecordUprobeEventsLostDataPoint(now, int64(st.Probes[pi].Lost), p.Ref)
 			}
@@ -82,6 +125,27 @@ func (e *metricsEmitter) emit(st event.Stats, now pcommon.Timestamp) pmetric.Met
 		}
 		e.durations(ti, st, now, &sm, out)
 		e.values(ti, st, now, &sm, out)
+		for _, id := range containers[ti] {
+			for _, c := range st.ContainerHits {
+				if c.ContainerID == id && e.plan.Probes[c.Probe].Target == ti {
+					e.mb.RecordUprobeProbeHitsDataPoint(now, int64(c.Hits), e.plan.Probes[c.Probe].Ref)
+				}
+			}
+			k := targetContainer{ti, id}
+			res, ok := e.containers[k]
+			if !ok {
+				if len(e.containers) >= maxContainerSeries {
+					clear(e.containers)
+				}
+				res = e.resource(ti, id)
+				e.containers[k] = res
+			}
+			e.mb.EmitForResource(metadata.WithResource(res))
+		}
+		if len(containers[ti]) > 0 {
+			md := e.mb.Emit()
+			md.ResourceMetrics().MoveAndAppendTo(out.ResourceMetrics())
+		}
 	}
 	return out
 }

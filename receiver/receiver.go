@@ -67,22 +67,25 @@ type uprobeReceiver struct {
 	clockEvery   time.Duration
 
 	// Set in Start, then owned by the goroutines until Shutdown.
-	tracer     *tracer.Tracer
-	plan       *target.Plan
-	builder    *spans.Builder
-	batch      event.Batch
-	emitter    *metricsEmitter
-	unhealthy  bool
-	reported   spans.Counts
-	offsetNs   int64     // the wall clock offset spans are built with
-	clockAt    time.Time // when it was last measured
-	chooser    *chooser
-	watcher    *fileWatcher
-	sendExecs  bool
-	waiting    map[int]bool // targets with nothing traced now
-	kept       []event.Span // the batch's spans that count
-	exes       *imageCache  // process.executable.path of library targets' processes
-	containers *imageCache  // container.id
+	tracer *tracer.Tracer
+	// byContainer counts hits per container for metrics; the collecting
+	// goroutine's.
+	byContainer *containerCounts
+	plan        *target.Plan
+	builder     *spans.Builder
+	batch       event.Batch
+	emitter     *metricsEmitter
+	unhealthy   bool
+	reported    spans.Counts
+	offsetNs    int64     // the wall clock offset spans are built with
+	clockAt     time.Time // when it was last measured
+	chooser     *chooser
+	watcher     *fileWatcher
+	sendExecs   bool
+	waiting     map[int]bool // targets with nothing traced now
+	kept        []event.Span // the batch's spans that count
+	exes        *imageCache  // process.executable.path of library targets' processes
+	containers  *imageCache  // container.id
 }
 
 func newReceiver(cfg *Config, set receiver.Settings, onDone func()) (*uprobeReceiver, error) {
@@ -202,6 +205,8 @@ func (r *uprobeReceiver) start() error {
 		log.Warn("Choosing the running processes of pid:/process: targets", zap.Error(err))
 	}
 	r.exes, r.containers = newImageCache(4096, readExecutable), newImageCache(4096, readContainerID)
+	// The collecting goroutine has its own cache: the drain's is not shared.
+	r.byContainer = newContainerCounts(newImageCache(4096, readContainerID).lookup)
 	r.builder = spans.NewBuilder(spans.Settings{
 		Plan:         plan,
 		WallOffsetNs: offset,
@@ -532,6 +537,14 @@ func (r *uprobeReceiver) collect(ctx context.Context) {
 		return
 	}
 	r.chooser.addFolded(&st)
+	if hits, err := r.tracer.ProcessHits(tracer.DefaultMaxProcessHits); err != nil {
+		r.set.Logger.Warn("Reading hits per process", zap.Error(err))
+	} else {
+		for _, h := range r.byContainer.fold(hits) {
+			_ = r.tracer.ForgetProcessHits(h) // folded; gone already if it fails
+		}
+		r.byContainer.stats(&st)
+	}
 	r.emitter.selfTelemetry(ctx, r.tel, st)
 	if r.metrics == nil {
 		return

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	nooptrace "go.opentelemetry.io/otel/trace/noop"
@@ -133,6 +134,33 @@ func TestProgramInAPrivateMountNamespace(t *testing.T) {
 		assert.Equal(t, app, attrStr(t, sp.resource, "process.executable.path"), "the path as the process sees it")
 	}
 	assert.Equal(t, map[int64]int{int64(firstPID): 3, int64(second.PID): 5}, perPID)
+
+	// Metrics too: the hits in the container under a resource with its
+	// container.id, the others under the target's own resource.
+	last := s.metrics.AllMetrics()[len(s.metrics.AllMetrics())-1]
+	assert.Equal(t, map[string]int64{"": 3, container: 5}, hitsByContainer(last, "uprobe:four"))
+	assert.Equal(t, map[string]int64{"": 3, container: 5}, hitsByContainer(last, "uretprobe:four"))
+}
+
+// hitsByContainer returns a probe's uprobe.probe.hits by the container.id
+// of their resource ("" for none).
+func hitsByContainer(md pmetric.Metrics, probe string) map[string]int64 {
+	out := map[string]int64{}
+	for i := 0; i < md.ResourceMetrics().Len(); i++ {
+		rm := md.ResourceMetrics().At(i)
+		id, _ := rm.Resource().Attributes().Get("container.id")
+		if v, ok := sumPoints(singleResource(rm), "uprobe.probe.hits")[probe]; ok {
+			out[id.Str()] += v
+		}
+	}
+	return out
+}
+
+// singleResource returns metrics holding a copy of rm alone.
+func singleResource(rm pmetric.ResourceMetrics) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	rm.CopyTo(md.ResourceMetrics().AppendEmpty())
+	return md
 }
 
 // pidOfChild returns the pid of the program a wrapper (unshare, sh) execs:

@@ -25,6 +25,8 @@ type (
 	PendingKey = enginePendingKey
 	// Filter is one condition of a site, evaluated in the kernel.
 	Filter = engineFilter
+	// ProcHitsKey names the hits of one probe in one process.
+	ProcHitsKey = engineProcHitsKey
 	// ValueHist is the per-CPU value of the value_hists map: one
 	// counter's histogram of values.
 	ValueHist = engineValueHist
@@ -95,19 +97,22 @@ const (
 
 // Site flags (enum site_flag).
 const (
-	SiteEntry    = uint8(engineSiteFlagSITE_ENTRY)
-	SiteExit     = uint8(engineSiteFlagSITE_EXIT)
-	SiteCarrier  = uint8(engineSiteFlagSITE_CARRIER)
-	SiteFunction = uint8(engineSiteFlagSITE_FUNCTION)
-	SiteGo       = uint8(engineSiteFlagSITE_GO)
+	SiteEntry    = uint16(engineSiteFlagSITE_ENTRY)
+	SiteExit     = uint16(engineSiteFlagSITE_EXIT)
+	SiteCarrier  = uint16(engineSiteFlagSITE_CARRIER)
+	SiteFunction = uint16(engineSiteFlagSITE_FUNCTION)
+	SiteGo       = uint16(engineSiteFlagSITE_GO)
 	// SiteKernelReturn marks an entry site whose span closes at a kernel
 	// return probe, which the kernel omits past KernelReturnDepth.
-	SiteKernelReturn = uint8(engineSiteFlagSITE_KERNEL_RETURN)
+	SiteKernelReturn = uint16(engineSiteFlagSITE_KERNEL_RETURN)
 	// SiteChosen marks a site of a target that chooses its processes.
-	SiteChosen = uint8(engineSiteFlagSITE_CHOSEN)
+	SiteChosen = uint16(engineSiteFlagSITE_CHOSEN)
 	// SiteFilteredHits marks the site of a filtered counter: only hits
 	// that pass its conditions count.
-	SiteFilteredHits = uint8(engineSiteFlagSITE_FILTERED_HITS)
+	SiteFilteredHits = uint16(engineSiteFlagSITE_FILTERED_HITS)
+	// SiteProcHits marks a site whose hits are also counted per process
+	// (MapProcHits), for metrics with container.id.
+	SiteProcHits = uint16(engineSiteFlagSITE_PROC_HITS)
 )
 
 // Record flags (enum record_flag).
@@ -164,26 +169,29 @@ const (
 
 // Names of the engine's programs and maps in the collection spec.
 const (
-	ProgramCountHit      = engineProgCountHit
-	ProgramSiteHit       = engineProgSiteHit
-	ProgramCountHitMulti = engineProgCountHitMulti
-	ProgramSiteHitMulti  = engineProgSiteHitMulti
-	ProgramOnExec        = engineProgOnExec
-	ProgramOnExit        = engineProgOnExit
-	MapSites             = engineMapSites
-	MapProbes            = engineMapProbes
-	MapSpans             = engineMapSpans
-	MapRecords           = engineMapRecords
-	MapTaskStates        = engineMapTaskStates
-	MapGoStates          = engineMapGoStates
-	MapGoLive            = engineMapGoLive
-	MapProcs             = engineMapProcs
-	MapPending           = engineMapPending
-	MapValueHists        = engineMapValueHists
-	ProgramOnFork        = engineProgOnFork
-	VarSelectorBits      = engineVarSelectorBits
-	VarSendExecs         = engineVarSendExecs
-	VarEmitRecords       = engineVarEmitRecords
+	ProgramCountHit          = engineProgCountHit
+	ProgramSiteHit           = engineProgSiteHit
+	ProgramCountHitMulti     = engineProgCountHitMulti
+	ProgramSiteHitMulti      = engineProgSiteHitMulti
+	ProgramOnExec            = engineProgOnExec
+	ProgramOnExit            = engineProgOnExit
+	MapSites                 = engineMapSites
+	MapProbes                = engineMapProbes
+	MapSpans                 = engineMapSpans
+	MapRecords               = engineMapRecords
+	MapTaskStates            = engineMapTaskStates
+	MapGoStates              = engineMapGoStates
+	MapGoLive                = engineMapGoLive
+	MapProcs                 = engineMapProcs
+	MapPending               = engineMapPending
+	MapValueHists            = engineMapValueHists
+	MapProcHits              = engineMapProcHits
+	ProgramCountHitProc      = engineProgCountHitProc
+	ProgramCountHitProcMulti = engineProgCountHitProcMulti
+	ProgramOnFork            = engineProgOnFork
+	VarSelectorBits          = engineVarSelectorBits
+	VarSendExecs             = engineVarSendExecs
+	VarEmitRecords           = engineVarEmitRecords
 )
 
 // Spec returns a fresh copy of the engine's collection spec, parsed from the

@@ -124,6 +124,13 @@ type engineProcEntry struct {
 	StartNs uint64
 }
 
+type engineProcHitsKey struct {
+	_       structs.HostLayout
+	Probe   uint32
+	Pid     uint32
+	StartNs uint64
+}
+
 type engineProcMaskBit uint32
 
 const (
@@ -203,10 +210,9 @@ type engineSite struct {
 	ProbeId         uint32
 	EntrySpan       uint32
 	ExitSpan        uint32
-	Flags           uint8
+	Flags           uint16
 	EntryFetchCount uint8
 	ExitFetchCount  uint8
-	Pad             uint8
 	GoidOffset      uint16
 	TargetBit       uint8
 	FilterCount     uint8
@@ -232,6 +238,7 @@ const (
 	engineSiteFlagSITE_KERNEL_RETURN engineSiteFlag = 32
 	engineSiteFlagSITE_CHOSEN        engineSiteFlag = 64
 	engineSiteFlagSITE_FILTERED_HITS engineSiteFlag = 128
+	engineSiteFlagSITE_PROC_HITS     engineSiteFlag = 256
 )
 
 type engineSpanRecord struct {
@@ -287,28 +294,31 @@ type engineValueHist struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	engineMapEmptyState     = "empty_state"
-	engineMapGoLive         = "go_live"
-	engineMapGoStates       = "go_states"
-	engineMapPending        = "pending"
-	engineMapProbes         = "probes"
-	engineMapProcs          = "procs"
-	engineMapRecords        = "records"
-	engineMapSites          = "sites"
-	engineMapSpans          = "spans"
-	engineMapTaskStates     = "task_states"
-	engineMapValueHists     = "value_hists"
-	engineProgCountHit      = "count_hit"
-	engineProgCountHitMulti = "count_hit_multi"
-	engineProgOnExec        = "on_exec"
-	engineProgOnExit        = "on_exit"
-	engineProgOnFork        = "on_fork"
-	engineProgSiteHit       = "site_hit"
-	engineProgSiteHitMulti  = "site_hit_multi"
-	engineVarEmitRecords    = "emit_records"
-	engineVarSelectorBits   = "selector_bits"
-	engineVarSendExecs      = "send_execs"
-	engineVarUnusedAbiTypes = "unused_abi_types"
+	engineMapEmptyState         = "empty_state"
+	engineMapGoLive             = "go_live"
+	engineMapGoStates           = "go_states"
+	engineMapPending            = "pending"
+	engineMapProbes             = "probes"
+	engineMapProcHits           = "proc_hits"
+	engineMapProcs              = "procs"
+	engineMapRecords            = "records"
+	engineMapSites              = "sites"
+	engineMapSpans              = "spans"
+	engineMapTaskStates         = "task_states"
+	engineMapValueHists         = "value_hists"
+	engineProgCountHit          = "count_hit"
+	engineProgCountHitMulti     = "count_hit_multi"
+	engineProgCountHitProc      = "count_hit_proc"
+	engineProgCountHitProcMulti = "count_hit_proc_multi"
+	engineProgOnExec            = "on_exec"
+	engineProgOnExit            = "on_exit"
+	engineProgOnFork            = "on_fork"
+	engineProgSiteHit           = "site_hit"
+	engineProgSiteHitMulti      = "site_hit_multi"
+	engineVarEmitRecords        = "emit_records"
+	engineVarSelectorBits       = "selector_bits"
+	engineVarSendExecs          = "send_execs"
+	engineVarUnusedAbiTypes     = "unused_abi_types"
 )
 
 // loadEngine returns the embedded CollectionSpec for engine.
@@ -353,13 +363,15 @@ type engineSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type engineProgramSpecs struct {
-	CountHit      *ebpf.ProgramSpec `ebpf:"count_hit"`
-	CountHitMulti *ebpf.ProgramSpec `ebpf:"count_hit_multi"`
-	OnExec        *ebpf.ProgramSpec `ebpf:"on_exec"`
-	OnExit        *ebpf.ProgramSpec `ebpf:"on_exit"`
-	OnFork        *ebpf.ProgramSpec `ebpf:"on_fork"`
-	SiteHit       *ebpf.ProgramSpec `ebpf:"site_hit"`
-	SiteHitMulti  *ebpf.ProgramSpec `ebpf:"site_hit_multi"`
+	CountHit          *ebpf.ProgramSpec `ebpf:"count_hit"`
+	CountHitMulti     *ebpf.ProgramSpec `ebpf:"count_hit_multi"`
+	CountHitProc      *ebpf.ProgramSpec `ebpf:"count_hit_proc"`
+	CountHitProcMulti *ebpf.ProgramSpec `ebpf:"count_hit_proc_multi"`
+	OnExec            *ebpf.ProgramSpec `ebpf:"on_exec"`
+	OnExit            *ebpf.ProgramSpec `ebpf:"on_exit"`
+	OnFork            *ebpf.ProgramSpec `ebpf:"on_fork"`
+	SiteHit           *ebpf.ProgramSpec `ebpf:"site_hit"`
+	SiteHitMulti      *ebpf.ProgramSpec `ebpf:"site_hit_multi"`
 }
 
 // engineMapSpecs contains maps before they are loaded into the kernel.
@@ -371,6 +383,7 @@ type engineMapSpecs struct {
 	GoStates   *ebpf.MapSpec `ebpf:"go_states"`
 	Pending    *ebpf.MapSpec `ebpf:"pending"`
 	Probes     *ebpf.MapSpec `ebpf:"probes"`
+	ProcHits   *ebpf.MapSpec `ebpf:"proc_hits"`
 	Procs      *ebpf.MapSpec `ebpf:"procs"`
 	Records    *ebpf.MapSpec `ebpf:"records"`
 	Sites      *ebpf.MapSpec `ebpf:"sites"`
@@ -414,6 +427,7 @@ type engineMaps struct {
 	GoStates   *ebpf.Map `ebpf:"go_states"`
 	Pending    *ebpf.Map `ebpf:"pending"`
 	Probes     *ebpf.Map `ebpf:"probes"`
+	ProcHits   *ebpf.Map `ebpf:"proc_hits"`
 	Procs      *ebpf.Map `ebpf:"procs"`
 	Records    *ebpf.Map `ebpf:"records"`
 	Sites      *ebpf.Map `ebpf:"sites"`
@@ -429,6 +443,7 @@ func (m *engineMaps) Close() error {
 		m.GoStates,
 		m.Pending,
 		m.Probes,
+		m.ProcHits,
 		m.Procs,
 		m.Records,
 		m.Sites,
@@ -452,19 +467,23 @@ type engineVariables struct {
 //
 // It can be passed to loadEngineObjects or ebpf.CollectionSpec.LoadAndAssign.
 type enginePrograms struct {
-	CountHit      *ebpf.Program `ebpf:"count_hit"`
-	CountHitMulti *ebpf.Program `ebpf:"count_hit_multi"`
-	OnExec        *ebpf.Program `ebpf:"on_exec"`
-	OnExit        *ebpf.Program `ebpf:"on_exit"`
-	OnFork        *ebpf.Program `ebpf:"on_fork"`
-	SiteHit       *ebpf.Program `ebpf:"site_hit"`
-	SiteHitMulti  *ebpf.Program `ebpf:"site_hit_multi"`
+	CountHit          *ebpf.Program `ebpf:"count_hit"`
+	CountHitMulti     *ebpf.Program `ebpf:"count_hit_multi"`
+	CountHitProc      *ebpf.Program `ebpf:"count_hit_proc"`
+	CountHitProcMulti *ebpf.Program `ebpf:"count_hit_proc_multi"`
+	OnExec            *ebpf.Program `ebpf:"on_exec"`
+	OnExit            *ebpf.Program `ebpf:"on_exit"`
+	OnFork            *ebpf.Program `ebpf:"on_fork"`
+	SiteHit           *ebpf.Program `ebpf:"site_hit"`
+	SiteHitMulti      *ebpf.Program `ebpf:"site_hit_multi"`
 }
 
 func (p *enginePrograms) Close() error {
 	return _EngineClose(
 		p.CountHit,
 		p.CountHitMulti,
+		p.CountHitProc,
+		p.CountHitProcMulti,
 		p.OnExec,
 		p.OnExit,
 		p.OnFork,

@@ -158,6 +158,21 @@ type Stats struct {
 	Spans  []SpanCounts
 	// Values are the value histograms, indexed like the plan's Histograms.
 	Values []ValueCounts
+	// ContainerHits are the hits of probes in files found through a
+	// process's root, per container, cumulative; they are part of the
+	// probes' Hits.
+	ContainerHits []ContainerHits
+	// DroppedContainerHits are, per probe id, hits of containers no longer
+	// reported apart (the bound on series): part of Hits, in no container.
+	DroppedContainerHits map[int]uint64
+}
+
+// ContainerHits is the cumulative count of one probe's hits in one
+// container.
+type ContainerHits struct {
+	Probe       int
+	ContainerID string
+	Hits        uint64
 }
 
 // ValueCounts is one counter's histogram of values, on the buckets of an

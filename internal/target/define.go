@@ -405,7 +405,7 @@ func (plan *Plan) readFile(ti int, c Candidate, fl *file) (_ *FileSpec, err erro
 		File: File{
 			Target: ti, Path: c.Path, SeenAs: c.SeenAs, ID: fl.id, Executable: fl.executable(),
 			Go: fl.isGo, GoVersion: fl.goVersion, GoIDOffset: fl.goIDOff,
-			BuildID: fl.buildID, GoBuildID: fl.goBuildID,
+			BuildID: fl.buildID, GoBuildID: fl.goBuildID, ThroughRoot: c.Path != c.SeenAs,
 		},
 		Locations: map[int]int{},
 	}
@@ -440,10 +440,13 @@ func (plan *Plan) readFile(ti int, c Candidate, fl *file) (_ *FileSpec, err erro
 			}
 			if !pd.site() && !tg.Chosen {
 				a.Program, a.Cookie = ProgramCount, uint64(pd.id)
+				if spec.File.ThroughRoot {
+					a.Program = ProgramCountPerProcess
+				}
 				spec.Attachments = append(spec.Attachments, a)
 				continue
 			}
-			site := Site{Probe: pd.id, EntrySpan: pd.entrySpan, ExitSpan: pd.exitSpan}
+			site := Site{Probe: pd.id, EntrySpan: pd.entrySpan, ExitSpan: pd.exitSpan, PerProcess: spec.File.ThroughRoot}
 			cc := compiler{file: fl, probe: pd.probe, loc: loc}
 			if pd.entrySpan >= 0 {
 				cc.role, cc.lenient, cc.span = atEntry, pd.entryLenient, plan.Spans[pd.entrySpan].Name

@@ -110,6 +110,10 @@ type File struct {
 	// BuildID is the file's GNU build id (hex), GoBuildID its Go build id;
 	// empty when it has none.
 	BuildID, GoBuildID string
+	// ThroughRoot says the file was found through a process's root (it
+	// lives in another mount namespace: a container's): its hits are also
+	// counted per process, so that metrics carry container.id.
+	ThroughRoot bool
 	// DebugInfo says where the DWARF the file was read with came from, as
 	// "embedded", "build-id PATH", "debuglink PATH" or "debuginfod PATH";
 	// "" when the target needed none (no $names, line: probes or function
@@ -244,6 +248,9 @@ type Site struct {
 	// FilteredHits says only hits that pass Filters count: the site of a
 	// filtered counter.
 	FilteredHits bool
+	// PerProcess says the site's hits are also counted per process (a
+	// file found through a process's root).
+	PerProcess bool
 	// ValueHist is 1 + the index of the plan's Histogram the site feeds
 	// with HistValue, 0 for none.
 	ValueHist int
@@ -269,6 +276,9 @@ const (
 	ProgramCount Program = iota + 1
 	// ProgramSite runs a site's spec; the cookie is the site id.
 	ProgramSite
+	// ProgramCountPerProcess counts hits, also per process; the cookie is
+	// the probe id.
+	ProgramCountPerProcess
 )
 
 // Attachment is one uprobe or uretprobe to create.

@@ -85,6 +85,9 @@ func encodeSite(s target.Site, plan *target.Plan) (bpfobj.Site, error) {
 	if s.FilteredHits {
 		out.Flags |= bpfobj.SiteFilteredHits
 	}
+	if s.PerProcess {
+		out.Flags |= bpfobj.SiteProcHits
+	}
 	if s.ValueHist > 0 {
 		if s.ValueHist > math.MaxUint16 {
 			return out, fmt.Errorf("histogram %d: at most %d histograms", s.ValueHist, math.MaxUint16)

@@ -40,11 +40,18 @@ type Options struct {
 	// MaxProcesses bounds the processes of targets that choose their
 	// processes (pid:, process:) the engine tracks at once (default 65536).
 	MaxProcesses int
+	// MaxProcessHits bounds the (probe, process) pairs whose hits are
+	// counted apart, for files found through a process's root (default
+	// DefaultMaxProcessHits); beyond it, hits count without a process.
+	MaxProcessHits int
 	// SendExecs makes every exec on the host send a process record
 	// (Drain's batch.Processes), for finding targets' files in processes
 	// that start. Targets with a process selector send them anyway.
 	SendExecs bool
 }
+
+// DefaultMaxProcessHits is the default of Options.MaxProcessHits.
+const DefaultMaxProcessHits = 16384
 
 // DefaultMaxProcesses is the default of Options.MaxProcesses.
 const DefaultMaxProcesses = 65536
@@ -99,6 +106,7 @@ type Tracer struct {
 	probes   *ebpf.Map
 	spans    *ebpf.Map
 	hists    *ebpf.Map
+	procHits *ebpf.Map
 	sites    *ebpf.Map
 	links    map[int][]link.Link // by file index
 	lifetime []link.Link         // exec, fork and exit programs
@@ -131,6 +139,8 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 	spec.Maps[bpfobj.MapProbes].MaxEntries = uint32(max(1, len(plan.Probes)))
 	spec.Maps[bpfobj.MapSpans].MaxEntries = uint32(max(1, len(plan.Spans)))
 	spec.Maps[bpfobj.MapValueHists].MaxEntries = uint32(max(1, len(plan.Histograms)))
+	// Files found through a process's root may appear at any time.
+	spec.Maps[bpfobj.MapProcHits].MaxEntries = uint32(cmp.Or(opts.MaxProcessHits, DefaultMaxProcessHits))
 	spec.Maps[bpfobj.MapRecords].MaxEntries = uint32(size)
 	// Goroutine states are cheap to have room for (entries are made on
 	// use): a Go file may appear while the receiver runs.
@@ -158,7 +168,8 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 		return nil, fmt.Errorf("configuring the BPF engine: %w", err)
 	}
 	multi := !opts.PerLocation && features.HaveBPFLinkUprobeMulti() == nil
-	for _, name := range []string{bpfobj.ProgramCountHit, bpfobj.ProgramSiteHit, bpfobj.ProgramCountHitMulti, bpfobj.ProgramSiteHitMulti} {
+	for _, name := range []string{bpfobj.ProgramCountHit, bpfobj.ProgramSiteHit, bpfobj.ProgramCountHitProc,
+		bpfobj.ProgramCountHitMulti, bpfobj.ProgramSiteHitMulti, bpfobj.ProgramCountHitProcMulti} {
 		if isMulti := strings.HasSuffix(name, "_multi"); isMulti != multi {
 			delete(spec.Programs, name) // load only the variant in use
 		}
@@ -185,6 +196,7 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 		probes:   coll.Maps[bpfobj.MapProbes],
 		spans:    coll.Maps[bpfobj.MapSpans],
 		hists:    coll.Maps[bpfobj.MapValueHists],
+		procHits: coll.Maps[bpfobj.MapProcHits],
 		sites:    coll.Maps[bpfobj.MapSites],
 		links:    map[int][]link.Link{},
 		goStates: coll.Maps[bpfobj.MapGoStates],
@@ -271,8 +283,11 @@ func (t *Tracer) DetachFile(fi int) error {
 // program returns the loaded program an attachment runs.
 func (t *Tracer) program(p target.Program) *ebpf.Program {
 	name := bpfobj.ProgramSiteHit
-	if p == target.ProgramCount {
+	switch p {
+	case target.ProgramCount:
 		name = bpfobj.ProgramCountHit
+	case target.ProgramCountPerProcess:
+		name = bpfobj.ProgramCountHitProc
 	}
 	if t.multi {
 		name += "_multi"
@@ -656,6 +671,47 @@ func (t *Tracer) Stats() (event.Stats, error) {
 		}
 	}
 	return st, nil
+}
+
+// ProcessHits is the count of one probe's hits in one process.
+type ProcessHits struct {
+	Probe int
+	PID   uint32
+	// StartNs is the process's start time, CLOCK_MONOTONIC nanoseconds.
+	StartNs uint64
+	Hits    uint64
+}
+
+// ProcessHits returns the hits counted per process (files found through a
+// process's root), summed over CPUs. At most max entries are read.
+func (t *Tracer) ProcessHits(max int) ([]ProcessHits, error) {
+	var (
+		key  bpfobj.ProcHitsKey
+		vals []uint64
+		out  []ProcessHits
+	)
+	it := t.procHits.Iterate()
+	for len(out) < max && it.Next(&key, &vals) {
+		h := ProcessHits{Probe: int(key.Probe), PID: key.Pid, StartNs: key.StartNs}
+		for _, v := range vals {
+			h.Hits += v
+		}
+		out = append(out, h)
+	}
+	if err := it.Err(); err != nil {
+		return out, fmt.Errorf("reading hits per process: %w", err)
+	}
+	return out, nil
+}
+
+// ForgetProcessHits deletes the per-process counts of h (of processes that
+// are gone); a missing entry is not an error.
+func (t *Tracer) ForgetProcessHits(h ProcessHits) error {
+	key := bpfobj.ProcHitsKey{Probe: uint32(h.Probe), Pid: h.PID, StartNs: h.StartNs}
+	if err := t.procHits.Delete(&key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("forgetting the hits of process %d: %w", h.PID, err)
+	}
+	return nil
 }
 
 // GoroutineStates returns the number of goroutines that have open spans

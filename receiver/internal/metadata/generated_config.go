@@ -92,6 +92,7 @@ func (rac *ResourceAttributeConfig) Unmarshal(parser *confmap.Conf) error {
 
 // ResourceAttributesConfig provides config for uprobe resource attributes.
 type ResourceAttributesConfig struct {
+	ContainerID           ResourceAttributeConfig `mapstructure:"container.id"`
 	HostName              ResourceAttributeConfig `mapstructure:"host.name"`
 	ProcessExecutablePath ResourceAttributeConfig `mapstructure:"process.executable.path"`
 	ServiceName           ResourceAttributeConfig `mapstructure:"service.name"`
@@ -99,6 +100,9 @@ type ResourceAttributesConfig struct {
 
 func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 	return ResourceAttributesConfig{
+		ContainerID: ResourceAttributeConfig{
+			Enabled: true,
+		},
 		HostName: ResourceAttributeConfig{
 			Enabled: true,
 		},

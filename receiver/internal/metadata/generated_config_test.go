@@ -34,6 +34,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
+					ContainerID:           ResourceAttributeConfig{Enabled: true},
 					HostName:              ResourceAttributeConfig{Enabled: true},
 					ProcessExecutablePath: ResourceAttributeConfig{Enabled: true},
 					ServiceName:           ResourceAttributeConfig{Enabled: true},
@@ -52,6 +53,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
+					ContainerID:           ResourceAttributeConfig{Enabled: false},
 					HostName:              ResourceAttributeConfig{Enabled: false},
 					ProcessExecutablePath: ResourceAttributeConfig{Enabled: false},
 					ServiceName:           ResourceAttributeConfig{Enabled: false},
@@ -90,6 +92,7 @@ func TestResourceAttributesConfig(t *testing.T) {
 		{
 			name: "all_set",
 			want: ResourceAttributesConfig{
+				ContainerID:           ResourceAttributeConfig{Enabled: true},
 				HostName:              ResourceAttributeConfig{Enabled: true},
 				ProcessExecutablePath: ResourceAttributeConfig{Enabled: true},
 				ServiceName:           ResourceAttributeConfig{Enabled: true},
@@ -98,6 +101,7 @@ func TestResourceAttributesConfig(t *testing.T) {
 		{
 			name: "none_set",
 			want: ResourceAttributesConfig{
+				ContainerID:           ResourceAttributeConfig{Enabled: false},
 				HostName:              ResourceAttributeConfig{Enabled: false},
 				ProcessExecutablePath: ResourceAttributeConfig{Enabled: false},
 				ServiceName:           ResourceAttributeConfig{Enabled: false},

@@ -74,6 +74,7 @@ func TestMetricsBuilder(t *testing.T) {
 			mb.RecordUprobeProbeHitsDataPoint(ts, 1, "probe.name-val")
 
 			rb := mb.NewResourceBuilder()
+			rb.SetContainerID("container.id-val")
 			rb.SetHostName("host.name-val")
 			rb.SetProcessExecutablePath("process.executable.path-val")
 			rb.SetServiceName("service.name-val")
