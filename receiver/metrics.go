@@ -37,15 +37,15 @@ type metricsEmitter struct {
 	// cleared when they outnumber maxContainerSeries.
 	containers map[targetContainer]pcommon.Resource
 	hostName   string
-	startTime pcommon.Timestamp
-	version   string
-	last      event.Stats // what self-telemetry has already been told
+	startTime  pcommon.Timestamp
+	version    string
+	last       event.Stats // what self-telemetry has already been told
 }
 
 func newMetricsEmitter(cfg metadata.MetricsBuilderConfig, set receiver.Settings, plan *target.Plan, hostName string, start pcommon.Timestamp) *metricsEmitter {
 	e := &metricsEmitter{
-		mb:        metadata.NewMetricsBuilder(cfg, set, metadata.WithStartTime(start)),
-		plan:      plan,
+		mb:         metadata.NewMetricsBuilder(cfg, set, metadata.WithStartTime(start)),
+		plan:       plan,
 		startTime:  start,
 		version:    set.BuildInfo.Version,
 		containers: map[targetContainer]pcommon.Resource{},
