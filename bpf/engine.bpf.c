@@ -9,6 +9,10 @@
  * leaves as one ring-buffer record submitted without a wakeup. Two tracing
  * programs end the open spans of a thread at exec and exit.
  * Requires Linux 5.17 (attach cookies for uprobes, bpf_loop).
+ *
+ * The same source builds the engine of each architecture (x86-64, arm64):
+ * bpf/regs.h gives the layout of its struct pt_regs, and every register the
+ * engine reads goes through the slots of that layout.
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -62,7 +66,8 @@ struct abi_types {
 	enum record_kind record_kind;
 	enum process_event process_event;
 	enum abi_limit limit;
-	enum reg_slot slot;
+	enum reg_slot_x86 slot_x86;
+	enum reg_slot_arm64 slot_arm64;
 	enum fetch_base base;
 	enum fetch_kind kind;
 	enum site_flag site_flag;
@@ -170,7 +175,8 @@ struct {
 } task_states SEC(".maps");
 
 /* go_key names a goroutine: Go code runs a goroutine on any thread, so its
- * open spans are keyed by the g pointer the Go ABI keeps in R14. */
+ * open spans are keyed by the g pointer the Go ABI keeps in a register
+ * (REG_SLOT_GO_G: R14 on x86-64, R28 on arm64). */
 struct go_key {
 	__u32 pid;
 	__u32 pad;
@@ -290,6 +296,36 @@ static __always_inline struct span_stats *span_stats_of(__u32 span)
 			add(&__st->field, 1);                            \
 	} while (0)
 
+/*
+ * frame_index returns i modulo ABI_MAX_DEPTH, computed at run time. Where
+ * clang can prove the mask changes nothing (an index known to be below
+ * ABI_MAX_DEPTH on every path it sees) it drops it, and verifiers that track
+ * ranges less precisely than clang (Linux 6.1 does not learn i >= 1 from
+ * i != 0) then see an unbounded index: the empty asm makes i opaque to
+ * clang, so the mask stays.
+ */
+static __always_inline __u32 frame_index(__u32 i)
+{
+	asm volatile("" : "+r"(i));
+	return i & (ABI_MAX_DEPTH - 1);
+}
+
+/*
+ * at_most returns v, or max when v is larger, compared in the register
+ * that is then used: clang may compare a copy, and verifiers before Linux
+ * 6.x do not carry a bound from a 32-bit register to its copies.
+ */
+static __always_inline __u32 at_most(__u32 v, __u32 max)
+{
+	asm volatile("" : "+r"(v));
+	if (v > max)
+		v = max;
+	return v;
+}
+
+/* frame_at returns frame i (modulo ABI_MAX_DEPTH) of a state. */
+#define frame_at(ts, i) (&(ts)->frames[frame_index(i)])
+
 /* abandon_ctx is the state of abandon_one over frames [from, to). */
 struct abandon_ctx {
 	struct task_state *ts;
@@ -343,8 +379,8 @@ static __always_inline void reset(struct task_state *ts)
 	truncate(ts, 0);
 }
 
-/* reg_file is a copy of the probed thread's registers, indexed by enum
- * reg_slot. The verifier forbids variable offsets into the context, so the
+/* reg_file is a copy of the probed thread's registers, indexed by register
+ * slot (bpf/regs.h). The verifier forbids variable offsets into the context, so the
  * fetch code reads this copy instead. */
 struct reg_file {
 	__u64 slot[REG_SLOT_COUNT];
@@ -522,7 +558,7 @@ static __always_inline int find(struct task_state *ts, __u32 depth, __u32 span)
 		return -1;
 	if (depth > ABI_MAX_DEPTH)
 		depth = ABI_MAX_DEPTH;
-	if (ts->frames[(depth - 1) & (ABI_MAX_DEPTH - 1)].span == span)
+	if (frame_at(ts, depth - 1)->span == span)
 		return depth - 1; /* the usual case: the innermost one */
 	struct find_ctx c = {.ts = ts, .depth = depth - 1, .span = span, .found = -1};
 	if (depth > 1)
@@ -571,7 +607,7 @@ static __always_inline void drop_stale(struct task_state *ts, __u32 span, __u64 
 	if (depth > ABI_MAX_DEPTH)
 		depth = ABI_MAX_DEPTH;
 	__u32 keep = depth;
-	struct frame *top = &ts->frames[(depth - 1) & (ABI_MAX_DEPTH - 1)];
+	struct frame *top = frame_at(ts, depth - 1);
 	if ((top->flags & RECORD_FUNCTION) && top->pos && top->pos < pos) {
 		/* The usual case skips this: the innermost span is still live. */
 		struct unwound_ctx u = {.ts = ts, .depth = depth, .pos = pos, .keep = depth};
@@ -580,7 +616,7 @@ static __always_inline void drop_stale(struct task_state *ts, __u32 span, __u64 
 	}
 	int k = find(ts, keep, span);
 	if (k >= 0) {
-		__u64 at = ts->frames[k & (ABI_MAX_DEPTH - 1)].pos;
+		__u64 at = frame_at(ts, k)->pos;
 		if (at && at <= pos)
 			keep = k;
 	}
@@ -618,20 +654,21 @@ static __always_inline struct task_state *state(const struct pt_regs *regs, cons
 {
 	if (!(s->flags & SITE_GO)) {
 		*owner = (__u32)pid_tgid;
-		*pos = regs->sp;
+		*pos = reg_at(regs, REG_SLOT_SP);
 		return bpf_task_storage_get(&task_states, bpf_get_current_task_btf(), 0,
 					    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
 	}
 
-	struct go_key key = {.pid = pid_tgid >> 32, .g = regs->r14};
+	struct go_key key = {.pid = pid_tgid >> 32, .g = reg_at(regs, REG_SLOT_GO_G)};
+	__u64 sp = reg_at(regs, REG_SLOT_SP);
 	struct go_g_header hdr = {};
 	__u64 goid = 0;
 	struct task_state *ts;
 
 	*owner = key.g;
-	if (bpf_probe_read_user(&hdr, sizeof(hdr), (const void *)key.g) || hdr.hi < regs->sp)
+	if (bpf_probe_read_user(&hdr, sizeof(hdr), (const void *)key.g) || hdr.hi < sp)
 		hdr.hi = 0;
-	*pos = hdr.hi ? ~(hdr.hi - regs->sp) : 0;
+	*pos = hdr.hi ? ~(hdr.hi - sp) : 0;
 	if (s->goid_offset && bpf_probe_read_user(&goid, sizeof(goid), (const void *)(key.g + s->goid_offset)))
 		goid = 0;
 
@@ -664,7 +701,7 @@ static __always_inline void go_release(const struct pt_regs *regs, struct task_s
 {
 	if (ts->depth || ts->overflow)
 		return;
-	struct go_key key = {.pid = pid_tgid >> 32, .g = regs->r14};
+	struct go_key key = {.pid = pid_tgid >> 32, .g = reg_at(regs, REG_SLOT_GO_G)};
 	if (bpf_map_delete_elem(&go_states, &key) == 0)
 		go_live_add(-1);
 }
@@ -698,12 +735,12 @@ static __always_inline void span_entry(const struct pt_regs *regs, const struct 
 		return;
 	}
 
-	__u32 depth = ts->depth & (ABI_MAX_DEPTH - 1);
+	__u32 depth = frame_index(ts->depth);
 	struct frame *f = &ts->frames[depth];
 	__u8 flags = 0;
 	__u16 carrier = 0;
 	if (depth > 0) {
-		struct frame *parent = &ts->frames[(depth - 1) & (ABI_MAX_DEPTH - 1)];
+		struct frame *parent = frame_at(ts, depth - 1);
 		flags = parent->flags & RECORD_UNSAMPLED;
 		carrier = parent->flags & RECORD_CARRIER ? depth : parent->carrier;
 	} else if (!emit_records ||
@@ -797,7 +834,7 @@ static __always_inline void span_exit(const struct pt_regs *regs, const struct s
 			go_release(regs, ts, pid_tgid);
 		return;
 	}
-	__u32 k = found & (ABI_MAX_DEPTH - 1);
+	__u32 k = frame_index(found);
 	/* Open spans above the match never saw their exit: drop them. */
 	abandon(ts, k + 1, depth);
 
@@ -841,6 +878,7 @@ static __always_inline void span_exit(const struct pt_regs *regs, const struct s
 	}
 	if (end > ABI_DATA_CAP || end < entry_len)
 		end = entry_len;
+	end = at_most(end, ABI_DATA_CAP); /* the same bound, where the verifier sees it */
 
 	struct span_record *rec = (struct span_record *)(w->data + end);
 	rec->start_ns = f->start_ns;
@@ -849,14 +887,14 @@ static __always_inline void span_exit(const struct pt_regs *regs, const struct s
 	rec->root_start_ns = f->start_ns;
 	rec->context_start_ns = 0;
 	if (k > 0) {
-		struct frame *parent = &ts->frames[(k - 1) & (ABI_MAX_DEPTH - 1)];
+		struct frame *parent = frame_at(ts, k - 1);
 		rec->parent_start_ns = parent->start_ns;
 		rec->root_start_ns = ts->frames[0].start_ns;
 		/* The parent is recorded too, so that this span has one. */
 		parent->flags |= RECORD_HAS_CHILD;
 	}
 	if (f->carrier > 0 && f->carrier <= k)
-		rec->context_start_ns = ts->frames[(f->carrier - 1) & (ABI_MAX_DEPTH - 1)].start_ns;
+		rec->context_start_ns = frame_at(ts, f->carrier - 1)->start_ns;
 	rec->owner = owner;
 	struct task_struct *task = bpf_get_current_task_btf();
 	rec->process_start_ns = task->group_leader->start_time;

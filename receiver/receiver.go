@@ -146,7 +146,10 @@ func (r *uprobeReceiver) start() error {
 		r.sendExecs = r.sendExecs || t.PID == 0
 	}
 	for attempt := 1; ; attempt++ {
-		plan, err = target.Resolve(r.cfg.Targets, target.Options{OptimizedUprobes: tracer.HaveOptimizedUprobes(), Locator: locator})
+		plan, err = target.Resolve(r.cfg.Targets, target.Options{
+			OptimizedUprobes: tracer.HaveOptimizedUprobes(), ARM64StepsNop: tracer.ARM64StepsNop(),
+			Arch: tracer.Arch(), Locator: locator,
+		})
 		if err != nil {
 			return fmt.Errorf("resolving targets: %w", err)
 		}
