@@ -1,7 +1,9 @@
 // Package bpfobj holds the pre-compiled BPF engine of the receiver (bpf2go
-// output of bpf/engine.bpf.c, committed as .go and .o so that go get and ocb
-// need no clang), the Go view of the ABI declared once in bpf/abi.h, and the
-// one Go reader of the span records the engine writes.
+// output of bpf/engine.bpf.c, one object for x86-64 and one for arm64,
+// committed as .go and .o so that go get and ocb need no clang), the Go view
+// of the ABI declared once in bpf/abi.h, and the one Go reader of the span
+// records the engine writes. Spec returns the engine of the running
+// architecture (Arch, from runtime.GOARCH).
 // It owns no kernel objects: internal/tracer loads and attaches them.
 package bpfobj
 
