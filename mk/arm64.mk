@@ -14,7 +14,7 @@
 # once into $(ARM64_CACHE), cross-builds the test binaries and fixtures
 # (the demo with the arm64 C library, Go programs, static C programs), and
 # fails when a test fails or the VM does not power off within the timeout.
-# CI=true is passed into the VM. A warm run takes about three minutes on two
+# CI=true is passed into the VM. A warm run takes three to four minutes on two
 # cores. ARM64_VM_FLAGS adds flags of internal/armvm/cmd/armvm (-smp,
 # -timeout, -keep, -refresh, -run with packages).
 #

@@ -69,12 +69,12 @@ var DefaultSuite = []Package{
 // ReceiverTests are the receiver's tests that run in the VM (as -test.run):
 // the demo end to end at -O2 and -O0 (USDT probes with semaphores,
 // register and stack arguments, two call sites, nested and recursive
-// functions, a shared library), recursion 256 deep in C and Go, refused
-// offsets and instructions, a Go program whose stack grows under entry and
-// return probes, and the hardening cases (exec, full records, short
-// parents, panics). The others need gcc, Python, PostgreSQL or containers,
+// functions, a shared library), the site classes the kernel gets, recursion
+// 256 deep in C and Go, refused offsets and instructions, a Go program whose
+// stack grows under entry and return probes, and the hardening cases (exec,
+// full records, short parents, panics). The others need gcc, Python, PostgreSQL or containers,
 // which the VM does not have, or start thousands of processes.
-const ReceiverTests = "^(TestEndToEndDemo|TestProcessStartedAfterStart|TestRefusedOffsetsLeaveTheTargetUntouched|" +
+const ReceiverTests = "^(TestEndToEndDemo|TestProcessStartedAfterStart|TestSiteClassesReported|TestRefusedOffsetsLeaveTheTargetUntouched|" +
 	"TestRefusedInstructionsLeaveTheTargetUntouched|TestGoStackGrowth|TestDeepRecursionC|TestDeepRecursionKernelReturnLimit|" +
 	"TestDeepRecursionGo|TestGoPanicRecover|TestExecEndsOpenSpans|TestFullRecord|TestShortParentsOfRecordedChildren)$"
 
