@@ -312,8 +312,8 @@ static __always_inline __u32 frame_index(__u32 i)
 
 /*
  * at_most returns v, or max when v is larger, compared in the register
- * that is then used: clang may compare a copy, and verifiers before Linux
- * 6.x do not carry a bound from a 32-bit register to its copies.
+ * that is then used: clang may compare a copy, and the verifier of Linux
+ * 6.1 does not carry a bound learned on a 32-bit register to its copies.
  */
 static __always_inline __u32 at_most(__u32 v, __u32 max)
 {
@@ -380,8 +380,8 @@ static __always_inline void reset(struct task_state *ts)
 }
 
 /* reg_file is a copy of the probed thread's registers, indexed by register
- * slot (bpf/regs.h). The verifier forbids variable offsets into the context, so the
- * fetch code reads this copy instead. */
+ * slot (bpf/regs.h). The verifier forbids variable offsets into the
+ * context, so the fetch code reads this copy instead. */
 struct reg_file {
 	__u64 slot[REG_SLOT_COUNT];
 };
