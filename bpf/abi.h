@@ -44,30 +44,83 @@ enum abi_limit {
 	ABI_KERNEL_RETURN_DEPTH = 64,
 };
 
-/* reg_slot numbers the 8-byte slots of the x86-64 struct pt_regs. */
-enum reg_slot {
-	REG_R15 = 0,
-	REG_R14 = 1,
-	REG_R13 = 2,
-	REG_R12 = 3,
-	REG_BP = 4,
-	REG_BX = 5,
-	REG_R11 = 6,
-	REG_R10 = 7,
-	REG_R9 = 8,
-	REG_R8 = 9,
-	REG_AX = 10,
-	REG_CX = 11,
-	REG_DX = 12,
-	REG_SI = 13,
-	REG_DI = 14,
-	REG_ORIG_AX = 15,
-	REG_IP = 16,
-	REG_CS = 17,
-	REG_FLAGS = 18,
-	REG_SP = 19,
-	REG_SS = 20,
-	REG_SLOT_COUNT = 21,
+/*
+ * The register slots: a register's value is the 8-byte word at byte offset
+ * 8 * slot of the struct pt_regs the kernel hands a uprobe program. The
+ * layout is the architecture's, so there is one enum per architecture; a
+ * fetch_op's base_reg, index_reg and len_reg are slots of the architecture
+ * the engine object was built for (bpf/regs.h). The Go side
+ * (internal/regs, Arch.Slot) is checked against both enums by the layout
+ * test in internal/bpfobj.
+ */
+
+/* reg_slot_x86 numbers the slots of the x86-64 struct pt_regs
+ * (arch/x86/include/asm/ptrace.h). */
+enum reg_slot_x86 {
+	REG_X86_R15 = 0,
+	REG_X86_R14 = 1,
+	REG_X86_R13 = 2,
+	REG_X86_R12 = 3,
+	REG_X86_BP = 4,
+	REG_X86_BX = 5,
+	REG_X86_R11 = 6,
+	REG_X86_R10 = 7,
+	REG_X86_R9 = 8,
+	REG_X86_R8 = 9,
+	REG_X86_AX = 10,
+	REG_X86_CX = 11,
+	REG_X86_DX = 12,
+	REG_X86_SI = 13,
+	REG_X86_DI = 14,
+	REG_X86_ORIG_AX = 15,
+	REG_X86_IP = 16,
+	REG_X86_CS = 17,
+	REG_X86_FLAGS = 18,
+	REG_X86_SP = 19,
+	REG_X86_SS = 20,
+	REG_X86_SLOT_COUNT = 21,
+};
+
+/* reg_slot_arm64 numbers the slots of the arm64 struct user_pt_regs, the
+ * head of its struct pt_regs and all of what a BPF program may read of it
+ * (bpf_user_pt_regs_t, arch/arm64/include/uapi/asm/ptrace.h): regs[31]
+ * (x0 to x30), sp, pc, pstate. */
+enum reg_slot_arm64 {
+	REG_ARM64_X0 = 0,
+	REG_ARM64_X1 = 1,
+	REG_ARM64_X2 = 2,
+	REG_ARM64_X3 = 3,
+	REG_ARM64_X4 = 4,
+	REG_ARM64_X5 = 5,
+	REG_ARM64_X6 = 6,
+	REG_ARM64_X7 = 7,
+	REG_ARM64_X8 = 8,
+	REG_ARM64_X9 = 9,
+	REG_ARM64_X10 = 10,
+	REG_ARM64_X11 = 11,
+	REG_ARM64_X12 = 12,
+	REG_ARM64_X13 = 13,
+	REG_ARM64_X14 = 14,
+	REG_ARM64_X15 = 15,
+	REG_ARM64_X16 = 16,
+	REG_ARM64_X17 = 17,
+	REG_ARM64_X18 = 18,
+	REG_ARM64_X19 = 19,
+	REG_ARM64_X20 = 20,
+	REG_ARM64_X21 = 21,
+	REG_ARM64_X22 = 22,
+	REG_ARM64_X23 = 23,
+	REG_ARM64_X24 = 24,
+	REG_ARM64_X25 = 25,
+	REG_ARM64_X26 = 26,
+	REG_ARM64_X27 = 27,
+	REG_ARM64_X28 = 28,
+	REG_ARM64_X29 = 29,
+	REG_ARM64_X30 = 30,
+	REG_ARM64_SP = 31,
+	REG_ARM64_PC = 32,
+	REG_ARM64_PSTATE = 33,
+	REG_ARM64_SLOT_COUNT = 34,
 };
 
 /* fetch_base says where a fetch starts. */
@@ -91,7 +144,7 @@ enum site_flag {
 	SITE_EXIT = 2,    /* closes span exit_span */
 	SITE_CARRIER = 4,  /* entry_span carries a trace context for the spans nested in it */
 	SITE_FUNCTION = 8, /* entry_span is a whole function: entry at its first instruction, exit at its return */
-	SITE_GO = 16,      /* Go code: pair by goroutine (R14 holds g), not by thread */
+	SITE_GO = 16,      /* Go code: pair by goroutine (g in R14 on x86-64, R28 on arm64), not by thread */
 	SITE_KERNEL_RETURN = 32, /* entry_span closes at a kernel return probe (uretprobe) */
 	SITE_CHOSEN = 64,  /* only processes whose proc_entry has bit target_bit count */
 	SITE_FILTERED_HITS = 128, /* a filtered counter: only hits that pass its filters count */
@@ -170,15 +223,15 @@ struct fetch_op {
 	__s64 disp;
 	__s64 deref_offsets[ABI_MAX_DEREFS];
 	__u8 base;        /* enum fetch_base */
-	__u8 base_reg;    /* enum reg_slot */
-	__u8 index_reg;   /* enum reg_slot, used when scale != 0 */
+	__u8 base_reg;    /* register slot (enum reg_slot_x86 or reg_slot_arm64) */
+	__u8 index_reg;   /* register slot, used when scale != 0 */
 	__u8 scale;       /* 0, 1, 2, 4 or 8 */
 	__u8 deref_count; /* 0..ABI_MAX_DEREFS */
 	__u8 kind;        /* enum fetch_kind */
 	__u8 read_size;   /* 1, 2, 4 or 8: bytes of the last dereference of an INT */
 	__u8 last_is_address; /* the last dereference computes an address, reads nothing */
 	__u16 max_len;    /* STRING, GOSTRING: buffer bytes including NUL; BYTES: bytes */
-	__u8 len_reg;     /* GOSTRING without dereference: enum reg_slot of the length;
+	__u8 len_reg;     /* GOSTRING without dereference: register slot of the length;
 			   * with one, the length is the 8 bytes after the pointer */
 	__u8 pad2;
 	__u32 pad3;

@@ -9,6 +9,10 @@
  * leaves as one ring-buffer record submitted without a wakeup. Two tracing
  * programs end the open spans of a thread at exec and exit.
  * Requires Linux 5.17 (attach cookies for uprobes, bpf_loop).
+ *
+ * The same source builds the engine of each architecture (x86-64, arm64):
+ * bpf/regs.h gives the layout of its struct pt_regs, and every register the
+ * engine reads goes through the slots of that layout.
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -64,7 +68,8 @@ struct abi_types {
 	enum filter_op filter_op;
 	struct value_hist value_hist;
 	enum abi_limit limit;
-	enum reg_slot slot;
+	enum reg_slot_x86 slot_x86;
+	enum reg_slot_arm64 slot_arm64;
 	enum fetch_base base;
 	enum fetch_kind kind;
 	enum site_flag site_flag;
@@ -180,7 +185,8 @@ struct {
 } task_states SEC(".maps");
 
 /* go_key names a goroutine: Go code runs a goroutine on any thread, so its
- * open spans are keyed by the g pointer the Go ABI keeps in R14. */
+ * open spans are keyed by the g pointer the Go ABI keeps in a register
+ * (REG_SLOT_GO_G: R14 on x86-64, R28 on arm64). */
 struct go_key {
 	__u32 pid;
 	__u32 pad;
@@ -311,6 +317,36 @@ static __always_inline struct span_stats *span_stats_of(__u32 span)
 			add(&__st->field, 1);                            \
 	} while (0)
 
+/*
+ * frame_index returns i modulo ABI_MAX_DEPTH, computed at run time. Where
+ * clang can prove the mask changes nothing (an index known to be below
+ * ABI_MAX_DEPTH on every path it sees) it drops it, and verifiers that track
+ * ranges less precisely than clang (Linux 6.1 does not learn i >= 1 from
+ * i != 0) then see an unbounded index: the empty asm makes i opaque to
+ * clang, so the mask stays.
+ */
+static __always_inline __u32 frame_index(__u32 i)
+{
+	asm volatile("" : "+r"(i));
+	return i & (ABI_MAX_DEPTH - 1);
+}
+
+/*
+ * at_most returns v, or max when v is larger, compared in the register
+ * that is then used: clang may compare a copy, and the verifier of Linux
+ * 6.1 does not carry a bound learned on a 32-bit register to its copies.
+ */
+static __always_inline __u32 at_most(__u32 v, __u32 max)
+{
+	asm volatile("" : "+r"(v));
+	if (v > max)
+		v = max;
+	return v;
+}
+
+/* frame_at returns frame i (modulo ABI_MAX_DEPTH) of a state. */
+#define frame_at(ts, i) (&(ts)->frames[frame_index(i)])
+
 /* abandon_ctx is the state of abandon_one over frames [from, to). */
 struct abandon_ctx {
 	struct task_state *ts;
@@ -364,17 +400,39 @@ static __always_inline void reset(struct task_state *ts)
 	truncate(ts, 0);
 }
 
-/* reg_file is a copy of the probed thread's registers, indexed by enum
- * reg_slot. The verifier forbids variable offsets into the context, so the
- * fetch code reads this copy instead. */
-struct reg_file {
-	__u64 slot[REG_SLOT_COUNT];
-};
-
-static __always_inline void copy_regs(struct reg_file *rf, const struct pt_regs *regs)
+/*
+ * reg_value returns register slot slot (bpf/regs.h) of the probed thread, 0
+ * for a slot the architecture does not have. The verifier forbids variable
+ * offsets into the context: the switch reads it at constant offsets. A
+ * global function, checked once, that takes the context (Linux 5.6); the
+ * registers are never copied, which keeps the stack of the call chain
+ * within the 512 bytes older verifiers allow.
+ */
+__noinline __u64 reg_value(struct pt_regs *regs, __u32 slot)
 {
-	__builtin_memcpy(rf->slot, regs, sizeof(rf->slot));
+	if (!regs)
+		return 0;
+	__u64 v = 0;
+	/* One load at a constant offset from the unmodified context pointer
+	 * per case: written in assembly, since clang would otherwise merge
+	 * the cases into one load through a computed pointer. */
+#define REG_CASE(i)                                                                  \
+	case i:                                                                      \
+		if (i < REG_SLOT_COUNT)                                              \
+			asm volatile("%0 = *(u64 *)(%1 + %2)" : "=r"(v) : "r"(regs), "i"(i * 8)); \
+		return v;
+	switch (slot) {
+	REG_CASE(0) REG_CASE(1) REG_CASE(2) REG_CASE(3) REG_CASE(4) REG_CASE(5) REG_CASE(6) REG_CASE(7)
+	REG_CASE(8) REG_CASE(9) REG_CASE(10) REG_CASE(11) REG_CASE(12) REG_CASE(13) REG_CASE(14) REG_CASE(15)
+	REG_CASE(16) REG_CASE(17) REG_CASE(18) REG_CASE(19) REG_CASE(20) REG_CASE(21) REG_CASE(22) REG_CASE(23)
+	REG_CASE(24) REG_CASE(25) REG_CASE(26) REG_CASE(27) REG_CASE(28) REG_CASE(29) REG_CASE(30) REG_CASE(31)
+	REG_CASE(32) REG_CASE(33)
+	}
+#undef REG_CASE
+	return 0;
 }
+
+_Static_assert(REG_SLOT_COUNT <= 34, "reg_value has a case for every slot");
 
 /* fetch_result packs what fetch_one did: the new cursor and two flags. */
 enum fetch_result {
@@ -383,10 +441,6 @@ enum fetch_result {
 	FETCH_RESULT_TRUNCATED = 1 << 17,
 };
 
-static __always_inline __u64 slot_value(const struct reg_file *rf, __u8 slot)
-{
-	return slot < REG_SLOT_COUNT ? rf->slot[slot] : 0;
-}
 
 /*
  * fetch_one runs one fetch op and stores its value in w at cursor (bytes
@@ -400,20 +454,20 @@ static __always_inline __u64 slot_value(const struct reg_file *rf, __u8 slot)
  * GOSTRING, its length (in *golen). It returns 0, or -1 when memory on the
  * way could not be read.
  */
-static __always_inline int resolve_value(const struct reg_file *rf, const struct fetch_op *op, __u64 *v,
+static __always_inline int resolve_value(struct pt_regs *regs, const struct fetch_op *op, __u64 *v,
 					 __u64 *golen)
 {
 	__u64 x = 0;
 
 	if (op->base == FETCH_BASE_REGISTER)
-		x = slot_value(rf, op->base_reg);
+		x = reg_value(regs, op->base_reg);
 	x += op->disp;
 	if (op->scale)
-		x += slot_value(rf, op->index_reg) * op->scale;
+		x += reg_value(regs, op->index_reg) * op->scale;
 
 	*golen = 0;
 	if (op->kind == FETCH_KIND_GOSTRING && !op->deref_count)
-		*golen = slot_value(rf, op->len_reg);
+		*golen = reg_value(regs, op->len_reg);
 	for (__u32 d = 0; d < ABI_MAX_DEREFS; d++) {
 		if (d >= op->deref_count)
 			break;
@@ -447,15 +501,15 @@ static __always_inline int resolve_value(const struct reg_file *rf, const struct
  * verifier checks it once, not once per fetch and path. It returns the new
  * cursor and FETCH_RESULT_* flags.
  */
-__noinline __u32 fetch_one(const struct reg_file *rf, const struct fetch_op *op, struct values *w,
+__noinline __u32 fetch_one(struct pt_regs *regs, const struct fetch_op *op, struct values *w,
 			   __u32 cursor)
 {
 	__u64 v = 0, golen = 0;
 	__u32 len, need;
 
-	if (!rf || !op || !w)
+	if (!regs || !op || !w)
 		return cursor | FETCH_RESULT_FAILED;
-	if (resolve_value(rf, op, &v, &golen))
+	if (resolve_value(regs, op, &v, &golen))
 		return cursor | FETCH_RESULT_FAILED;
 
 	len = op->max_len;
@@ -510,14 +564,14 @@ __noinline __u32 fetch_one(const struct reg_file *rf, const struct fetch_op *op,
 
 /* fetch_all runs count fetch ops from cursor on; it sets *failed (bit i:
  * fetch i stored nothing) and *truncated, and returns the new cursor. */
-static __always_inline __u32 fetch_all(const struct reg_file *rf, const struct fetch_op *ops,
+static __always_inline __u32 fetch_all(struct pt_regs *regs, const struct fetch_op *ops,
 				       __u32 count, struct values *w, __u32 cursor, __u8 *failed,
 				       __u8 *truncated)
 {
 	for (__u32 i = 0; i < ABI_MAX_FETCHES; i++) {
 		if (i >= count)
 			break;
-		__u32 r = fetch_one(rf, &ops[i], w, cursor);
+		__u32 r = fetch_one(regs, &ops[i], w, cursor);
 		cursor = r & FETCH_RESULT_CURSOR;
 		if (r & FETCH_RESULT_FAILED)
 			*failed |= 1 << i;
@@ -589,13 +643,13 @@ static __always_inline __u64 low_bytes(__u64 v, __u8 size)
  * filter_holds evaluates one condition. A global function, checked once by
  * the verifier. A value that cannot be read fails the condition.
  */
-__noinline int filter_holds(const struct reg_file *rf, const struct filter *f)
+__noinline int filter_holds(struct pt_regs *regs, const struct filter *f)
 {
 	__u64 v = 0, golen = 0;
 
-	if (!rf || !f)
+	if (!regs || !f)
 		return 0;
-	if (resolve_value(rf, &f->value, &v, &golen))
+	if (resolve_value(regs, &f->value, &v, &golen))
 		return 0;
 	if (f->value.kind == FETCH_KIND_INT) {
 		__s64 s = sign_extend(v, f->size);
@@ -632,11 +686,12 @@ __noinline int filter_holds(const struct reg_file *rf, const struct filter *f)
 		__u32 n = golen < len ? golen : len;
 		if (n > ABI_FILTER_TEXT_MAX)
 			n = ABI_FILTER_TEXT_MAX;
+		n = at_most(n, ABI_FILTER_TEXT_MAX); /* where the verifier sees it */
 		if (n && bpf_probe_read_user(t.b, n, (const void *)v))
 			return 0;
 		have = golen > ABI_FILTER_TEXT_MAX + 1 ? ABI_FILTER_TEXT_MAX + 1 : golen;
 	} else {
-		long n = bpf_probe_read_user_str(t.b, len + 1, (const void *)v);
+		long n = bpf_probe_read_user_str(t.b, at_most(len + 1, ABI_FILTER_TEXT_MAX + 1), (const void *)v);
 		if (n <= 0)
 			return 0;
 		have = n - 1; /* bytes before the NUL, at most len */
@@ -661,15 +716,15 @@ __noinline int filter_holds(const struct reg_file *rf, const struct filter *f)
 
 /* filters_hold says whether every condition of site s for one end holds; a
  * global function, checked once by the verifier. */
-__noinline int filters_hold(const struct reg_file *rf, const struct site *s, __u32 at_exit)
+__noinline int filters_hold(struct pt_regs *regs, const struct site *s, __u32 at_exit)
 {
-	if (!rf || !s)
+	if (!regs || !s)
 		return 0;
 	for (__u32 i = 0; i < ABI_MAX_FILTERS; i++) {
 		if (i >= s->filter_count)
 			break;
 		const struct filter *f = &s->filters[i];
-		if (f->at_exit == at_exit && !filter_holds(rf, f))
+		if (f->at_exit == at_exit && !filter_holds(regs, f))
 			return 0;
 	}
 	return 1;
@@ -678,13 +733,13 @@ __noinline int filters_hold(const struct reg_file *rf, const struct site *s, __u
 /* hist_value computes the integer a counter's histogram records; a global
  * function, checked once by the verifier. It returns 0, or -1 when memory on
  * the way could not be read. */
-__noinline int hist_value(const struct reg_file *rf, const struct fetch_op *op, __u64 *v)
+__noinline int hist_value(struct pt_regs *regs, const struct fetch_op *op, __u64 *v)
 {
 	__u64 golen;
 
-	if (!rf || !op || !v)
+	if (!regs || !op || !v)
 		return -1;
-	return resolve_value(rf, op, v, &golen);
+	return resolve_value(regs, op, v, &golen);
 }
 
 /* hist_add adds an integer of value histogram id: v's low size bytes,
@@ -761,7 +816,7 @@ static __always_inline int find(struct task_state *ts, __u32 depth, __u32 span)
 		return -1;
 	if (depth > ABI_MAX_DEPTH)
 		depth = ABI_MAX_DEPTH;
-	if (ts->frames[(depth - 1) & (ABI_MAX_DEPTH - 1)].span == span)
+	if (frame_at(ts, depth - 1)->span == span)
 		return depth - 1; /* the usual case: the innermost one */
 	struct find_ctx c = {.ts = ts, .depth = depth - 1, .span = span, .found = -1};
 	if (depth > 1)
@@ -810,7 +865,7 @@ static __always_inline void drop_stale(struct task_state *ts, __u32 span, __u64 
 	if (depth > ABI_MAX_DEPTH)
 		depth = ABI_MAX_DEPTH;
 	__u32 keep = depth;
-	struct frame *top = &ts->frames[(depth - 1) & (ABI_MAX_DEPTH - 1)];
+	struct frame *top = frame_at(ts, depth - 1);
 	if ((top->flags & RECORD_FUNCTION) && top->pos && top->pos < pos) {
 		/* The usual case skips this: the innermost span is still live. */
 		struct unwound_ctx u = {.ts = ts, .depth = depth, .pos = pos, .keep = depth};
@@ -819,7 +874,7 @@ static __always_inline void drop_stale(struct task_state *ts, __u32 span, __u64 
 	}
 	int k = find(ts, keep, span);
 	if (k >= 0) {
-		__u64 at = ts->frames[k & (ABI_MAX_DEPTH - 1)].pos;
+		__u64 at = frame_at(ts, k)->pos;
 		if (at && at <= pos)
 			keep = k;
 	}
@@ -852,10 +907,10 @@ static __always_inline void go_live_add(__s64 n)
  * none can be had. *owner is what pairs the spans and *pos the stack
  * position (see struct frame).
  */
-static __always_inline struct task_state *state(const struct reg_file *rf, const struct site *s,
+static __always_inline struct task_state *state(struct pt_regs *regs, const struct site *s,
 						int create, __u64 pid_tgid, __u64 *owner, __u64 *pos)
 {
-	__u64 sp = rf->slot[REG_SP];
+	__u64 sp = reg_at(regs, REG_SLOT_SP);
 
 	if (!(s->flags & SITE_GO)) {
 		*owner = (__u32)pid_tgid;
@@ -864,7 +919,7 @@ static __always_inline struct task_state *state(const struct reg_file *rf, const
 					    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
 	}
 
-	struct go_key key = {.pid = pid_tgid >> 32, .g = rf->slot[REG_R14]};
+	struct go_key key = {.pid = pid_tgid >> 32, .g = reg_at(regs, REG_SLOT_GO_G)};
 	struct go_g_header hdr = {};
 	__u64 goid = 0;
 	struct task_state *ts;
@@ -901,11 +956,11 @@ static __always_inline struct task_state *state(const struct reg_file *rf, const
 }
 
 /* go_release deletes a goroutine's state once nothing is open in it. */
-static __always_inline void go_release(const struct reg_file *rf, struct task_state *ts, __u64 pid_tgid)
+static __always_inline void go_release(struct pt_regs *regs, struct task_state *ts, __u64 pid_tgid)
 {
 	if (ts->depth || ts->overflow)
 		return;
-	struct go_key key = {.pid = pid_tgid >> 32, .g = rf->slot[REG_R14]};
+	struct go_key key = {.pid = pid_tgid >> 32, .g = reg_at(regs, REG_SLOT_GO_G)};
 	if (bpf_map_delete_elem(&go_states, &key) == 0)
 		go_live_add(-1);
 }
@@ -916,13 +971,13 @@ static __always_inline void go_release(const struct reg_file *rf, struct task_st
  * function so that the verifier checks it once, not once per path of
  * site_hit; it returns 0.
  */
-__noinline int span_entry(const struct site *s, __u32 site_id, __u32 extra_flags, const struct reg_file *rf)
+__noinline int span_entry(const struct site *s, __u32 site_id, __u32 extra_flags, struct pt_regs *regs)
 {
 	struct task_state *ts;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u64 owner, pos;
 
-	if (!s || !rf)
+	if (!s || !regs)
 		return 0;
 
 	if (s->flags & SITE_KERNEL_RETURN) {
@@ -934,7 +989,7 @@ __noinline int span_entry(const struct site *s, __u32 site_id, __u32 extra_flags
 			return 0;
 		}
 	}
-	ts = state(rf, s, 1, pid_tgid, &owner, &pos);
+	ts = state(regs, s, 1, pid_tgid, &owner, &pos);
 	if (!ts) {
 		count(s->entry_span, no_state);
 		return 0;
@@ -947,12 +1002,12 @@ __noinline int span_entry(const struct site *s, __u32 site_id, __u32 extra_flags
 		return 0;
 	}
 
-	__u32 depth = ts->depth & (ABI_MAX_DEPTH - 1);
+	__u32 depth = frame_index(ts->depth);
 	struct frame *f = &ts->frames[depth];
 	__u8 flags = 0;
 	__u16 carrier = 0;
 	if (depth > 0) {
-		struct frame *parent = &ts->frames[(depth - 1) & (ABI_MAX_DEPTH - 1)];
+		struct frame *parent = frame_at(ts, depth - 1);
 		flags = parent->flags & RECORD_UNSAMPLED;
 		carrier = parent->flags & RECORD_CARRIER ? depth : parent->carrier;
 	} else if (!emit_records ||
@@ -977,7 +1032,7 @@ __noinline int span_entry(const struct site *s, __u32 site_id, __u32 extra_flags
 	if (s->entry_fetch_count && !(flags & (RECORD_UNSAMPLED | RECORD_FILTERED))) {
 		struct values *w = base <= ABI_VALUE_STACK ? window(ts, base) : 0;
 		if (w) {
-			len = fetch_all(rf, s->entry, s->entry_fetch_count, w, 0, &failed, &truncated);
+			len = fetch_all(regs, s->entry, s->entry_fetch_count, w, 0, &failed, &truncated);
 			if (len > ABI_DATA_CAP)
 				len = ABI_DATA_CAP;
 		} else {
@@ -1014,7 +1069,7 @@ static long below_one(__u32 i, struct below_ctx *c)
 
 	if (k >= ABI_MAX_DEPTH)
 		return 1;
-	if (!(c->ts->frames[k].flags & RECORD_FILTERED)) {
+	if (!(frame_at(c->ts, k)->flags & RECORD_FILTERED)) {
 		c->found = k;
 		return 1;
 	}
@@ -1027,7 +1082,7 @@ static __always_inline int recorded_below(struct task_state *ts, __u32 k)
 {
 	if (k == 0 || k > ABI_MAX_DEPTH)
 		return -1;
-	if (!(ts->frames[(k - 1) & (ABI_MAX_DEPTH - 1)].flags & RECORD_FILTERED))
+	if (!(frame_at(ts, k - 1)->flags & RECORD_FILTERED))
 		return k - 1; /* the usual case */
 	struct below_ctx c = {.ts = ts, .from = k - 1, .found = -1};
 	bpf_loop(k - 1, below_one, &c, 0);
@@ -1045,7 +1100,7 @@ static long up_one(__u32 i, struct up_ctx *c)
 {
 	if (i >= ABI_MAX_DEPTH)
 		return 1;
-	if (!(c->ts->frames[i].flags & RECORD_FILTERED)) {
+	if (!(frame_at(c->ts, i)->flags & RECORD_FILTERED)) {
 		c->found = i;
 		return 1;
 	}
@@ -1068,7 +1123,7 @@ static __always_inline int recorded_root(struct task_state *ts, int p)
  * its record, counting into ps what is lost. A global function like
  * span_entry; it returns 0.
  */
-__noinline int span_exit(const struct site *s, __u32 site_id, struct probe_stats *ps, const struct reg_file *rf)
+__noinline int span_exit(const struct site *s, __u32 site_id, struct probe_stats *ps, struct pt_regs *regs)
 {
 	__u64 now = bpf_ktime_get_ns();
 	struct span_stats *st;
@@ -1076,14 +1131,14 @@ __noinline int span_exit(const struct site *s, __u32 site_id, struct probe_stats
 	__u32 depth;
 	int found;
 
-	if (!s || !ps || !rf)
+	if (!s || !ps || !regs)
 		return 0;
 	st = span_stats_of(s->exit_span);
 	if (!st)
 		return 0;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u64 owner, pos;
-	ts = state(rf, s, 0, pid_tgid, &owner, &pos);
+	ts = state(regs, s, 0, pid_tgid, &owner, &pos);
 	if (!ts) {
 		add(&st->unmatched, 1);
 		return 0;
@@ -1100,17 +1155,17 @@ __noinline int span_exit(const struct site *s, __u32 site_id, struct probe_stats
 	if (found < 0) {
 		add(&st->unmatched, 1);
 		if (s->flags & SITE_GO)
-			go_release(rf, ts, pid_tgid);
+			go_release(regs, ts, pid_tgid);
 		return 0;
 	}
-	__u32 k = found & (ABI_MAX_DEPTH - 1);
+	__u32 k = frame_index(found);
 	/* Open spans above the match never saw their exit: drop them. */
 	abandon(ts, k + 1, depth);
 
 	struct frame *f = &ts->frames[k];
 	__u64 duration = now - f->start_ns;
 
-	if ((f->flags & RECORD_FILTERED) || (s->filter_count && !filters_hold(rf, s, 1))) {
+	if ((f->flags & RECORD_FILTERED) || (s->filter_count && !filters_hold(regs, s, 1))) {
 		/* Its conditions did not hold: not recorded, not in the histogram. */
 		add(&st->filtered, 1);
 		truncate(ts, k);
@@ -1148,9 +1203,10 @@ __noinline int span_exit(const struct site *s, __u32 site_id, struct probe_stats
 	__u8 failed = 0, truncated = 0;
 	__u32 end = entry_len;
 	if (s->exit_fetch_count)
-		end = fetch_all(rf, s->exit, s->exit_fetch_count, w, entry_len, &failed, &truncated);
+		end = fetch_all(regs, s->exit, s->exit_fetch_count, w, entry_len, &failed, &truncated);
 	if (end > ABI_DATA_CAP || end < entry_len)
 		end = entry_len;
+	end = at_most(end, ABI_DATA_CAP); /* the same bound, where the verifier sees it */
 
 	struct span_record *rec = (struct span_record *)(w->data + end);
 	rec->start_ns = f->start_ns;
@@ -1160,15 +1216,15 @@ __noinline int span_exit(const struct site *s, __u32 site_id, struct probe_stats
 	rec->context_start_ns = 0;
 	int p = recorded_below(ts, k);
 	if (p >= 0) {
-		struct frame *parent = &ts->frames[p & (ABI_MAX_DEPTH - 1)];
+		struct frame *parent = frame_at(ts, p);
 		rec->parent_start_ns = parent->start_ns;
 		int r = recorded_root(ts, p);
-		rec->root_start_ns = ts->frames[r & (ABI_MAX_DEPTH - 1)].start_ns;
+		rec->root_start_ns = frame_at(ts, r)->start_ns;
 		/* The parent is recorded too, so that this span has one. */
 		parent->flags |= RECORD_HAS_CHILD;
 	}
 	if (f->carrier > 0 && f->carrier <= k)
-		rec->context_start_ns = ts->frames[(f->carrier - 1) & (ABI_MAX_DEPTH - 1)].start_ns;
+		rec->context_start_ns = frame_at(ts, f->carrier - 1)->start_ns;
 	rec->owner = owner;
 	struct task_struct *task = bpf_get_current_task_btf();
 	rec->process_start_ns = task->group_leader->start_time;
@@ -1191,7 +1247,7 @@ __noinline int span_exit(const struct site *s, __u32 site_id, struct probe_stats
 	}
 out:
 	if (s->flags & SITE_GO)
-		go_release(rf, ts, pid_tgid);
+		go_release(regs, ts, pid_tgid);
 	return 0;
 }
 
@@ -1241,10 +1297,8 @@ static __always_inline int site_hit_impl(struct pt_regs *ctx)
 	ps = bpf_map_lookup_elem(&probes, &s->probe_id);
 	if (!ps)
 		return 0;
-	struct reg_file rf;
-	copy_regs(&rf, ctx);
 	/* Conditions before anything is copied or recorded. */
-	int pass = !s->filter_count || filters_hold(&rf, s, 0);
+	int pass = !s->filter_count || filters_hold(ctx, s, 0);
 	if (!pass && (s->flags & SITE_FILTERED_HITS))
 		return 0; /* a filtered counter counts what passes */
 	if (c == CHOICE_PENDING)
@@ -1256,13 +1310,13 @@ static __always_inline int site_hit_impl(struct pt_regs *ctx)
 	}
 	if (s->value_hist) {
 		__u64 v = 0;
-		if (hist_value(&rf, &s->hist_value, &v) == 0)
+		if (hist_value(ctx, &s->hist_value, &v) == 0)
 			hist_add(s->value_hist - 1, v, s->hist_size, s->hist_signed);
 	}
 	if (s->flags & SITE_EXIT)
-		span_exit(s, site_id, ps, &rf);
+		span_exit(s, site_id, ps, ctx);
 	if (s->flags & SITE_ENTRY)
-		span_entry(s, site_id, (c == CHOICE_PENDING ? RECORD_PENDING : 0) | (pass ? 0 : RECORD_FILTERED), &rf);
+		span_entry(s, site_id, (c == CHOICE_PENDING ? RECORD_PENDING : 0) | (pass ? 0 : RECORD_FILTERED), ctx);
 	return 0;
 }
 

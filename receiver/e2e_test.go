@@ -13,11 +13,15 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/insn"
 	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/testutil/testconfig"
+	"github.com/otel-uprobe/uprobereceiver/internal/tracer"
 	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadatatest"
 )
 
@@ -292,4 +296,22 @@ func TestProcessStartedAfterStart(t *testing.T) {
 	}
 	assert.Equal(t, 3*10, count, "every span of the first call on")
 	require.Equal(t, [3]int{0, 0, 0}, demo.Semaphores(), "semaphores after Shutdown")
+}
+
+// Every location is counted with the class of its site, as the running
+// kernel handles it: a USDT site's nop is emulated (simulated in the
+// breakpoint handler) on x86-64 and on arm64 from Linux 6.13, and stepped
+// out of line by older arm64 kernels, such as the arm64 VM's 6.1.
+func TestSiteClassesReported(t *testing.T) {
+	testutil.RequireRoot(t)
+	b := testutil.BuildDemo(t, "-O2")
+	s := startReceiver(t, []config.Target{{Path: b.Program, Counters: config.CountersOf("usdt:demo:tick")}})
+	class := insn.Emulated
+	if tracer.ARM64StepsNop() {
+		class = insn.SingleStepped
+	}
+	metadatatest.AssertEqualReceiverUprobeLocations(t, s.telemetry, []metricdata.DataPoint[int64]{
+		{Value: 2, Attributes: attribute.NewSet(attribute.String("probe.name", "usdt:demo:tick"), attribute.String("site.class", class.String()))},
+	}, metricdatatest.IgnoreTimestamp())
+	require.NoError(t, s.rcv.Shutdown(context.Background()))
 }

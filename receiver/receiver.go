@@ -155,10 +155,10 @@ func (r *uprobeReceiver) start() error {
 	}
 	for attempt := 1; ; attempt++ {
 		plan, err = target.Resolve(r.cfg.Targets, target.Options{
-			OptimizedUprobes: tracer.HaveOptimizedUprobes(),
-			Locator:          locator,
-			DebugDirs:        r.cfg.DebugDirectories,
-			Debuginfod:       debuginfod,
+			OptimizedUprobes: tracer.HaveOptimizedUprobes(), ARM64StepsNop: tracer.ARM64StepsNop(),
+			Arch: tracer.Arch(), Locator: locator,
+			DebugDirs:  r.cfg.DebugDirectories,
+			Debuginfod: debuginfod,
 		})
 		if err != nil {
 			return fmt.Errorf("resolving targets: %w", err)

@@ -18,9 +18,13 @@
 //
 // The roots are argN, the Nth argument (0 to 999; the caller decides whether
 // that is a USDT argument or an argument of the calling convention), retval,
-// the return value, and %REG, a whole 64-bit register named as the kernel's
-// probe syntax names it (%di, %ax, %ip, …) or by its 64-bit AT&T name (%rdi,
-// %rax, %r15, %rip); %ax means all of RAX, not its low 16 bits. Register names
+// the return value, and %REG, a whole 64-bit register. An x86-64 register is
+// named as the kernel's probe syntax names it (%di, %ax, %ip, …) or by its
+// 64-bit AT&T name (%rdi, %rax, %r15, %rip); %ax means all of RAX, not its
+// low 16 bits. An arm64 register is named %x0 to %x30, %fp (x29), %lr (x30)
+// or %pc; %sp is the stack pointer of either architecture. Which
+// architecture's registers an expression may name is the traced file's
+// business: the caller refuses a register of the other one. Register names
 // are case-insensitive; arg, retval and the types are lowercase.
 //
 // A name ($req->hdr->len, $return, $$params) is a path through the traced
@@ -206,7 +210,9 @@ type Expr struct {
 	Root Root
 	// Arg is N of argN (0..MaxArg), for RootArg.
 	Arg int
-	// Register is the register, for RootRegister.
+	// Register is the register, for RootRegister: an x86-64 register for
+	// an x86-64 name (regs.RSP for %sp, the stack pointer of both
+	// architectures), an arm64 register for an arm64 name.
 	Register regs.Register
 	// Path is the $name path without its type and surrounding blanks, for
 	// RootName: "$req->hdr->len", "$return", "$$params".
@@ -516,10 +522,16 @@ func (p *parser) root(e *Expr) error {
 		full := p.text[start:p.pos]
 		r, ok := regs.ParseWhole(name)
 		if !ok {
+			r, ok = arm64Register(name)
+		}
+		if !ok {
 			if op, ok := regs.ParseOperand(name); ok {
 				return p.errAt(start, fmt.Sprintf("partial register %q (want the whole register %%%s)", full, op.Reg))
 			}
-			return p.errAt(start, fmt.Sprintf("unknown register %q (want one of %s)", full, strings.Join(regs.WholeNames(), ", ")))
+			if op, ok := regs.ArchARM64.ParseOperand(name); ok && op.Size < 8 {
+				return p.errAt(start, fmt.Sprintf("partial register %q (want the whole register %%%s)", full, op.Reg))
+			}
+			return p.errAt(start, fmt.Sprintf("unknown register %q (want one of %s; on arm64 %s)", full, strings.Join(regs.WholeNames(), ", "), arm64Names))
 		}
 		e.Root, e.Register = RootRegister, r
 		return nil
@@ -540,11 +552,37 @@ func (p *parser) root(e *Expr) error {
 		if _, ok := regs.ParseWhole(w); ok {
 			return p.errAt(start, fmt.Sprintf("unknown name %q (registers take a %%: %q)", w, "%"+w))
 		}
+		if _, ok := arm64Register(w); ok {
+			return p.errAt(start, fmt.Sprintf("unknown name %q (registers take a %%: %q)", w, "%"+w))
+		}
 		return p.errAt(start, fmt.Sprintf("unknown name %q (%s)", w, wantTerm))
 	case p.eof():
 		return p.errAt(p.pos, `expected argN, retval, %register or OFF(EXPR)`)
 	}
 	return p.errAt(p.pos, "unexpected "+p.quoteAt(p.pos)+" ("+wantTerm+")")
+}
+
+// arm64Names lists the arm64 register names of fetch expressions, for
+// messages.
+const arm64Names = "x0…x30, fp, lr, sp, pc"
+
+// arm64Register returns the arm64 register a fetch expression names with
+// an arm64 name: x0 to x30, fp (x29), lr (x30) and pc, case-insensitively;
+// sp is the x86-64 kernel name of the stack pointer as well, which
+// ParseWhole takes first. Go's register names (R0, RSP) are not fetch
+// names: R8 to R15 are x86-64 registers too.
+func arm64Register(name string) (regs.Register, bool) {
+	n := strings.ToLower(name)
+	switch {
+	case n == "fp", n == "lr", n == "pc":
+	case len(n) >= 2 && n[0] == 'x' && (n == "x0" || n[1] != '0'):
+		if _, err := strconv.Atoi(n[1:]); err != nil {
+			return regs.None, false
+		}
+	default:
+		return regs.None, false
+	}
+	return regs.ArchARM64.ParseWhole(n)
 }
 
 // argNum checks the digits of argN, which start at byte pos.

@@ -54,6 +54,15 @@ func TestParseValid(t *testing.T) {
 		{"%ip", reg(regs.RIP), "%rip"},
 		{"%rip", reg(regs.RIP), "%rip"},
 		{"%r8", reg(regs.R8), "%r8"},
+		// arm64 names: x0 to x30, fp, lr, pc; %sp is the stack pointer of both.
+		{"%x0", reg(regs.X0), "%x0"},
+		{"%X7", reg(regs.X7), "%x7"},
+		{"%x30", reg(regs.X30), "%x30"},
+		{"%fp", reg(regs.X29), "%x29"},
+		{"%lr", reg(regs.X30), "%x30"},
+		{"%pc", reg(regs.PC), "%pc"},
+		{"+8(%x1):s32", reg(regs.X1).deref(8).typed(s(4)), "+8(%x1):s32"},
+		{"+0(+16(%sp)):string", reg(regs.RSP).deref(16, 0).typed(str(DefaultStringLen)), "+0(+16(%rsp)):string"},
 		{"+0x10(%di)", reg(regs.RDI).deref(16), "+16(%rdi)"},
 		{"-8(%bp)", reg(regs.RBP).deref(-8), "-8(%rbp)"},
 		{"8(%di)", reg(regs.RDI).deref(8), "+8(%rdi)"},
@@ -134,6 +143,11 @@ func TestParseInvalid(t *testing.T) {
 		{"%eax", 1, `partial register "%eax" (want the whole register %rax)`},
 		{"%ah", 1, `partial register "%ah" (want the whole register %rax)`},
 		{"%r15d", 1, `partial register "%r15d" (want the whole register %r15)`},
+		{"%w3", 1, `partial register "%w3" (want the whole register %x3)`},
+		{"%x31", 1, `unknown register "%x31" …`},
+		{"%x01", 1, `unknown register "%x01" …`},
+		{"%r0", 1, `unknown register "%r0" …`},
+		{"x0", 1, `unknown name "x0" (registers take a %: "%x0")`},
 		{"+0(%ax", 7, `expected ")"`},
 		{"+0(+8(%ax)", 11, `expected ")"`},
 		{"+0(%ax))", 8, `unexpected ")"`},
@@ -224,11 +238,12 @@ func TestUnknownRegisterListsAllNames(t *testing.T) {
 	_, err := Parse("%xz")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), strings.Join(regs.WholeNames(), ", "))
+	assert.Contains(t, err.Error(), "on arm64 x0…x30, fp, lr, sp, pc")
 }
 
 func TestRoundTrip(t *testing.T) {
 	texts := []string{
-		"arg0", "arg999", "retval", "%di", "%R15", "%ip",
+		"arg0", "arg999", "retval", "%di", "%R15", "%ip", "%x0", "%FP", "%pc", "+16(%x30):s8",
 		"+0(+8(%ax)):string", "-8(%bp):s64", "0x10(arg0):x16",
 		"-0x8000000000000000(retval):bytes[3]", "+0x7fffffffffffffff(%sp)",
 		" +1 ( -2 ( 3 ( arg7 ) ) ) : string [ 2 ] ",
@@ -284,6 +299,7 @@ func FuzzParse(f *testing.F) {
 	for _, seed := range []string{
 		"", " ", "arg0", "arg12", "arg999", "arg1000", "arg", "argX", "arg01", "retval", "retval:x64",
 		"%di", "%rdi", "%ax", "%r15", "%sp", "%ip", "%eax", "%ah", "%xz", "%", "rdi",
+		"%x0", "%x30", "%x31", "%fp", "%lr", "%pc", "%w1", "%X9", "+8(%x2):u32", "x3",
 		"+0x10(%di)", "-8(%bp)", "8(%di)", "0x10(arg0)", "+0(+8(%ax))", "+0(+8(%ax)):string",
 		"+16(%di):s32", "arg1:bytes[16]", "arg0:string[64]", "arg0:string[1]", "arg0:string[0]",
 		"arg0:bytes[0]", "arg0:string[70000]", "+8(%di:u32)", "+0(%ax", "+0(%ax))", "(%di)",

@@ -9,6 +9,7 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
+	"github.com/otel-uprobe/uprobereceiver/internal/regs"
 )
 
 // Options say what the running kernel can do, as far as placing probes
@@ -18,6 +19,16 @@ type Options struct {
 	// calls (Linux 6.17 on x86-64): USDT sites of the "nop; nop5" form are
 	// then probed on their nop5.
 	OptimizedUprobes bool
+	// ARM64StepsNop says the kernel single-steps a uprobe on an arm64 nop
+	// (Linux before 6.13, which simulates it): USDT sites on arm64 are
+	// then reported as single-stepped.
+	ARM64StepsNop bool
+	// Arch is the architecture whose files the plan may hold: the one the
+	// collector runs on, since the kernel runs uprobes only in programs of
+	// its own architecture. A file of another architecture is refused with
+	// a sentence saying so. ArchUnknown reads files of every supported
+	// architecture (x86-64, arm64), as tools and tests on any host do.
+	Arch regs.Arch
 	// Locator finds the files of a target; nil takes an absolute path as
 	// the one file and refuses names.
 	Locator Locator
@@ -403,7 +414,7 @@ func (plan *Plan) readFile(ti int, c Candidate, fl *file) (_ *FileSpec, err erro
 	tg := plan.Targets[ti]
 	spec := &FileSpec{
 		File: File{
-			Target: ti, Path: c.Path, SeenAs: c.SeenAs, ID: fl.id, Executable: fl.executable(),
+			Target: ti, Path: c.Path, SeenAs: c.SeenAs, ID: fl.id, Executable: fl.executable(), Arch: fl.arch,
 			Go: fl.isGo, GoVersion: fl.goVersion, GoIDOffset: fl.goIDOff,
 			BuildID: fl.buildID, GoBuildID: fl.goBuildID, ThroughRoot: c.Path != c.SeenAs,
 		},

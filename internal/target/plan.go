@@ -99,6 +99,9 @@ type File struct {
 	ID FileID
 	// Executable is true for a program, false for a shared library.
 	Executable bool
+	// Arch is the file's architecture (its ELF machine): register numbers
+	// in its sites' fetches are registers of Arch.
+	Arch regs.Arch
 	// Go is true for a Go binary: its spans pair by goroutine, its returns
 	// are probed on RET instructions and its arguments follow the Go ABI.
 	Go bool

@@ -19,6 +19,7 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/otel-uprobe/uprobereceiver/internal/gobin"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
+	"github.com/otel-uprobe/uprobereceiver/internal/regs"
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
 	"golang.org/x/sys/unix"
 )
@@ -38,6 +39,7 @@ type file struct {
 	opts      Options
 	raw       *os.File
 	id        FileID
+	arch      regs.Arch // from the file's machine
 	isGo      bool
 	goVersion string
 	goIDOff   uint16
@@ -129,9 +131,15 @@ func openFile(path string, opts Options) (_ *file, err error) {
 			fl.close()
 		}
 	}()
-	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_X86_64 {
-		return nil, fmt.Errorf("target %s: %s %s file; only x86-64 files (ELFCLASS64, EM_X86_64) can be traced", path, f.Class, f.Machine)
+	arch, archErr := regs.ArchOf(f.Machine)
+	if f.Class != elf.ELFCLASS64 || f.Data != elf.ELFDATA2LSB || archErr != nil {
+		return nil, fmt.Errorf("target %s: %s %s %s file; only x86-64 and little-endian arm64 files (ELFCLASS64, ELFDATA2LSB, EM_X86_64 or EM_AARCH64) can be traced", path, f.Class, f.Data, f.Machine)
 	}
+	if opts.Arch != regs.ArchUnknown && arch != opts.Arch {
+		return nil, fmt.Errorf("target %s: an %s file (%s); this collector runs on %s and attaches uprobes only to %s files: run the %s build of the collector for it",
+			path, arch, f.Machine, opts.Arch, opts.Arch, arch)
+	}
+	fl.arch = arch
 	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
 		return nil, fmt.Errorf("target %s: %s is neither an executable nor a shared library", path, f.Type)
 	}
@@ -467,9 +475,10 @@ func (fl *file) functionSites(p config.Probe, fn function, offset uint64) ([]loc
 	if err != nil {
 		return nil, err
 	}
-	site := func(off uint64, class insn.SiteClass, ret bool) (location, error) {
+	site := func(off uint64, ret bool) (location, error) {
+		i := insts[instAt(insts, off)]
+		class := fl.kernelClass(i)
 		if !class.Probeable() {
-			i := insts[instAt(insts, off)]
 			return location{}, fmt.Errorf("the instruction at %s+%#x (%s) is one the kernel %s; choose another offset",
 				fn.Name, off, i.Text, map[bool]string{true: "refuses to probe", false: "would run wrongly under a uprobe"}[class == insn.Unsupported])
 		}
@@ -489,7 +498,7 @@ func (fl *file) functionSites(p config.Probe, fn function, offset uint64) ([]loc
 		if err := insn.Boundary(insts, offset); err != nil {
 			return nil, fmt.Errorf("%s: %w", fn.Name, err)
 		}
-		l, err := site(offset, insts[instAt(insts, offset)].Class, p.Kind == config.KindUretprobe)
+		l, err := site(offset, p.Kind == config.KindUretprobe)
 		return []location{l}, err
 	case p.Kind == config.KindRet, fl.isGo && p.Kind == config.KindUretprobe:
 		// Every RET: asked for, or for Go, where kernel return probes
@@ -500,7 +509,7 @@ func (fl *file) functionSites(p config.Probe, fn function, offset uint64) ([]loc
 		}
 		locs := make([]location, 0, len(rets))
 		for _, r := range rets {
-			l, err := site(r, insts[instAt(insts, r)].Class, false)
+			l, err := site(r, false)
 			if err != nil {
 				return nil, err
 			}
@@ -508,12 +517,12 @@ func (fl *file) functionSites(p config.Probe, fn function, offset uint64) ([]loc
 		}
 		return locs, nil
 	case fl.isGo:
-		off, class := insn.GoEntry(insts)
-		l, err := site(off, class, false)
+		off, _ := insn.GoEntry(insts)
+		l, err := site(off, false)
 		return []location{l}, err
 	default:
-		off, class := insn.CheapEntry(insts)
-		l, err := site(off, class, p.Kind == config.KindUretprobe)
+		off, _ := insn.CheapEntry(insts)
+		l, err := site(off, p.Kind == config.KindUretprobe)
 		return []location{l}, err
 	}
 }
@@ -526,6 +535,16 @@ func instAt(insts []insn.Inst, off uint64) int {
 		return len(insts) - 1
 	}
 	return i
+}
+
+// kernelClass returns how the running kernel handles a uprobe on in: its
+// class, except that an arm64 nop is single-stepped, not simulated, by
+// kernels before Linux 6.13 (Options.ARM64StepsNop).
+func (fl *file) kernelClass(in insn.Inst) insn.SiteClass {
+	if fl.arch == regs.ArchARM64 && in.Nop && in.Class == insn.Emulated && fl.opts.ARM64StepsNop {
+		return insn.SingleStepped
+	}
+	return in.Class
 }
 
 // decode decodes a function's code from the file.
@@ -541,7 +560,7 @@ func (fl *file) decode(fn function) ([]insn.Inst, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", fn.Name, err)
 	}
-	insts, err := insn.Decode(code)
+	insts, err := insn.DecodeFor(fl.arch, code)
 	if err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", fn.Name, err)
 	}
@@ -627,11 +646,11 @@ func (fl *file) usdtSite(l *usdt.Location) (location, error) {
 	if err != nil {
 		return location{}, err
 	}
-	loc.Class = site.Class
+	loc.Class = fl.kernelClass(site)
 	if loc.Class == insn.Optimizable && !fl.opts.OptimizedUprobes {
 		loc.Class = insn.Emulated // a nop all the same, without the optimized path
 	}
-	if fl.opts.OptimizedUprobes && site.Len == 1 {
+	if fl.opts.OptimizedUprobes && fl.arch == regs.ArchAMD64 && site.Len == 1 {
 		// Move only onto a real nop5 right after the 1-byte nop, never
 		// onto whatever instruction comes next.
 		if next, err := fl.read(l.Address+1, uint64(len(nop5))); err == nil && bytes.Equal(next, nop5) {
@@ -663,11 +682,22 @@ func (fl *file) checkedNop(addr uint64) (insn.Inst, error) {
 		}
 		return in, nil
 	}
+	if fl.arch == regs.ArchARM64 && addr%insn.ARM64InstLen != 0 {
+		return insn.Inst{}, fmt.Errorf("the site %#x is not a multiple of 4, where arm64 instructions start; %s", addr, mismatch)
+	}
 	code, err := fl.readUpTo(addr, 15)
 	if err != nil {
 		return insn.Inst{}, fmt.Errorf("reading the site: %w", err)
 	}
-	in, err := insn.DecodeOne(code)
+	var in insn.Inst
+	if fl.arch == regs.ArchARM64 {
+		var insts []insn.Inst
+		if insts, err = insn.DecodeARM64(code[:min(len(code), insn.ARM64InstLen)]); err == nil {
+			in = insts[0]
+		}
+	} else {
+		in, err = insn.DecodeOne(code)
+	}
 	if err != nil {
 		return insn.Inst{}, fmt.Errorf("decoding the site: %w; %s", err, mismatch)
 	}

@@ -48,9 +48,9 @@ func TestResolveDemoPlan(t *testing.T) {
 			}, plan.Targets)
 			require.Len(t, plan.Files, 2)
 			for i, want := range []File{
-				{Target: 0, Path: b.Program, SeenAs: b.Program, ID: idOf(t, b.Program), Executable: true,
+				{Target: 0, Path: b.Program, SeenAs: b.Program, ID: idOf(t, b.Program), Executable: true, Arch: regs.ArchAMD64,
 					Sites: Range{0, 10}, Attachments: Range{0, 12}},
-				{Target: 1, Path: b.Library, SeenAs: b.Library, ID: idOf(t, b.Library),
+				{Target: 1, Path: b.Library, SeenAs: b.Library, ID: idOf(t, b.Library), Arch: regs.ArchAMD64,
 					Sites: Range{10, 12}, Attachments: Range{12, 15}},
 			} {
 				got := plan.Files[i]

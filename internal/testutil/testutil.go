@@ -38,8 +38,13 @@ func RepoRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// Testdata returns the path of a file under testdata/.
+// Testdata returns the path of a file under testdata/: in the repository,
+// or in the arm64 VM among the prebuilt fixtures (the files the tests run
+// there need).
 func Testdata(parts ...string) string {
+	if dir := Prebuilt(); dir != "" {
+		return filepath.Join(append([]string{dir, PrebuiltTestdataDir}, parts...)...)
+	}
 	return filepath.Join(append([]string{RepoRoot(), "testdata"}, parts...)...)
 }
 
@@ -65,9 +70,15 @@ type DemoBuild struct {
 }
 
 // BuildDemo builds testdata/demo into a temporary directory with the given
-// optimization flag ("-O2" gives register arguments, "-O0" stack ones).
+// optimization flag ("-O2" gives register arguments, "-O0" stack ones); in
+// the arm64 VM it copies the demo internal/armvm built with that flag.
 func BuildDemo(t testing.TB, opt string) DemoBuild {
 	t.Helper()
+	if Prebuilt() != "" {
+		// arm64 VM: a copy of the demo internal/armvm built with opt.
+		dir := copyPrebuilt(t, PrebuiltDemoDir(opt), "demo", "libdemo.so")
+		return DemoBuild{Dir: dir, Program: filepath.Join(dir, "demo"), Library: filepath.Join(dir, "libdemo.so")}
+	}
 	if _, err := os.Stat("/usr/include/x86_64-linux-gnu/sys/sdt.h"); err != nil {
 		if _, err2 := os.Stat("/usr/include/sys/sdt.h"); err2 != nil {
 			SkipOrFail(t, "<sys/sdt.h> not found: run make deps (systemtap-sdt-dev)")
@@ -102,6 +113,11 @@ func StartDemo(t testing.TB, program string) *Demo {
 	return &p.Demo
 }
 
+// answerTimeout bounds how long a test program may take to answer: a
+// million calls under entry and return probes take about 12 s on a machine
+// whose uprobe traps cost 5 µs, and longer on a loaded one.
+const answerTimeout = 120 * time.Second
+
 // expect waits for the next line, which must start with prefix.
 func (d *Demo) expect(prefix string) string {
 	d.t.Helper()
@@ -114,8 +130,8 @@ func (d *Demo) expect(prefix string) string {
 			d.t.Fatalf("demo said %q, want %q…", line, prefix)
 		}
 		return line
-	case <-time.After(30 * time.Second):
-		d.t.Fatalf("demo did not say %q within 30s", prefix)
+	case <-time.After(answerTimeout):
+		d.t.Fatalf("demo did not say %q within %v", prefix, answerTimeout)
 	}
 	return ""
 }
@@ -247,9 +263,14 @@ func (p *Program) Ask(cmd, prefix string) string {
 }
 
 // BuildGo builds the Go program in testdata/NAME (its own module) into a
-// temporary directory, stripped of its symbol table when stripped is set.
+// temporary directory, stripped of its symbol table when stripped is set;
+// in the arm64 VM it copies the (unstripped) one internal/armvm built.
 func BuildGo(t testing.TB, name string, stripped bool) string {
 	t.Helper()
+	if Prebuilt() != "" && !stripped {
+		// arm64 VM: a copy of the program internal/armvm built.
+		return filepath.Join(copyPrebuilt(t, PrebuiltGoDir, name), name)
+	}
 	out := filepath.Join(t.TempDir(), filepath.Base(name))
 	args := []string{"build", "-o", out}
 	if stripped {

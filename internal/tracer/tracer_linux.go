@@ -180,12 +180,14 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
-		if errors.Is(err, os.ErrPermission) {
-			return nil, ErrPermission
-		}
+		// The verifier refuses with EACCES, which is not a lack of
+		// privileges: tell it apart first.
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("loading the BPF engine: the kernel's verifier refused it: %+v", ve)
+		}
+		if errors.Is(err, os.ErrPermission) {
+			return nil, ErrPermission
 		}
 		return nil, fmt.Errorf("loading the BPF engine: %w", err)
 	}

@@ -402,3 +402,15 @@ func TestOpenRefusesAChangedFile(t *testing.T) {
 		})
 	}
 }
+
+// TestEngineLoads loads the engine of the running architecture with no
+// probes: the kernel's verifier accepts it, and its exec, fork and exit
+// programs attach.
+func TestEngineLoads(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, perLocation := range []bool{false, true} {
+		tr, err := Open(&target.Plan{}, Options{RingBufferSize: testRing, PerLocation: perLocation})
+		require.NoError(t, err)
+		require.NoError(t, tr.Close())
+	}
+}
