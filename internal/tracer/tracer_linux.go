@@ -4,8 +4,11 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/features"
@@ -44,6 +47,18 @@ type Options struct {
 	// (Drain's batch.Processes), for finding targets' files in processes
 	// that start. Targets with a process selector send them anyway.
 	SendExecs bool
+	// ProbeControl groups links by probe, so that SetProbeAttached can
+	// detach and attach one probe without touching the others, and keeps
+	// every attached file open (one descriptor each) to attach its probes
+	// again to that very file. Without it, links are grouped by file only
+	// (fewer links where the kernel has uprobe_multi).
+	ProbeControl bool
+	// ProgramStats turns BPF run-time statistics on while the tracer is
+	// open (BPF_ENABLE_STATS, Linux 5.8, CAP_SYS_ADMIN), for ProgramRuns
+	// and Calibrate. They cost every BPF program on the host two clock
+	// reads per run. When the kernel refuses, statistics are used only if
+	// the administrator turned them on (sysctl kernel.bpf_stats_enabled=1).
+	ProgramStats bool
 }
 
 // DefaultMaxProcesses is the default of Options.MaxProcesses.
@@ -91,22 +106,42 @@ func (e *AttachError) Unwrap() []error {
 
 // Tracer owns the loaded engine, its links and its ring buffer reader. Its
 // methods are for one goroutine at a time, the plan's owner (Drain, Stats
-// and the process methods may run beside each other).
+// and the process methods may run beside each other); SetProbeAttached,
+// ProbeHits and ProgramRuns may run beside the plan's owner too.
 type Tracer struct {
 	plan     *target.Plan
 	multi    bool
+	control  bool // Options.ProbeControl
 	coll     *ebpf.Collection
 	probes   *ebpf.Map
 	spans    *ebpf.Map
 	sites    *ebpf.Map
-	links    map[int][]link.Link // by file index
-	lifetime []link.Link         // exec, fork and exit programs
+	lifetime []link.Link // exec, fork and exit programs
 	goStates *ebpf.Map
 	procs    *ebpf.Map
 	pending  *ebpf.Map
 	ring     *ringReader
+	stats    io.Closer // BPF run-time statistics, while they are on
+
+	// mu guards the links and what is attached.
+	mu       sync.Mutex
+	files    map[int]*fileLinks // attached files, by file index
+	off      map[int]bool       // probes detached by SetProbeAttached
 	detached bool
 }
+
+// fileLinks are the links of one attached file.
+type fileLinks struct {
+	// byProbe holds the links by probe id, or all of them under -1
+	// without Options.ProbeControl.
+	byProbe map[int][]link.Link
+	// fh is the file held open with Options.ProbeControl, to attach its
+	// probes again to this very file whatever its path names now.
+	fh *os.File
+}
+
+// allProbes is the key of fileLinks.byProbe without Options.ProbeControl.
+const allProbes = -1
 
 // Open loads the engine sized for plan, writes its site specs and attaches
 // every attachment of the plan. Either everything is attached or nothing is:
@@ -179,11 +214,13 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 	t := &Tracer{
 		plan:     plan,
 		multi:    multi,
+		control:  opts.ProbeControl,
 		coll:     coll,
 		probes:   coll.Maps[bpfobj.MapProbes],
 		spans:    coll.Maps[bpfobj.MapSpans],
 		sites:    coll.Maps[bpfobj.MapSites],
-		links:    map[int][]link.Link{},
+		files:    map[int]*fileLinks{},
+		off:      map[int]bool{},
 		goStates: coll.Maps[bpfobj.MapGoStates],
 		procs:    coll.Maps[bpfobj.MapProcs],
 		pending:  coll.Maps[bpfobj.MapPending],
@@ -194,6 +231,11 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 		}
 	}()
 
+	if opts.ProgramStats {
+		// Refused without CAP_SYS_ADMIN or before Linux 5.8: statsOn
+		// then falls back to the sysctl.
+		t.stats, _ = ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	}
 	if err := t.writeSites(0, len(plan.Sites)); err != nil {
 		return nil, err
 	}
@@ -210,9 +252,11 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 		t.lifetime = append(t.lifetime, l)
 	}
 	var failures []AttachFailure
+	t.mu.Lock()
 	for fi := range plan.Files {
 		failures = append(failures, t.attachFile(fi)...)
 	}
+	t.mu.Unlock()
 	if len(failures) > 0 {
 		return nil, &AttachError{Failures: failures}
 	}
@@ -238,14 +282,17 @@ func (t *Tracer) writeSites(from, to int) error {
 }
 
 // AttachFile attaches a file the plan gained after Open (plan.Append):
-// all its locations or none.
+// all its locations or none (but those of probes SetProbeAttached
+// detached, which it attaches with the others of their probe).
 func (t *Tracer) AttachFile(fi int) error {
 	f := t.plan.Files[fi]
 	if err := t.writeSites(f.Sites.Start, f.Sites.End); err != nil {
 		return err
 	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if failures := t.attachFile(fi); len(failures) > 0 {
-		return errors.Join(&AttachError{Failures: failures}, t.DetachFile(fi))
+		return errors.Join(&AttachError{Failures: failures}, t.detachFile(fi))
 	}
 	return nil
 }
@@ -253,16 +300,128 @@ func (t *Tracer) AttachFile(fi int) error {
 // DetachFile detaches every location of a file: the kernel lowers its
 // semaphores. Its sites stay allocated. It is idempotent.
 func (t *Tracer) DetachFile(fi int) error {
-	links := t.links[fi]
-	delete(t.links, fi)
-	errs := make([]error, 0, len(links))
-	for _, l := range links {
-		errs = append(errs, l.Close())
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.detachFile(fi)
+}
+
+func (t *Tracer) detachFile(fi int) error {
+	fl := t.files[fi]
+	if fl == nil {
+		return nil
+	}
+	delete(t.files, fi)
+	var errs []error
+	for _, links := range fl.byProbe {
+		for _, l := range links {
+			errs = append(errs, l.Close())
+		}
+	}
+	if fl.fh != nil {
+		errs = append(errs, fl.fh.Close())
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("detaching %s: %w", t.plan.Files[fi].Path, err)
 	}
 	return nil
+}
+
+// SetProbeAttached detaches a probe's locations in every attached file
+// (on false), or attaches them again (on true) to the very files they
+// were attached to (held open; a file changed in place since is refused
+// with ErrFileChanged), all or none. Other probes are not touched; a file
+// attached later (AttachFile) leaves out a detached probe's locations
+// until it is attached again. The caller orders the probes of a span:
+// detach its entry first, attach it last. It needs Options.ProbeControl
+// and is idempotent; after Detach it does nothing.
+func (t *Tracer) SetProbeAttached(probe int, on bool) error {
+	if !t.control {
+		return errors.New("attaching probes one by one needs Options.ProbeControl")
+	}
+	if probe < 0 || probe >= len(t.plan.Probes) {
+		return fmt.Errorf("no probe %d", probe)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.detached || t.off[probe] != on {
+		return nil
+	}
+	if !on {
+		t.off[probe] = true
+		var errs []error
+		for _, fl := range t.files {
+			for _, l := range fl.byProbe[probe] {
+				errs = append(errs, l.Close())
+			}
+			delete(fl.byProbe, probe)
+		}
+		if err := errors.Join(errs...); err != nil {
+			return fmt.Errorf("detaching %s: %w", t.plan.Probes[probe].Ref, err)
+		}
+		return nil
+	}
+	var failures []AttachFailure
+	for fi, fl := range t.files {
+		if fl.fh == nil {
+			continue
+		}
+		failures = append(failures, t.attach(fi, fl, func(a target.Attachment) bool { return a.Probe == probe })...)
+	}
+	if len(failures) > 0 {
+		var errs []error
+		for _, fl := range t.files {
+			for _, l := range fl.byProbe[probe] {
+				errs = append(errs, l.Close())
+			}
+			delete(fl.byProbe, probe)
+		}
+		return errors.Join(&AttachError{Failures: failures}, errors.Join(errs...))
+	}
+	delete(t.off, probe)
+	return nil
+}
+
+// ProbeHits returns every probe's hit count, summed over CPUs, in probe id
+// order; hits is reused when it has room.
+func (t *Tracer) ProbeHits(hits []uint64) ([]uint64, error) {
+	hits = hits[:0]
+	var ps []bpfobj.ProbeStats
+	for i := range t.plan.Probes {
+		if err := t.probes.Lookup(uint32(i), &ps); err != nil {
+			return hits, fmt.Errorf("reading counters of probe %s: %w", t.plan.Probes[i].Ref, err)
+		}
+		var n uint64
+		for _, c := range ps {
+			n += c.Hits
+		}
+		hits = append(hits, n)
+	}
+	return hits, nil
+}
+
+// ProgramRun is the accumulated run time and run count of one engine
+// program, from BPF run-time statistics.
+type ProgramRun struct {
+	Runtime time.Duration
+	Count   uint64
+}
+
+// ProgramRuns returns the run time and runs so far of the programs probes
+// run (by target.Program), and false when BPF run-time statistics are off
+// (see Options.ProgramStats): their counts then stay 0.
+func (t *Tracer) ProgramRuns() (map[target.Program]ProgramRun, bool, error) {
+	out := map[target.Program]ProgramRun{}
+	if !t.statsOn() {
+		return out, false, nil
+	}
+	for _, p := range []target.Program{target.ProgramCount, target.ProgramSite} {
+		st, err := t.program(p).Stats()
+		if err != nil {
+			return out, false, fmt.Errorf("reading BPF run-time statistics: %w", err)
+		}
+		out[p] = ProgramRun{Runtime: st.Runtime, Count: st.RunCount}
+	}
+	return out, true, nil
 }
 
 // program returns the loaded program an attachment runs.
@@ -296,41 +455,89 @@ func (t *Tracer) openFile(fi int) (*os.File, error) {
 		return nil, fmt.Errorf("opening %s: %w", tf.Path, err)
 	}
 	f := os.NewFile(uintptr(fd), tf.Path)
-	id, err := target.StatFileID(f)
-	if err == nil && id != tf.ID {
-		err = fmt.Errorf("%w (read: inode %d, %d bytes; now: inode %d, %d bytes)", ErrFileChanged, tf.ID.Inode, tf.ID.Size, id.Inode, id.Size)
-	}
-	if err != nil {
+	if err := t.checkFile(fi, f); err != nil {
 		f.Close()
 		return nil, err
 	}
 	return f, nil
 }
 
-// attachFile attaches every attachment of file fi and returns the ones the
-// kernel refused; the links made are kept under fi either way.
+// checkFile checks that an open file is still the very file the plan of
+// file fi was read from.
+func (t *Tracer) checkFile(fi int, f *os.File) error {
+	tf := t.plan.Files[fi]
+	id, err := target.StatFileID(f)
+	if err == nil && id != tf.ID {
+		err = fmt.Errorf("%w (read: inode %d, %d bytes; now: inode %d, %d bytes)", ErrFileChanged, tf.ID.Inode, tf.ID.Size, id.Inode, id.Size)
+	}
+	return err
+}
+
+// attachFile attaches every attachment of file fi but those of detached
+// probes and returns the ones the kernel refused; the links made are kept
+// under fi either way. With Options.ProbeControl the file stays open.
 func (t *Tracer) attachFile(fi int) []AttachFailure {
 	f := t.plan.Files[fi]
-	attachments := t.plan.Attachments[f.Attachments.Start:f.Attachments.End]
-	var failures []AttachFailure
-	fail := func(a target.Attachment, err error) {
-		if errors.Is(err, os.ErrPermission) {
-			err = fmt.Errorf("%w (%w)", ErrPermission, err)
+	if f.Attachments.End == f.Attachments.Start {
+		return nil
+	}
+	fl := t.files[fi]
+	if fl == nil {
+		fl = &fileLinks{byProbe: map[int][]link.Link{}}
+		t.files[fi] = fl
+	}
+	if fl.fh == nil {
+		fh, err := t.openFile(fi)
+		if err != nil {
+			var failures []AttachFailure
+			for _, a := range t.plan.Attachments[f.Attachments.Start:f.Attachments.End] {
+				failures = append(failures, t.failure(fi, a, err))
+			}
+			return failures
 		}
-		failures = append(failures, AttachFailure{Attachment: a, Probe: t.plan.Probes[a.Probe].Ref, Path: f.Path, Err: err})
+		fl.fh = fh
+		if !t.control {
+			defer func() { fh.Close(); fl.fh = nil }() // attached uprobes hold the inode, not the descriptor
+		}
+	}
+	return t.attach(fi, fl, func(a target.Attachment) bool { return !t.off[a.Probe] })
+}
+
+// failure describes an attachment of file fi the kernel refused.
+func (t *Tracer) failure(fi int, a target.Attachment, err error) AttachFailure {
+	if errors.Is(err, os.ErrPermission) {
+		err = fmt.Errorf("%w (%w)", ErrPermission, err)
+	}
+	return AttachFailure{Attachment: a, Probe: t.plan.Probes[a.Probe].Ref, Path: t.plan.Files[fi].Path, Err: err}
+}
+
+// attach attaches the attachments of file fi that keep selects, through
+// its open file fl.fh, and returns the ones the kernel refused; the links
+// made are kept in fl either way.
+func (t *Tracer) attach(fi int, fl *fileLinks, keep func(target.Attachment) bool) []AttachFailure {
+	f := t.plan.Files[fi]
+	var attachments []target.Attachment
+	for _, a := range t.plan.Attachments[f.Attachments.Start:f.Attachments.End] {
+		if keep(a) {
+			attachments = append(attachments, a)
+		}
 	}
 	if len(attachments) == 0 {
 		return nil
 	}
-	fh, err := t.openFile(fi)
-	if err != nil {
-		for _, a := range attachments {
-			fail(a, err)
+	var failures []AttachFailure
+	fail := func(a target.Attachment, err error) { failures = append(failures, t.failure(fi, a, err)) }
+	key := func(a target.Attachment) int {
+		if t.control {
+			return a.Probe
 		}
-		return failures
+		return allProbes
 	}
-	defer fh.Close() // attached uprobes hold the inode, not the descriptor
-	ex, err := link.OpenExecutable(fmt.Sprintf("/proc/self/fd/%d", fh.Fd()))
+	err := t.checkFile(fi, fl.fh)
+	var ex *link.Executable
+	if err == nil {
+		ex, err = link.OpenExecutable(fmt.Sprintf("/proc/self/fd/%d", fl.fh.Fd()))
+	}
 	if err != nil {
 		for _, a := range attachments {
 			fail(a, err)
@@ -338,10 +545,10 @@ func (t *Tracer) attachFile(fi int) []AttachFailure {
 		return failures
 	}
 	if t.multi {
-		for _, g := range groupAttachments(attachments) {
+		for _, g := range groupAttachments(attachments, t.control) {
 			l, err := t.attachMulti(ex, g)
 			if err == nil {
-				t.links[fi] = append(t.links[fi], l)
+				fl.byProbe[key(g[0])] = append(fl.byProbe[key(g[0])], l)
 				continue
 			}
 			// Find which locations the kernel refuses, one link each.
@@ -351,7 +558,7 @@ func (t *Tracer) attachFile(fi int) []AttachFailure {
 					fail(a, err)
 					continue
 				}
-				t.links[fi] = append(t.links[fi], l)
+				fl.byProbe[key(a)] = append(fl.byProbe[key(a)], l)
 			}
 		}
 		return failures
@@ -372,7 +579,7 @@ func (t *Tracer) attachFile(fi int) []AttachFailure {
 			fail(a, err)
 			continue
 		}
-		t.links[fi] = append(t.links[fi], l)
+		fl.byProbe[key(a)] = append(fl.byProbe[key(a)], l)
 	}
 	return failures
 }
@@ -393,17 +600,22 @@ func (t *Tracer) attachMulti(ex *link.Executable, g []target.Attachment) (link.L
 }
 
 // groupAttachments splits attachments into the groups one uprobe_multi link
-// can carry, in order of first appearance.
-func groupAttachments(all []target.Attachment) [][]target.Attachment {
+// can carry, in order of first appearance; byProbe keeps each group to
+// one probe.
+func groupAttachments(all []target.Attachment, byProbe bool) [][]target.Attachment {
 	type key struct {
 		file    int
 		ret     bool
 		program target.Program
+		probe   int
 	}
 	index := map[key]int{}
 	var groups [][]target.Attachment
 	for _, a := range all {
-		k := key{a.File, a.Return, a.Program}
+		k := key{a.File, a.Return, a.Program, allProbes}
+		if byProbe {
+			k.probe = a.Probe
+		}
 		i, ok := index[k]
 		if !ok {
 			i = len(groups)
@@ -671,6 +883,8 @@ func StateBytes() (int, error) {
 // the USDT semaphores it raised. The ring buffer and counters stay readable
 // until Close. Detach is idempotent.
 func (t *Tracer) Detach() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.detached {
 		return nil
 	}
@@ -678,8 +892,8 @@ func (t *Tracer) Detach() error {
 	// A uprobe perf event waits for an RCU grace period when it goes (about
 	// 0.1 s each here); a uprobe_multi link waits once for all its locations.
 	var errs []error
-	for fi := range t.links {
-		errs = append(errs, t.DetachFile(fi))
+	for fi := range t.files {
+		errs = append(errs, t.detachFile(fi))
 	}
 	for _, l := range t.lifetime {
 		errs = append(errs, l.Close())
@@ -701,6 +915,10 @@ func (t *Tracer) Close() error {
 	if t.coll != nil {
 		t.coll.Close()
 		t.coll = nil
+	}
+	if t.stats != nil {
+		err = errors.Join(err, t.stats.Close())
+		t.stats = nil
 	}
 	return err
 }
