@@ -125,8 +125,9 @@ type Tracer struct {
 
 	// mu guards the links and what is attached.
 	mu       sync.Mutex
-	files    map[int]*fileLinks // attached files, by file index
-	off      map[int]bool       // probes detached by SetProbeAttached
+	files    map[int]*fileLinks    // attached files, by file index
+	off      map[int]bool          // probes detached by SetProbeAttached
+	closing  map[int]chan struct{} // probes whose links are being closed
 	detached bool
 }
 
@@ -221,6 +222,7 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 		sites:    coll.Maps[bpfobj.MapSites],
 		files:    map[int]*fileLinks{},
 		off:      map[int]bool{},
+		closing:  map[int]chan struct{}{},
 		goStates: coll.Maps[bpfobj.MapGoStates],
 		procs:    coll.Maps[bpfobj.MapProcs],
 		pending:  coll.Maps[bpfobj.MapPending],
@@ -331,35 +333,104 @@ func (t *Tracer) detachFile(fi int) error {
 // were attached to (held open; a file changed in place since is refused
 // with ErrFileChanged), all or none. Other probes are not touched; a file
 // attached later (AttachFile) leaves out a detached probe's locations
-// until it is attached again. The caller orders the probes of a span:
-// detach its entry first, attach it last. It needs Options.ProbeControl
-// and is idempotent; after Detach it does nothing.
+// until it is attached again. It needs Options.ProbeControl and is
+// idempotent; after Detach it does nothing. See SetProbesAttached.
 func (t *Tracer) SetProbeAttached(probe int, on bool) error {
+	return t.SetProbesAttached([]int{probe}, on)
+}
+
+// SetProbesAttached detaches or attaches probes as SetProbeAttached does,
+// in the order given: the caller puts a span's entry before its exit to
+// detach them, after it to attach them. Detaching takes every probe out
+// at once and then waits for the kernel (an RCU grace period, 5–200 ms
+// here) once: each probe's links start closing in the order given (the
+// kernel stops firing a probe when its close begins), none waits for the
+// one before to end, and other probes' calls need not wait either.
+// Attaching a probe first waits for its own detach to end.
+func (t *Tracer) SetProbesAttached(probes []int, on bool) error {
 	if !t.control {
 		return errors.New("attaching probes one by one needs Options.ProbeControl")
 	}
-	if probe < 0 || probe >= len(t.plan.Probes) {
-		return fmt.Errorf("no probe %d", probe)
+	for _, p := range probes {
+		if p < 0 || p >= len(t.plan.Probes) {
+			return fmt.Errorf("no probe %d", p)
+		}
+	}
+	t.mu.Lock()
+	var closing []chan struct{}
+	for _, p := range probes {
+		if ch := t.closing[p]; ch != nil {
+			closing = append(closing, ch)
+		}
+	}
+	t.mu.Unlock()
+	for _, ch := range closing {
+		<-ch // the probe's last detach is still waiting for the kernel
+	}
+	if !on {
+		return t.detachProbes(probes)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.detached || t.off[probe] != on {
-		return nil
+	var errs []error
+	for _, p := range probes {
+		if t.detached || !t.off[p] {
+			continue
+		}
+		if err := t.attachProbe(p); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	if !on {
-		t.off[probe] = true
-		var errs []error
+	return errors.Join(errs...)
+}
+
+// detachProbes detaches probes in order (see SetProbesAttached).
+func (t *Tracer) detachProbes(probes []int) error {
+	t.mu.Lock()
+	var byProbe [][]link.Link
+	var which []int
+	done := make(chan struct{})
+	for _, p := range probes {
+		if t.detached || t.off[p] {
+			continue
+		}
+		t.off[p] = true
+		var links []link.Link
 		for _, fl := range t.files {
-			for _, l := range fl.byProbe[probe] {
-				errs = append(errs, l.Close())
-			}
-			delete(fl.byProbe, probe)
+			links = append(links, fl.byProbe[p]...)
+			delete(fl.byProbe, p)
 		}
-		if err := errors.Join(errs...); err != nil {
-			return fmt.Errorf("detaching %s: %w", t.plan.Probes[probe].Ref, err)
-		}
-		return nil
+		byProbe = append(byProbe, links)
+		which = append(which, p)
+		t.closing[p] = done
 	}
+	t.mu.Unlock()
+	errs := make([]error, len(byProbe))
+	var wg sync.WaitGroup
+	for i, links := range byProbe {
+		started := make(chan struct{})
+		wg.Go(func() {
+			close(started)
+			errs[i] = closeAll(links)
+			if errs[i] != nil {
+				errs[i] = fmt.Errorf("detaching %s: %w", t.plan.Probes[which[i]].Ref, errs[i])
+			}
+		})
+		<-started // the next probe's close begins after this one's
+	}
+	wg.Wait()
+	t.mu.Lock()
+	for _, p := range which {
+		delete(t.closing, p)
+	}
+	t.mu.Unlock()
+	close(done)
+	return errors.Join(errs...)
+}
+
+// attachProbe attaches a detached probe in every attached file, all or
+// none. The caller holds t.mu.
+func (t *Tracer) attachProbe(probe int) error {
 	var failures []AttachFailure
 	for fi, fl := range t.files {
 		if fl.fh == nil {
