@@ -43,6 +43,12 @@ const (
 	MinSampleWindow = time.Millisecond
 	MaxSampleEvery  = 5 * time.Minute
 	SampleShare     = 0.1
+	// History is the number of observation windows (periods with attached
+	// time) a group's cost is estimated over: its rate is the higher of
+	// the last window's and the average over History windows, so that a
+	// rise counts at once and a dip (the traced program kept off its CPU
+	// for part of a short window) only when it lasts.
+	History = 5
 	// minObserved is the attached time over which a rate is measured at
 	// least; a shorter window keeps the previous rate.
 	minObserved = 2 * time.Millisecond
@@ -63,8 +69,9 @@ type Settings struct {
 	ProbeCostNs []float64
 	// Now reads the clock.
 	Now func() time.Time
-	// Hits returns every probe's hit count so far, by probe id.
-	Hits func() ([]uint64, error)
+	// Hits returns the hit counts so far of the given probes, in that
+	// order; of every probe, by probe id, when probes is nil.
+	Hits func(probes []int) ([]uint64, error)
 	// Attach attaches (on) or detaches a group; the probes stop firing
 	// when it is called for detaching (it may return before the kernel
 	// is done) and fire from its return when attaching.
@@ -129,7 +136,8 @@ func (c Change) String() string {
 
 // ProbeState is one probe's part of a Snapshot.
 type ProbeState struct {
-	// Rate is the probe's hits per second while attached (0 until known).
+	// Rate is the probe's hits per second while attached that its cost is
+	// estimated from (0 until known).
 	Rate float64
 	// Demand is its estimated cost if fully attached, Cost at its group's
 	// duty cycle, as fractions of one CPU.
@@ -160,9 +168,20 @@ type group struct {
 	on       bool      // attached now
 	onSince  time.Time // when it was last attached, or the window start
 	attached time.Duration
+	// onHits are its probes' hits when it was last attached (or at the
+	// window start), attachedHits the hits they made attached in this
+	// window; precise is false when a switch could not read them.
+	onHits       []uint64
+	attachedHits []uint64
+	precise      bool
 	offAt    time.Time // when to detach it in this period; zero: never
 	known    bool      // its rates were measured
 	demand   float64   // its estimated full cost (fraction of one CPU)
+	// hist holds the last History windows: attached time, and hits per
+	// probe (in Probes order); next is where the next one goes.
+	histAttached [History]time.Duration
+	histHits     [History][]uint64
+	next, filled int
 	sampled  time.Time // its last sample while detached
 	failure  string
 }
@@ -174,7 +193,8 @@ type Controller struct {
 	s          Settings
 	mu         sync.Mutex
 	groups     []group
-	rate       []float64 // per probe, hits per second while attached
+	rate       []float64 // per probe, hits per second while attached, last window
+	costRate   []float64 // per probe, the rate costs are estimated from
 	missed     []float64 // per probe, hits estimated while detached
 	lastHits   []uint64
 	windowAt   time.Time
@@ -206,7 +226,7 @@ func New(s Settings) (*Controller, error) {
 			}
 		}
 	}
-	hits, err := s.Hits()
+	hits, err := s.Hits(nil)
 	if err != nil {
 		return nil, fmt.Errorf("reading hit counts: %w", err)
 	}
@@ -217,13 +237,19 @@ func New(s Settings) (*Controller, error) {
 	c := &Controller{
 		s:          s,
 		rate:       make([]float64, n),
+		costRate:   make([]float64, n),
 		missed:     make([]float64, n),
 		lastHits:   hits[:n:n],
 		windowAt:   now,
 		nextPeriod: now.Add(s.Period),
 	}
 	for _, g := range s.Groups {
-		c.groups = append(c.groups, group{Group: g, duty: 1, on: true, onSince: now})
+		gs := group{Group: g, duty: 1, on: true, onSince: now, precise: true,
+			onHits: make([]uint64, len(g.Probes)), attachedHits: make([]uint64, len(g.Probes))}
+		for j, p := range g.Probes {
+			gs.onHits[j] = hits[p]
+		}
+		c.groups = append(c.groups, gs)
 	}
 	return c, nil
 }
@@ -270,11 +296,18 @@ func (c *Controller) Flush() {
 	c.account(c.s.Now())
 }
 
-// set attaches or detaches group gi at now, and accounts its attached time.
+// set attaches or detaches group gi at now, and accounts its attached time
+// and the hits its probes made while attached (read before the switch:
+// nothing fires before an attach, and what fires while a detach takes
+// effect is counted, not estimated).
 func (c *Controller) set(gi int, on bool, now time.Time) {
 	g := &c.groups[gi]
 	if g.on == on {
 		return
+	}
+	hits, herr := c.s.Hits(g.Probes)
+	if herr != nil || len(hits) < len(g.Probes) {
+		g.precise = false
 	}
 	err := c.s.Attach(gi, on)
 	if err != nil {
@@ -290,12 +323,20 @@ func (c *Controller) set(gi int, on bool, now time.Time) {
 	}
 	if on {
 		g.on, g.onSince = true, c.s.Now() // it fires from the return on
+		if g.precise {
+			copy(g.onHits, hits)
+		}
 		return
 	}
 	g.on = false
 	g.offAt = time.Time{}
 	if now.After(g.onSince) {
 		g.attached += now.Sub(g.onSince) // it stopped firing at the call
+	}
+	if g.precise {
+		for j := range g.Probes {
+			g.attachedHits[j] += hits[j] - g.onHits[j]
+		}
 	}
 }
 
@@ -304,7 +345,7 @@ func (c *Controller) set(gi int, on bool, now time.Time) {
 // missed while detached. It returns false when the hit counts could not be
 // read (the window then goes on).
 func (c *Controller) account(now time.Time) bool {
-	hits, err := c.s.Hits()
+	hits, err := c.s.Hits(nil)
 	if err != nil || len(hits) < len(c.lastHits) {
 		if err == nil {
 			err = fmt.Errorf("%d hit counts for %d probes", len(hits), len(c.lastHits))
@@ -320,23 +361,58 @@ func (c *Controller) account(now time.Time) bool {
 			attached += now.Sub(g.onSince)
 		}
 		g.attached = 0
+		// The hits made attached, and those counted while detached (a
+		// detach taking effect): these are no estimate.
+		made := make([]uint64, len(g.Probes))
+		leaked := make([]uint64, len(g.Probes))
+		for j, p := range g.Probes {
+			total := hits[p] - c.lastHits[p]
+			made[j] = total
+			if g.precise {
+				made[j] = g.attachedHits[j]
+				if g.on {
+					made[j] += hits[p] - g.onHits[j]
+				}
+				made[j] = min(made[j], total)
+				leaked[j] = total - made[j]
+			}
+			g.attachedHits[j] = 0
+			g.onHits[j] = hits[p]
+		}
+		g.precise = true
 		if g.on {
 			g.onSince = now
 		}
 		measured := attached >= minObserved
-		for _, p := range g.Probes {
+		if measured {
+			i := g.next
+			g.histAttached[i] = attached
+			if g.histHits[i] == nil {
+				g.histHits[i] = make([]uint64, len(g.Probes))
+			}
+			copy(g.histHits[i], made)
+			g.next, g.filled = (i+1)%History, min(History, g.filled+1)
+		}
+		var total time.Duration
+		for i := range g.filled {
+			total += g.histAttached[i]
+		}
+		g.demand = 0
+		for j, p := range g.Probes {
 			if measured {
-				c.rate[p] = float64(hits[p]-c.lastHits[p]) / attached.Seconds()
+				c.rate[p] = float64(made[j]) / attached.Seconds()
+				var n uint64
+				for i := range g.filled {
+					n += g.histHits[i][j]
+				}
+				c.costRate[p] = max(c.rate[p], float64(n)/total.Seconds())
 			}
 			if (measured || g.known) && window > attached {
-				c.missed[p] += c.rate[p] * (window - attached).Seconds()
+				c.missed[p] += max(0, c.rate[p]*(window-attached).Seconds()-float64(leaked[j]))
 			}
+			g.demand += c.costRate[p] * c.s.ProbeCostNs[p] * 1e-9
 		}
 		g.known = g.known || measured
-		g.demand = 0
-		for _, p := range g.Probes {
-			g.demand += c.rate[p] * c.s.ProbeCostNs[p] * 1e-9
-		}
 	}
 	copy(c.lastHits, hits)
 	c.windowAt = now
@@ -466,8 +542,8 @@ func (c *Controller) Snapshot() Snapshot {
 		}
 		share := c.share(g)
 		for _, p := range g.Probes {
-			d := c.rate[p] * c.s.ProbeCostNs[p] * 1e-9
-			s.Probes[p] = ProbeState{Rate: c.rate[p], Demand: d, Cost: d * share, Duty: g.duty, Missed: c.missed[p]}
+			d := c.costRate[p] * c.s.ProbeCostNs[p] * 1e-9
+			s.Probes[p] = ProbeState{Rate: c.costRate[p], Demand: d, Cost: d * share, Duty: g.duty, Missed: c.missed[p]}
 		}
 	}
 	return s

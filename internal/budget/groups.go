@@ -111,12 +111,20 @@ type Costs struct {
 	ProgramNs map[target.Program]float64
 }
 
-// ProbeCosts returns what one hit of each probe costs, in nanoseconds: the
-// costliest of its locations (a probe with several pays, per hit, at most
-// that), each being the trap of its site class — for a uretprobe its
-// return leg, plus the trap at the function's entry unless an entry
-// uprobe of the same group shares it — and the run of its program.
-func ProbeCosts(plan *target.Plan, groups []Group, c Costs) []float64 {
+// Leg is one way a hit of a probe is paid for: at a location of a site
+// class, as an entry uprobe or as a uretprobe (whose entry trap an entry
+// uprobe of its group at the same place may share), running a program.
+type Leg struct {
+	Class insn.SiteClass
+	// Return is a uretprobe; SharedTrap says an entry uprobe of the same
+	// group sits at the same function, so the uretprobe adds only its
+	// return leg.
+	Return, SharedTrap bool
+	Program            target.Program
+}
+
+// Legs returns the distinct legs of each probe's locations, by probe id.
+func Legs(plan *target.Plan, groups []Group) [][]Leg {
 	groupOf := make([]int, len(plan.Probes))
 	for gi, g := range groups {
 		for _, p := range g.Probes {
@@ -134,19 +142,48 @@ func ProbeCosts(plan *target.Plan, groups []Group, c Costs) []float64 {
 			entries[place{a.File, a.FileOffset, groupOf[a.Probe]}] = true
 		}
 	}
-	out := make([]float64, len(plan.Probes))
+	out := make([][]Leg, len(plan.Probes))
 	for _, a := range plan.Attachments {
-		ns := c.ProgramNs[a.Program]
-		class := min(int(a.Class), int(insn.SingleStepped))
-		switch {
-		case !a.Return:
-			ns += c.HitNs[class]
-		case entries[place{a.File, a.FileOffset, groupOf[a.Probe]}]:
-			ns += c.ReturnNs
-		default:
-			ns += c.HitNs[class] + c.ReturnNs
+		l := Leg{Class: min(a.Class, insn.SingleStepped), Return: a.Return, Program: a.Program}
+		l.SharedTrap = a.Return && entries[place{a.File, a.FileOffset, groupOf[a.Probe]}]
+		if !slices.Contains(out[a.Probe], l) {
+			out[a.Probe] = append(out[a.Probe], l)
 		}
-		out[a.Probe] = max(out[a.Probe], ns)
 	}
 	return out
+}
+
+// Cost returns what one hit through leg l costs, in nanoseconds: the trap
+// of its site class (for a uretprobe its return leg, plus the trap at the
+// function's entry unless an entry uprobe shares it) and its program's run.
+func (c Costs) Cost(l Leg) float64 {
+	ns := c.ProgramNs[l.Program]
+	switch {
+	case !l.Return:
+		ns += c.HitNs[l.Class]
+	case l.SharedTrap:
+		ns += c.ReturnNs
+	default:
+		ns += c.HitNs[l.Class] + c.ReturnNs
+	}
+	return ns
+}
+
+// ProbeCosts returns what one hit of each probe costs, in nanoseconds, by
+// probe id: its costliest leg (a probe with several locations pays, per
+// hit, at most that); 0 for a probe without locations.
+func (c Costs) ProbeCosts(legs [][]Leg) []float64 {
+	out := make([]float64, len(legs))
+	for p, ls := range legs {
+		for _, l := range ls {
+			out[p] = max(out[p], c.Cost(l))
+		}
+	}
+	return out
+}
+
+// ProbeCosts returns what one hit of each probe of a plan costs (see
+// Costs.ProbeCosts and Legs).
+func ProbeCosts(plan *target.Plan, groups []Group, c Costs) []float64 {
+	return c.ProbeCosts(Legs(plan, groups))
 }

@@ -41,7 +41,7 @@ func testSetProbeAttached(t *testing.T, perLocation bool) {
 	start, done := probeIndex(t, plan, "usdt:demo:query__start"), probeIndex(t, plan, "usdt:demo:query__done")
 	hits := func() []uint64 {
 		t.Helper()
-		h, err := tr.ProbeHits(nil)
+		h, err := tr.ProbeHits(nil, nil)
 		require.NoError(t, err)
 		return h
 	}
@@ -103,6 +103,9 @@ func testSetProbeAttached(t *testing.T, perLocation bool) {
 	require.NoError(t, err)
 	require.True(t, on)
 	all := hits()
+	some, err := tr.ProbeHits([]int{inner, tick}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []uint64{all[inner], all[tick]}, some)
 	assert.Equal(t, all[tick]+all[inner], runs[target.ProgramCount].Count)
 	assert.Equal(t, all[start]+all[done], runs[target.ProgramSite].Count)
 

@@ -452,22 +452,31 @@ func (t *Tracer) attachProbe(probe int) error {
 	return nil
 }
 
-// ProbeHits returns every probe's hit count, summed over CPUs, in probe id
-// order; hits is reused when it has room.
-func (t *Tracer) ProbeHits(hits []uint64) ([]uint64, error) {
-	hits = hits[:0]
-	var ps []bpfobj.ProbeStats
-	for i := range t.plan.Probes {
-		if err := t.probes.Lookup(uint32(i), &ps); err != nil {
-			return hits, fmt.Errorf("reading counters of probe %s: %w", t.plan.Probes[i].Ref, err)
-		}
-		var n uint64
-		for _, c := range ps {
-			n += c.Hits
-		}
-		hits = append(hits, n)
+// ProbeHits returns the hit counts of the given probes (every probe, in
+// probe id order, when probes is nil), summed over CPUs; out is reused
+// when it has room.
+func (t *Tracer) ProbeHits(probes []int, out []uint64) ([]uint64, error) {
+	out = out[:0]
+	n := len(probes)
+	if probes == nil {
+		n = len(t.plan.Probes)
 	}
-	return hits, nil
+	var ps []bpfobj.ProbeStats
+	for i := range n {
+		p := i
+		if probes != nil {
+			p = probes[i]
+		}
+		if err := t.probes.Lookup(uint32(p), &ps); err != nil {
+			return out, fmt.Errorf("reading counters of probe %s: %w", t.plan.Probes[p].Ref, err)
+		}
+		var hits uint64
+		for _, c := range ps {
+			hits += c.Hits
+		}
+		out = append(out, hits)
+	}
+	return out, nil
 }
 
 // ProgramRun is the accumulated run time and run count of one engine

@@ -32,6 +32,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					UprobeProbeHits: UprobeProbeHitsMetricConfig{
 						Enabled: true,
 					},
+					UprobeProbeHitsEstimated: UprobeProbeHitsEstimatedMetricConfig{
+						Enabled: true,
+					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
 					HostName:              ResourceAttributeConfig{Enabled: true},
@@ -50,6 +53,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					UprobeProbeHits: UprobeProbeHitsMetricConfig{
 						Enabled: false,
 					},
+					UprobeProbeHitsEstimated: UprobeProbeHitsEstimatedMetricConfig{
+						Enabled: false,
+					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
 					HostName:              ResourceAttributeConfig{Enabled: false},
@@ -62,7 +68,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(UprobeEventsLostMetricConfig{}, UprobeProbeHitsMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(UprobeEventsLostMetricConfig{}, UprobeProbeHitsMetricConfig{}, UprobeProbeHitsEstimatedMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}
