@@ -174,16 +174,16 @@ type group struct {
 	onHits       []uint64
 	attachedHits []uint64
 	precise      bool
-	offAt    time.Time // when to detach it in this period; zero: never
-	known    bool      // its rates were measured
-	demand   float64   // its estimated full cost (fraction of one CPU)
+	offAt        time.Time // when to detach it in this period; zero: never
+	known        bool      // its rates were measured
+	demand       float64   // its estimated full cost (fraction of one CPU)
 	// hist holds the last History windows: attached time, and hits per
 	// probe (in Probes order); next is where the next one goes.
 	histAttached [History]time.Duration
 	histHits     [History][]uint64
 	next, filled int
-	sampled  time.Time // its last sample while detached
-	failure  string
+	sampled      time.Time // its last sample while detached
+	failure      string
 }
 
 // Controller keeps the probes' estimated cost under the budget by

@@ -16,8 +16,6 @@ func calibReturnTwin()
 // callN calls the function at fn n times.
 func callN(fn uintptr, n int)
 
-func callNWork(fn uintptr, n, work int)
-
 // calibAddresses writes the addresses of the eight functions above, in
 // that order: the assembly's own symbols, not the Go wrappers a func value
 // would give.

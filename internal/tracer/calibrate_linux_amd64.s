@@ -59,31 +59,6 @@ loop:
 done:
 	RET
 
-// func callNWork(fn uintptr, n, work int)
-TEXT ·callNWork(SB), NOSPLIT, $0-24
-	MOVQ fn+0(FP), BX
-	MOVQ n+8(FP), CX
-	MOVQ $1, AX
-	MOVQ $6364136223846793005, SI
-	MOVQ $1442695040888963407, DI
-outer:
-	TESTQ CX, CX
-	JEQ done2
-	CALL BX
-	MOVQ work+16(FP), DX
-inner:
-	TESTQ DX, DX
-	JEQ next
-	IMULQ SI, AX
-	ADDQ DI, AX
-	DECQ DX
-	JMP inner
-next:
-	DECQ CX
-	JMP outer
-done2:
-	RET
-
 // func calibAddresses(out *[8]uintptr)
 TEXT ·calibAddresses(SB), NOSPLIT, $0-8
 	MOVQ out+0(FP), DI
