@@ -248,7 +248,7 @@ type metricUprobeProbeHits struct {
 // init fills uprobe.probe.hits metric with initial data.
 func (m *metricUprobeProbeHits) init() {
 	m.data.SetName("uprobe.probe.hits")
-	m.data.SetDescription("Times any location of the probe fired, counted in the kernel. Under an overhead budget, a probe the budget duty-cycles misses the calls made while it is detached; uprobe.probe.hits.estimated adds them.")
+	m.data.SetDescription("Times any location of the probe fired, counted in the kernel.")
 	m.data.SetUnit("{hit}")
 	m.data.SetEmptySum()
 	m.data.Sum().SetIsMonotonic(true)

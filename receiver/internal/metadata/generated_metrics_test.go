@@ -130,7 +130,7 @@ func TestMetricsBuilder(t *testing.T) {
 					validatedMetrics["uprobe.probe.hits"] = true
 					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
 					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-					assert.Equal(t, "Times any location of the probe fired, counted in the kernel. Under an overhead budget, a probe the budget duty-cycles misses the calls made while it is detached; uprobe.probe.hits.estimated adds them.", mi.Description())
+					assert.Equal(t, "Times any location of the probe fired, counted in the kernel.", mi.Description())
 					assert.Equal(t, "{hit}", mi.Unit())
 					assert.True(t, mi.Sum().IsMonotonic())
 					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
