@@ -131,8 +131,13 @@ type Tracer struct {
 	detached bool
 }
 
-// fileLinks are the links of one attached file.
+// fileLinks are the links of one attached file, and what the tracer keeps
+// of its plan to attach it again: the plan's owner may append to the plan
+// meanwhile, so SetProbesAttached reads only this copy.
 type fileLinks struct {
+	path        string
+	id          target.FileID
+	attachments []target.Attachment
 	// byProbe holds the links by probe id, or all of them under -1
 	// without Options.ProbeControl.
 	byProbe map[int][]link.Link
@@ -323,7 +328,7 @@ func (t *Tracer) detachFile(fi int) error {
 		errs = append(errs, fl.fh.Close())
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("detaching %s: %w", t.plan.Files[fi].Path, err)
+		return fmt.Errorf("detaching %s: %w", fl.path, err)
 	}
 	return nil
 }
@@ -432,11 +437,11 @@ func (t *Tracer) detachProbes(probes []int) error {
 // none. The caller holds t.mu.
 func (t *Tracer) attachProbe(probe int) error {
 	var failures []AttachFailure
-	for fi, fl := range t.files {
+	for _, fl := range t.files {
 		if fl.fh == nil {
 			continue
 		}
-		failures = append(failures, t.attach(fi, fl, func(a target.Attachment) bool { return a.Probe == probe })...)
+		failures = append(failures, t.attach(fl, func(a target.Attachment) bool { return a.Probe == probe })...)
 	}
 	if len(failures) > 0 {
 		var errs []error
@@ -535,20 +540,19 @@ func (t *Tracer) openFile(fi int) (*os.File, error) {
 		return nil, fmt.Errorf("opening %s: %w", tf.Path, err)
 	}
 	f := os.NewFile(uintptr(fd), tf.Path)
-	if err := t.checkFile(fi, f); err != nil {
+	if err := checkFile(f, tf.ID); err != nil {
 		f.Close()
 		return nil, err
 	}
 	return f, nil
 }
 
-// checkFile checks that an open file is still the very file the plan of
-// file fi was read from.
-func (t *Tracer) checkFile(fi int, f *os.File) error {
-	tf := t.plan.Files[fi]
+// checkFile checks that an open file is still the very file a plan was
+// read from, whose identity was want.
+func checkFile(f *os.File, want target.FileID) error {
 	id, err := target.StatFileID(f)
-	if err == nil && id != tf.ID {
-		err = fmt.Errorf("%w (read: inode %d, %d bytes; now: inode %d, %d bytes)", ErrFileChanged, tf.ID.Inode, tf.ID.Size, id.Inode, id.Size)
+	if err == nil && id != want {
+		err = fmt.Errorf("%w (read: inode %d, %d bytes; now: inode %d, %d bytes)", ErrFileChanged, want.Inode, want.Size, id.Inode, id.Size)
 	}
 	return err
 }
@@ -563,15 +567,19 @@ func (t *Tracer) attachFile(fi int) []AttachFailure {
 	}
 	fl := t.files[fi]
 	if fl == nil {
-		fl = &fileLinks{byProbe: map[int][]link.Link{}}
+		fl = &fileLinks{
+			path: f.Path, id: f.ID, byProbe: map[int][]link.Link{},
+			// The plan only ever appends: this range stays as it is.
+			attachments: t.plan.Attachments[f.Attachments.Start:f.Attachments.End:f.Attachments.End],
+		}
 		t.files[fi] = fl
 	}
 	if fl.fh == nil {
 		fh, err := t.openFile(fi)
 		if err != nil {
 			var failures []AttachFailure
-			for _, a := range t.plan.Attachments[f.Attachments.Start:f.Attachments.End] {
-				failures = append(failures, t.failure(fi, a, err))
+			for _, a := range fl.attachments {
+				failures = append(failures, t.failure(fl, a, err))
 			}
 			return failures
 		}
@@ -580,24 +588,23 @@ func (t *Tracer) attachFile(fi int) []AttachFailure {
 			defer func() { fh.Close(); fl.fh = nil }() // attached uprobes hold the inode, not the descriptor
 		}
 	}
-	return t.attach(fi, fl, func(a target.Attachment) bool { return !t.off[a.Probe] })
+	return t.attach(fl, func(a target.Attachment) bool { return !t.off[a.Probe] })
 }
 
-// failure describes an attachment of file fi the kernel refused.
-func (t *Tracer) failure(fi int, a target.Attachment, err error) AttachFailure {
+// failure describes an attachment of file fl the kernel refused.
+func (t *Tracer) failure(fl *fileLinks, a target.Attachment, err error) AttachFailure {
 	if errors.Is(err, os.ErrPermission) {
 		err = fmt.Errorf("%w (%w)", ErrPermission, err)
 	}
-	return AttachFailure{Attachment: a, Probe: t.plan.Probes[a.Probe].Ref, Path: t.plan.Files[fi].Path, Err: err}
+	return AttachFailure{Attachment: a, Probe: t.plan.Probes[a.Probe].Ref, Path: fl.path, Err: err}
 }
 
-// attach attaches the attachments of file fi that keep selects, through
+// attach attaches the attachments of file fl that keep selects, through
 // its open file fl.fh, and returns the ones the kernel refused; the links
 // made are kept in fl either way.
-func (t *Tracer) attach(fi int, fl *fileLinks, keep func(target.Attachment) bool) []AttachFailure {
-	f := t.plan.Files[fi]
+func (t *Tracer) attach(fl *fileLinks, keep func(target.Attachment) bool) []AttachFailure {
 	var attachments []target.Attachment
-	for _, a := range t.plan.Attachments[f.Attachments.Start:f.Attachments.End] {
+	for _, a := range fl.attachments {
 		if keep(a) {
 			attachments = append(attachments, a)
 		}
@@ -606,14 +613,14 @@ func (t *Tracer) attach(fi int, fl *fileLinks, keep func(target.Attachment) bool
 		return nil
 	}
 	var failures []AttachFailure
-	fail := func(a target.Attachment, err error) { failures = append(failures, t.failure(fi, a, err)) }
+	fail := func(a target.Attachment, err error) { failures = append(failures, t.failure(fl, a, err)) }
 	key := func(a target.Attachment) int {
 		if t.control {
 			return a.Probe
 		}
 		return allProbes
 	}
-	err := t.checkFile(fi, fl.fh)
+	err := checkFile(fl.fh, fl.id)
 	var ex *link.Executable
 	if err == nil {
 		ex, err = link.OpenExecutable(fmt.Sprintf("/proc/self/fd/%d", fl.fh.Fd()))
