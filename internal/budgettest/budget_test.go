@@ -149,6 +149,17 @@ func TestOverheadBudget(t *testing.T) {
 	assert.InDelta(t, 0.5, lastDemand, 0.25, "fully attached, the probe would cost about half a CPU")
 	t.Logf("while throttled: duty cycle %.4f, estimated cost %.4f CPU of a demand of %.3f CPU", minDuty, lastCost, lastDemand)
 
+	// Every change is logged once, not every second.
+	changes := 0
+	for _, l := range strings.Split(col.Log(), "\n") {
+		if strings.Contains(l, "Overhead budget") {
+			changes++
+		}
+	}
+	t.Logf("%d budget changes logged", changes)
+	assert.GreaterOrEqual(t, changes, 3, "exceeded, duty-cycled, back")
+	assert.LessOrEqual(t, changes, 15, "one line per change over about 40 s, not one per second")
+
 	// Back up when the rate dropped.
 	assert.True(t, back, "the probe is fully attached again after the rate dropped")
 	assert.True(t, unthrottled, "nothing is throttled after the rate dropped")
