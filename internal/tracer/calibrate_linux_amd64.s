@@ -2,6 +2,12 @@
 // instruction the kernel runs differently under a uprobe, each with an
 // identical twin that is never probed. They take no arguments, touch no
 // register but the ones named, and are only called through callN.
+//
+// A uretprobe replaces a return address on the stack, which Go's runtime
+// must never see (golang/go#22008): here it cannot. callN and the probed
+// functions are assembly, never preempted asynchronously and never a
+// safe point, so no stack is scanned or moved while the replaced address
+// is on it, and NOSPLIT leaves cannot grow the stack.
 
 #include "textflag.h"
 
