@@ -3,6 +3,7 @@ package receiver
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -39,6 +40,13 @@ type Config struct {
 	// DIR/<directory of the file>/<.gnu_debuglink name>. Debuginfo in the
 	// file itself comes first; with DEBUGINFOD_URLS set, debuginfod last.
 	DebugDirectories []string `mapstructure:"debug_directories"`
+	// OverheadBudget bounds the CPU time all probes together add to the
+	// traced programs, as a fraction of one CPU averaged over 10 s (0.02
+	// is 2% of a CPU). 0 (the default) sets no budget: nothing is measured
+	// and no probe is ever detached. With a budget, the receiver measures
+	// what a hit costs at Start and duty-cycles the costliest probes when
+	// their estimated cost goes over it.
+	OverheadBudget float64 `mapstructure:"overhead_budget"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -51,6 +59,8 @@ const (
 	defaultRingBufferSize     = 8 << 20
 	defaultMaxBatchSpans      = 8192
 	defaultMaxGoroutines      = 4096
+	// maxOverheadBudget bounds overhead_budget, in CPUs.
+	maxOverheadBudget = 1024
 )
 
 func createDefaultConfig() *Config {
@@ -83,6 +93,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxGoroutines < 1 || c.MaxGoroutines > 1<<20 {
 		errs = append(errs, fmt.Errorf("max_goroutines %d: want 1 to 1048576", c.MaxGoroutines))
+	}
+	if math.IsNaN(c.OverheadBudget) || c.OverheadBudget < 0 || c.OverheadBudget > maxOverheadBudget {
+		errs = append(errs, fmt.Errorf("overhead_budget %v: want 0 (none) or a fraction of a CPU up to %d", c.OverheadBudget, maxOverheadBudget))
 	}
 	for i, d := range c.DebugDirectories {
 		if !filepath.IsAbs(d) {

@@ -83,6 +83,8 @@ func TestConfigFromYAML(t *testing.T) {
 	assert.Equal(t, "postgres", cfg.Targets[0].ServiceName)
 	assert.Len(t, cfg.Targets[0].Spans, 4)
 	assert.Equal(t, []string{"/usr/lib/debug", "/opt/debug"}, cfg.DebugDirectories)
+	assert.Equal(t, 0.02, cfg.OverheadBudget)
+	assert.Zero(t, createDefaultConfig().OverheadBudget, "no budget unless one is set")
 	assert.Equal(t, config.Span{
 		Function: "exec_*", SourceFile: "*/executor/*.c", MaxFunctions: 200,
 		Attributes: map[string]string{"args": "$$params"}, ExitAttributes: map[string]string{"ret": "$return"},
@@ -101,6 +103,7 @@ func TestConfigFromYAML(t *testing.T) {
 		`ring_buffer_size 3000: want a power of two`,
 		`max_batch_spans 0: want 1 to 1048576`,
 		`debug_directories[0] "debug" must be absolute`,
+		`overhead_budget -0.1: want 0 (none) or a fraction of a CPU up to 1024`,
 		`targets[0]: path "relative/path" must be absolute`,
 		`targets[0].spans[0]: exit without entry`,
 		`targets[0].spans[1].attributes["x"]: "retval": retval is only known at exit`,

@@ -2,6 +2,7 @@ package receiver
 
 import (
 	"context"
+	"math"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -40,6 +41,9 @@ type metricsEmitter struct {
 	startTime  pcommon.Timestamp
 	version    string
 	last       event.Stats // what self-telemetry has already been told
+	// missed returns the hits estimated for the time an overhead budget
+	// kept a probe detached; nil without a budget.
+	missed func(probe int) float64
 }
 
 func newMetricsEmitter(cfg metadata.MetricsBuilderConfig, set receiver.Settings, plan *target.Plan, hostName string, start pcommon.Timestamp) *metricsEmitter {
@@ -113,6 +117,11 @@ func (e *metricsEmitter) emit(st event.Stats, now pcommon.Timestamp) pmetric.Met
 			hits := st.Probes[pi].Hits
 			hits -= min(hits, inContainers[pi])
 			e.mb.RecordUprobeProbeHitsDataPoint(now, int64(hits), p.Ref)
+			if e.missed != nil {
+				// The estimate covers the probe's every process: it goes
+				// with the target's own resource.
+				e.mb.RecordUprobeProbeHitsEstimatedDataPoint(now, int64(st.Probes[pi].Hits)+int64(math.Round(e.missed(pi))), p.Ref)
+			}
 			if e.isExit(pi) {
 				e.mb.RecordUprobeEventsLostDataPoint(now, int64(st.Probes[pi].Lost), p.Ref)
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -140,4 +141,39 @@ func TestValueHistogramPoints(t *testing.T) {
 	assert.Equal(t, []uint64{1, 1, 1}, dp.Negative().BucketCounts().AsRaw())
 	v, _ := dp.Attributes().Get("probe.value")
 	assert.Equal(t, "retval:s64", v.Str())
+}
+
+// With a budget, every probe also gets its estimated hits: counted plus
+// what the budget estimated for the time it was detached, rounded.
+func TestMetricsEstimatedHits(t *testing.T) {
+	plan := metricsPlan()
+	e := newMetricsEmitter(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), plan, "", 1)
+	st := event.Stats{
+		Probes: []event.ProbeCounts{{Hits: 20}, {Hits: 19}, {Hits: 7}, {Hits: 3}, {Hits: 3}},
+		Spans:  []event.SpanCounts{{Buckets: make([]uint64, 64)}, {Buckets: make([]uint64, 64)}},
+	}
+	assert.Empty(t, sumPoints(e.emit(st, 2), "uprobe.probe.hits.estimated"), "no estimate without a budget")
+	e.missed = func(p int) float64 { return []float64{1000.4, 999.6, 0, 0, 0}[p] }
+	md := e.emit(st, 3)
+	assert.Equal(t, map[string]int64{"usdt:app:start": 1020, "usdt:app:done": 1019, "uprobe:tick": 7, "uprobe:lib": 3, "uretprobe:lib": 3},
+		sumPoints(md, "uprobe.probe.hits.estimated"))
+	assert.Equal(t, map[string]int64{"usdt:app:start": 20, "usdt:app:done": 19, "uprobe:tick": 7, "uprobe:lib": 3, "uretprobe:lib": 3},
+		sumPoints(md, "uprobe.probe.hits"), "the counts stay counts")
+}
+
+func TestConfigBudgetBounds(t *testing.T) {
+	for _, tc := range []struct {
+		budget float64
+		ok     bool
+	}{{0, true}, {0.02, true}, {1024, true}, {-0.01, false}, {1025, false}, {math.NaN(), false}, {math.Inf(1), false}} {
+		cfg := createDefaultConfig()
+		cfg.Targets = []config.Target{{Path: "/bin/true", Counters: config.CountersOf("uprobe:main")}}
+		cfg.OverheadBudget = tc.budget
+		err := cfg.Validate()
+		if tc.ok {
+			assert.NoError(t, err, "%v", tc.budget)
+		} else {
+			assert.ErrorContains(t, err, "overhead_budget", "%v", tc.budget)
+		}
+	}
 }

@@ -82,10 +82,11 @@ type uprobeReceiver struct {
 	chooser     *chooser
 	watcher     *fileWatcher
 	sendExecs   bool
-	waiting     map[int]bool // targets with nothing traced now
-	kept        []event.Span // the batch's spans that count
-	exes        *imageCache  // process.executable.path of library targets' processes
-	containers  *imageCache  // container.id
+	waiting     map[int]bool    // targets with nothing traced now
+	kept        []event.Span    // the batch's spans that count
+	exes        *imageCache     // process.executable.path of library targets' processes
+	containers  *imageCache     // container.id
+	budget      *overheadBudget // nil without overhead_budget
 }
 
 func newReceiver(cfg *Config, set receiver.Settings, onDone func()) (*uprobeReceiver, error) {
@@ -169,6 +170,8 @@ func (r *uprobeReceiver) start() error {
 		tr, err = tracer.Open(plan, tracer.Options{
 			RingBufferSize: r.cfg.RingBufferSize, NoRecords: r.traces == nil, MaxGoroutines: r.cfg.MaxGoroutines,
 			SendExecs: r.sendExecs,
+			// A budget switches probes one by one and measures programs.
+			ProbeControl: r.cfg.OverheadBudget > 0, ProgramStats: r.cfg.OverheadBudget > 0,
 		})
 		if errors.Is(err, tracer.ErrFileChanged) && attempt < maxResolves {
 			log.Info("A traced file changed while it was being read; reading it again", zap.Error(err))
@@ -192,6 +195,14 @@ func (r *uprobeReceiver) start() error {
 	offset, err := r.clockOffset()
 	if err != nil {
 		return errors.Join(fmt.Errorf("reading clocks: %w", err), tr.Close())
+	}
+	if r.cfg.OverheadBudget > 0 {
+		if r.budget, err = newOverheadBudget(log, tr, plan, r.cfg.OverheadBudget); err != nil {
+			return errors.Join(err, tr.Close())
+		}
+		if err := r.budget.register(r.tel, plan); err != nil {
+			return errors.Join(fmt.Errorf("registering budget telemetry: %w", err), tr.Close())
+		}
 	}
 	r.offsetNs, r.clockAt = offset, time.Now()
 	var salt [16]byte
@@ -218,6 +229,9 @@ func (r *uprobeReceiver) start() error {
 		ContainerID:  r.containers.lookup,
 	})
 	r.emitter = newMetricsEmitter(r.cfg.MetricsBuilderConfig, r.set, plan, r.hostName, pcommon.NewTimestampFromTime(time.Now()))
+	if r.budget != nil {
+		r.emitter.missed = r.budget.missed
+	}
 	r.started = true
 
 	for _, f := range plan.Files {
@@ -242,6 +256,10 @@ func (r *uprobeReceiver) start() error {
 	go func() { defer r.wg.Done(); r.watcher.run(ctx) }()
 	go r.every(ctx, r.cfg.FlushInterval, r.drain)        // hand completed spans to the pipeline
 	go r.every(ctx, r.cfg.CollectionInterval, r.collect) // emit the kernel's counters
+	if r.budget != nil {
+		r.wg.Add(1)
+		go func() { defer r.wg.Done(); r.budget.run(ctx) }()
+	}
 	return nil
 }
 
@@ -364,6 +382,9 @@ func (r *uprobeReceiver) applyFileChanges(ctx context.Context) {
 			}
 			r.set.Logger.Info("File attached", zap.String("target", r.plan.Targets[f.Target].Path),
 				zap.String("path", describe(f)), zap.String("found", ch.how), zap.String("build_id", f.BuildID))
+			if r.budget != nil {
+				r.budget.setPlan(r.plan) // its sites may be of other classes
+			}
 			change("attached")
 			r.tel.ReceiverUprobeFiles.Add(ctx, 1)
 			if r.waiting[f.Target] {
@@ -570,6 +591,9 @@ func (r *uprobeReceiver) Shutdown(ctx context.Context) error {
 		}
 		r.cancel()
 		r.wg.Wait()
+		if r.budget != nil {
+			r.budget.stop()
+		}
 		err = r.tracer.Detach()
 		r.drain(ctx)
 		if r.traces != nil {

@@ -220,8 +220,8 @@ func run(s settings) error {
 			return err
 		}
 		path := filepath.Join(s.out, "benchmarks.md")
-		old, _ := os.ReadFile(path) // the soak section stays
-		if err := os.WriteFile(path, []byte(benchdoc.KeepSoak(string(old), md)), 0o644); err != nil {
+		old, _ := os.ReadFile(path) // the soak and budget sections stay
+		if err := os.WriteFile(path, []byte(benchdoc.KeepSections(string(old), md)), 0o644); err != nil {
 			return err
 		}
 	}

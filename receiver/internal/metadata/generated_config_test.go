@@ -32,6 +32,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					UprobeProbeHits: UprobeProbeHitsMetricConfig{
 						Enabled: true,
 					},
+					UprobeProbeHitsEstimated: UprobeProbeHitsEstimatedMetricConfig{
+						Enabled: true,
+					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
 					ContainerID:           ResourceAttributeConfig{Enabled: true},
@@ -51,6 +54,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					UprobeProbeHits: UprobeProbeHitsMetricConfig{
 						Enabled: false,
 					},
+					UprobeProbeHitsEstimated: UprobeProbeHitsEstimatedMetricConfig{
+						Enabled: false,
+					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
 					ContainerID:           ResourceAttributeConfig{Enabled: false},
@@ -64,7 +70,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(UprobeEventsLostMetricConfig{}, UprobeProbeHitsMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(UprobeEventsLostMetricConfig{}, UprobeProbeHitsMetricConfig{}, UprobeProbeHitsEstimatedMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}
