@@ -27,6 +27,8 @@ enum abi_limit {
 	ABI_STRING_MAX = 256,
 	/* log2 latency buckets per span: bucket i counts durations in (2^i, 2^(i+1)] ns. */
 	ABI_HIST_BUCKETS = 64,
+	/* buckets per sign of a value histogram: 1, then (2^(i-1), 2^i] up to 2^64 */
+	ABI_VALUE_BUCKETS = 65,
 	/* Conditions (filters) of one site, at entry and exit together. */
 	ABI_MAX_FILTERS = 4,
 	/* Bytes of the constant a string condition compares with. */
@@ -257,15 +259,18 @@ struct filter {
 
 /* value_hist is the per-CPU histogram of the values one counter saw, on the
  * buckets of an exponential histogram of scale 0 shifted by one: positive[0]
- * counts the value 1, positive[i] for i > 0 the values in (2^(i-1), 2^i]
- * (the last bucket also those above 2^63), negative[i] their negations,
- * zero the zeros. */
+ * counts the value 1, positive[i] for i > 0 the values in (2^(i-1), 2^i],
+ * negative[i] their negations, zero the zeros. The sum is a 128-bit two's
+ * complement integer (sum_hi:sum_lo). Values that could not be read are
+ * counted in unread only. */
 struct value_hist {
 	__u64 count;
-	__s64 sum;
+	__u64 sum_lo;
+	__s64 sum_hi;
 	__u64 zero;
-	__u64 positive[ABI_HIST_BUCKETS];
-	__u64 negative[ABI_HIST_BUCKETS];
+	__u64 unread;
+	__u64 positive[ABI_VALUE_BUCKETS];
+	__u64 negative[ABI_VALUE_BUCKETS];
 };
 
 /*

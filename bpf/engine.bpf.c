@@ -679,23 +679,29 @@ __noinline int filter_holds(struct pt_regs *regs, const struct filter *f)
 		return 0;
 	}
 	struct filter_text t = {};
+	/* The value as a span attribute shows it: at most bound bytes (the
+	 * capture's buffer less its NUL). */
+	__u32 bound = f->value.max_len ? f->value.max_len - 1 : ABI_STRING_MAX - 1;
 	__u32 len = f->len, have;
 	if (len > ABI_FILTER_TEXT_MAX)
 		len = ABI_FILTER_TEXT_MAX;
+	if (len > bound)
+		return f->op == FILTER_NE; /* the value is never that long */
 	if (f->value.kind == FETCH_KIND_GOSTRING) {
-		__u32 n = golen < len ? golen : len;
-		if (n > ABI_FILTER_TEXT_MAX)
-			n = ABI_FILTER_TEXT_MAX;
+		__u64 shown = golen < bound ? golen : bound;
+		__u32 n = shown < len ? shown : len;
 		n = at_most(n, ABI_FILTER_TEXT_MAX); /* where the verifier sees it */
 		if (n && bpf_probe_read_user(t.b, n, (const void *)v))
 			return 0;
-		have = golen > ABI_FILTER_TEXT_MAX + 1 ? ABI_FILTER_TEXT_MAX + 1 : golen;
+		if (!n && shown && bpf_probe_read_user(t.b, 1, (const void *)v))
+			return 0; /* unreadable, as a C string's would be */
+		have = shown > len ? len + 1 : shown; /* longer than len is all that matters */
 	} else {
 		long n = bpf_probe_read_user_str(t.b, at_most(len + 1, ABI_FILTER_TEXT_MAX + 1), (const void *)v);
 		if (n <= 0)
 			return 0;
 		have = n - 1; /* bytes before the NUL, at most len */
-		if (have == len && len < ABI_FILTER_TEXT_MAX) {
+		if (have == len && len < bound) {
 			/* Does the string go on past len? One more byte says. */
 			char more = 0;
 			bpf_probe_read_user(&more, 1, (const void *)(v + len));
@@ -761,20 +767,34 @@ static __always_inline void hist_add(__u32 id, __u64 v, __u8 size, __u8 is_signe
 		v = m = low_bytes(v, size);
 	}
 	add(&h->count, 1);
-	add((__u64 *)&h->sum, v); /* two's complement: the signed sum wraps the same */
+	/* The sum is a 128-bit two's complement integer: no value overflows it. */
+	__u64 old = __sync_fetch_and_add(&h->sum_lo, v);
+	__u64 hi = negative ? (__u64)-1 : 0;
+	if (old + v < old)
+		hi++;
+	if (hi)
+		add((__u64 *)&h->sum_hi, hi);
 	if (m == 0) {
 		add(&h->zero, 1);
 		return;
 	}
-	/* bucket 0 holds 1, bucket b > 0 holds (2^(b-1), 2^b]; the top bucket
-	 * also takes the few u64 values above 2^63 */
+	/* bucket 0 holds 1, bucket b > 0 holds (2^(b-1), 2^b] */
 	__u32 b = m > 1 ? log2_bucket(m - 1) + 1 : 0;
-	if (b >= ABI_HIST_BUCKETS)
-		b = ABI_HIST_BUCKETS - 1;
+	b = at_most(b, ABI_VALUE_BUCKETS - 1);
 	if (negative)
-		add(&h->negative[b & (ABI_HIST_BUCKETS - 1)], 1);
+		add(&h->negative[b], 1);
 	else
-		add(&h->positive[b & (ABI_HIST_BUCKETS - 1)], 1);
+		add(&h->positive[b], 1);
+}
+
+/* hist_unread counts a hit whose value histogram id could not read its
+ * value. */
+static __always_inline void hist_unread(__u32 id)
+{
+	struct value_hist *h = bpf_map_lookup_elem(&value_hists, &id);
+
+	if (h)
+		add(&h->unread, 1);
 }
 
 /* window returns the value stack from byte base on, or 0 when base is out
@@ -1165,8 +1185,12 @@ __noinline int span_exit(const struct site *s, __u32 site_id, struct probe_stats
 	struct frame *f = &ts->frames[k];
 	__u64 duration = now - f->start_ns;
 
-	if ((f->flags & RECORD_FILTERED) || (s->filter_count && !filters_hold(regs, s, 1))) {
-		/* Its conditions did not hold: not recorded, not in the histogram. */
+	if ((f->flags & RECORD_FILTERED) ||
+	    (s->filter_count && !(f->flags & RECORD_HAS_CHILD) && !filters_hold(regs, s, 1))) {
+		/* Its conditions did not hold: not recorded, not in the histogram.
+		 * A span whose nested spans were recorded is kept whatever its
+		 * exit conditions say, so that they have their parent (as with
+		 * min_duration_ns). */
 		add(&st->filtered, 1);
 		truncate(ts, k);
 		goto out;
@@ -1312,6 +1336,8 @@ static __always_inline int site_hit_impl(struct pt_regs *ctx)
 		__u64 v = 0;
 		if (hist_value(ctx, &s->hist_value, &v) == 0)
 			hist_add(s->value_hist - 1, v, s->hist_size, s->hist_signed);
+		else
+			hist_unread(s->value_hist - 1);
 	}
 	if (s->flags & SITE_EXIT)
 		span_exit(s, site_id, ps, ctx);

@@ -116,7 +116,7 @@ func TestBudgetDetachesASpanGroup(t *testing.T) {
 		Path:     b.Program,
 		Counters: config.CountersOf("usdt:demo:tick"),
 		Spans:    []config.Span{{Name: "query", Entry: "usdt:demo:query__start", Exit: "usdt:demo:query__done"}},
-	}}, 1e-9)
+	}}, minOverheadBudget)
 	// Both groups cost far more than the budget; the costliest (the span's
 	// pair, two probes per iteration) is cut first, down to detached.
 	deadline := time.Now().Add(10 * time.Second)
@@ -129,7 +129,7 @@ func TestBudgetDetachesASpanGroup(t *testing.T) {
 		}
 	}
 	require.Equal(t, map[string]float64{"usdt:demo:query__start": 0, "usdt:demo:query__done": 0, "usdt:demo:tick": 0}, duty,
-		"at a billionth of a CPU everything is detached")
+		"at the smallest budget everything is detached")
 	assert.Equal(t, 2.0, gauge(t, s.telemetry, "otelcol_receiver_uprobe_budget_throttled", "")[""])
 	// The detach runs in the background; the kernel lowers the semaphores
 	// when it is done.

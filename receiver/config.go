@@ -59,8 +59,11 @@ const (
 	defaultRingBufferSize     = 8 << 20
 	defaultMaxBatchSpans      = 8192
 	defaultMaxGoroutines      = 4096
-	// maxOverheadBudget bounds overhead_budget, in CPUs.
+	// maxOverheadBudget and minOverheadBudget bound overhead_budget, in
+	// CPUs: below the minimum, the samples that keep a detached probe's
+	// rate known would cost more than the budget.
 	maxOverheadBudget = 1024
+	minOverheadBudget = 0.001
 )
 
 func createDefaultConfig() *Config {
@@ -94,8 +97,8 @@ func (c *Config) Validate() error {
 	if c.MaxGoroutines < 1 || c.MaxGoroutines > 1<<20 {
 		errs = append(errs, fmt.Errorf("max_goroutines %d: want 1 to 1048576", c.MaxGoroutines))
 	}
-	if math.IsNaN(c.OverheadBudget) || c.OverheadBudget < 0 || c.OverheadBudget > maxOverheadBudget {
-		errs = append(errs, fmt.Errorf("overhead_budget %v: want 0 (none) or a fraction of a CPU up to %d", c.OverheadBudget, maxOverheadBudget))
+	if b := c.OverheadBudget; math.IsNaN(b) || b < 0 || b > maxOverheadBudget || b > 0 && b < minOverheadBudget {
+		errs = append(errs, fmt.Errorf("overhead_budget %v: want 0 (none) or a fraction of a CPU from %v to %d", b, minOverheadBudget, maxOverheadBudget))
 	}
 	for i, d := range c.DebugDirectories {
 		if !filepath.IsAbs(d) {

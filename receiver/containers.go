@@ -1,9 +1,11 @@
 package receiver
 
 import (
+	"maps"
 	"os"
 	"sort"
 	"strconv"
+	"sync"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
 	"github.com/otel-uprobe/uprobereceiver/internal/tracer"
@@ -33,8 +35,9 @@ type containerSeries struct {
 
 // containerCounts turns the engine's hits per process (files found
 // through a process's root) into cumulative hits per probe and
-// container.id. It belongs to the collecting goroutine.
+// container.id. Its methods may run beside each other.
 type containerCounts struct {
+	mu sync.Mutex
 	// last is what was folded of each (probe, process) entry so far.
 	last   map[tracer.ProcessHits]uint64
 	series map[containerKey]*containerSeries
@@ -62,6 +65,8 @@ func newContainerCounts(container func(pid uint32, image event.Image) string) *c
 // entries of processes that are gone, for the caller to delete from the
 // engine (their counts are folded).
 func (c *containerCounts) fold(hits []tracer.ProcessHits) (gone []tracer.ProcessHits) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, s := range c.series {
 		s.idle++
 	}
@@ -115,6 +120,8 @@ func (c *containerCounts) bound() {
 
 // stats adds the containers' hits to st.
 func (c *containerCounts) stats(st *event.Stats) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	st.ContainerHits = st.ContainerHits[:0]
 	for k, s := range c.series {
 		st.ContainerHits = append(st.ContainerHits, event.ContainerHits{Probe: k.probe, ContainerID: k.container, Hits: s.hits})
@@ -126,5 +133,5 @@ func (c *containerCounts) stats(st *event.Stats) {
 		}
 		return a.Probe < b.Probe
 	})
-	st.DroppedContainerHits = c.dropped
+	st.DroppedContainerHits = maps.Clone(c.dropped)
 }

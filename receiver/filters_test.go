@@ -11,10 +11,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadatatest"
 )
 
 // filtersCall is call i of serve() in testdata/filters.
@@ -218,4 +222,97 @@ func TestFiltersGo(t *testing.T) {
 	assert.Equal(t, float64(42), dp.Sum())
 	assert.Equal(t, map[int]uint64{5: 1}, bucketsOf(dp.Positive()), "42 is in (32, 64]")
 	assert.Equal(t, uint64(1), durations(last)["probed"].Count())
+}
+
+// Strings at the limits compare as span attributes show them: a 64-byte
+// constant is equal only to a string of exactly 64 bytes; a full char[16]
+// with no NUL is its 16 bytes and nothing past it; string[N] is at most N-1
+// bytes. A span whose exit_filter fails is kept when spans nested in it were
+// recorded. Value histograms hold u64 values above 2^63 and exact 128-bit
+// sums, and count the values they could not read.
+func TestFilterLimits(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "filters")
+	testutil.Gcc(t, dir, "-O2", "-g", "-o", bin, testutil.Testdata("filters", "filters.c"))
+	a64 := strings.Repeat("a", 64)
+	cfg := createDefaultConfig()
+	cfg.Targets = []config.Target{{Path: bin,
+		Spans: []config.Span{
+			{Function: "label", Attributes: map[string]string{"tag": "$r->tag", "s": "$s"}},
+			{Function: "outer", Attributes: map[string]string{"x": "$x"}, ExitFilter: []string{"$return < 0"}},
+			{Function: "inner", Attributes: map[string]string{"x": "$x"}, Filter: []string{"$x >= 2"}},
+		},
+		Counters: []config.Counter{
+			{Probe: "uprobe:label", Filter: []string{`$s == "` + a64 + `"`}},
+			{Probe: "uprobe:label", Filter: []string{`$s != "` + a64 + `"`}},
+			{Probe: "uprobe:label", Filter: []string{`$s prefix "` + a64 + `"`}},
+			{Probe: "uprobe:label", Filter: []string{`$r->tag == "0123456789abcdef"`}},
+			{Probe: "uprobe:label", Filter: []string{`$r->tag prefix "0123456789abcde"`}},
+			{Probe: "uprobe:label", Filter: []string{`+0(arg0):string[3] == "aa"`}},
+			{Probe: "uprobe:label", Filter: []string{`+0(arg0):string[3] == "abc"`}},
+			{Probe: "uprobe:hu", Histogram: "$v"},
+			{Probe: "uprobe:hs", Histogram: "$v"},
+			{Probe: "uprobe:deref", Histogram: "+0(arg0):s64"},
+		},
+	}}
+	prog := testutil.StartProgram(t, bin, "ready")
+	s := startReceiverConfig(t, cfg)
+	for _, cmd := range []string{"labels", "nest", "big"} {
+		require.Equal(t, cmd, prog.Ask(cmd, cmd))
+	}
+	require.NoError(t, s.rcv.Shutdown(context.Background()))
+
+	last := s.metrics.AllMetrics()[len(s.metrics.AllMetrics())-1]
+	hits := sumPoints(last, "uprobe.probe.hits")
+	for cond, want := range map[string]int64{
+		`$s == "` + a64 + `"`:              1,
+		`$s != "` + a64 + `"`:              3,
+		`$s prefix "` + a64 + `"`:          2,
+		`$r->tag == "0123456789abcdef"`:    2,
+		`$r->tag prefix "0123456789abcde"`: 3,
+		`+0(arg0):string[3] == "aa"`:       3,
+		`+0(arg0):string[3] == "abc"`:      0,
+	} {
+		assert.Equal(t, want, hits["uprobe:label if "+cond], cond)
+	}
+
+	byName := map[string][]flatSpan{}
+	ids := map[pcommon.SpanID]bool{}
+	for _, sp := range allSpans(s.traces) {
+		byName[sp.Name()] = append(byName[sp.Name()], sp)
+		ids[sp.SpanID()] = true
+	}
+	var tags []string
+	for _, sp := range byName["label"] {
+		tags = append(tags, attrStr(t, sp.Attributes(), "tag"))
+	}
+	sort.Strings(tags)
+	assert.Equal(t, []string{"0123456789abcde", "0123456789abcdef", "0123456789abcdef", "short"}, tags, "a full char[16] shows whole, and nothing past it")
+	var outers, inners []int64
+	for _, sp := range byName["outer"] {
+		outers = append(outers, attrInt(t, sp.Attributes(), "x"))
+	}
+	for _, sp := range byName["inner"] {
+		inners = append(inners, attrInt(t, sp.Attributes(), "x"))
+		assert.True(t, ids[sp.ParentSpanID()], "inner(%d)'s parent was recorded", attrInt(t, sp.Attributes(), "x"))
+	}
+	sort.Slice(outers, func(i, j int) bool { return outers[i] < outers[j] })
+	sort.Slice(inners, func(i, j int) bool { return inners[i] < inners[j] })
+	assert.Equal(t, []int64{2, 3}, inners)
+	assert.Equal(t, []int64{1, 2, 3}, outers, "outer(2) fails its exit_filter but has a recorded child: kept; outer(0) is dropped")
+
+	values := valuePoints(last)
+	hu := values["uprobe:hu"]
+	assert.Equal(t, uint64(3), hu.Count())
+	assert.Equal(t, map[int]uint64{62: 1, 63: 2}, bucketsOf(hu.Positive()), "2^63 is in (2^62, 2^63]; 2^63+1 and 2^64-1 in (2^63, 2^64]")
+	assert.InEpsilon(t, float64(1<<63)+float64(1<<63)+1+float64(^uint64(0)), hu.Sum(), 1e-12, "the sum does not wrap")
+	hs := values["uprobe:hs"]
+	assert.Equal(t, map[int]uint64{62: 2}, bucketsOf(hs.Negative()))
+	assert.InEpsilon(t, -2*float64(1<<63)+1, hs.Sum(), 1e-12)
+	d := values["uprobe:deref"]
+	assert.Equal(t, uint64(1), d.Count(), "the null pointer's value could not be read")
+	assert.Equal(t, float64(7), d.Sum())
+	assert.Equal(t, int64(2), hits["uprobe:deref"], "the counter counts both hits")
+	metadatatest.AssertEqualReceiverUprobeFetchErrors(t, s.telemetry, []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
 }

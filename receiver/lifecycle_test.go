@@ -103,7 +103,7 @@ func TestConfigFromYAML(t *testing.T) {
 		`ring_buffer_size 3000: want a power of two`,
 		`max_batch_spans 0: want 1 to 1048576`,
 		`debug_directories[0] "debug" must be absolute`,
-		`overhead_budget -0.1: want 0 (none) or a fraction of a CPU up to 1024`,
+		`overhead_budget -0.1: want 0 (none) or a fraction of a CPU from 0.001 to 1024`,
 		`targets[0]: path "relative/path" must be absolute`,
 		`targets[0].spans[0]: exit without entry`,
 		`targets[0].spans[1].attributes["x"]: "retval": retval is only known at exit`,

@@ -209,7 +209,7 @@ func (e *metricsEmitter) values(ti int, st event.Stats, now pcommon.Timestamp, s
 func fillValues(dp pmetric.ExponentialHistogramDataPoint, v event.ValueCounts) {
 	dp.SetScale(0)
 	dp.SetCount(v.Count)
-	dp.SetSum(float64(v.Sum))
+	dp.SetSum(v.Sum())
 	dp.SetZeroCount(v.Zero)
 	for _, side := range []struct {
 		counts  []uint64
@@ -311,6 +311,15 @@ func (e *metricsEmitter) selfTelemetry(ctx context.Context, tel *metadata.Teleme
 				tel.ReceiverUprobeSpansOverflow.Add(ctx, int64(d), metric.WithAttributes(
 					attribute.String("span.name", s.Name), attribute.String("overflow.reason", o.reason)))
 			}
+		}
+	}
+	for i, v := range st.Values {
+		var prev uint64
+		if i < len(e.last.Values) {
+			prev = e.last.Values[i].Unread
+		}
+		if v.Unread > prev {
+			tel.ReceiverUprobeFetchErrors.Add(ctx, int64(v.Unread-prev))
 		}
 	}
 	e.last = st

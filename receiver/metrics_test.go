@@ -122,7 +122,7 @@ func TestValueHistogramPoints(t *testing.T) {
 		Probes: make([]event.ProbeCounts, len(plan.Probes)),
 		Spans:  make([]event.SpanCounts, len(plan.Spans)),
 		Values: []event.ValueCounts{{
-			Count: 9, Zero: 2, Sum: 1 + 1 + 4 + 1000 - 1 - 2 - 3,
+			Count: 9, Zero: 2, SumLo: 1 + 1 + 4 + 1000 - 1 - 2 - 3,
 			Positive: bucketsWith(map[int]uint64{0: 2, 2: 1, 10: 1}), // 1, 1, 4, 1000
 			Negative: bucketsWith(map[int]uint64{0: 1, 1: 1, 2: 1}),  // -1, -2, -3
 		}},
@@ -141,6 +141,16 @@ func TestValueHistogramPoints(t *testing.T) {
 	assert.Equal(t, []uint64{1, 1, 1}, dp.Negative().BucketCounts().AsRaw())
 	v, _ := dp.Attributes().Get("probe.value")
 	assert.Equal(t, "retval:s64", v.Str())
+
+	// A 128-bit sum: 2^64 - 1 three times and -2^63 twice.
+	var big event.ValueCounts
+	for range 3 {
+		big.AddSum(1<<64-1, 0)
+	}
+	for range 2 {
+		big.AddSum(1<<63, -1)
+	}
+	assert.InDelta(t, 3*(1<<64-1.0)-2*(1<<63), big.Sum(), 1e5)
 }
 
 // With a budget, every probe also gets its estimated hits: counted plus
@@ -165,7 +175,7 @@ func TestConfigBudgetBounds(t *testing.T) {
 	for _, tc := range []struct {
 		budget float64
 		ok     bool
-	}{{0, true}, {0.02, true}, {1024, true}, {-0.01, false}, {1025, false}, {math.NaN(), false}, {math.Inf(1), false}} {
+	}{{0, true}, {0.02, true}, {0.001, true}, {1024, true}, {0.0009, false}, {1e-9, false}, {-0.01, false}, {1025, false}, {math.NaN(), false}, {math.Inf(1), false}} {
 		cfg := createDefaultConfig()
 		cfg.Targets = []config.Target{{Path: "/bin/true", Counters: config.CountersOf("uprobe:main")}}
 		cfg.OverheadBudget = tc.budget

@@ -256,11 +256,32 @@ func (r *uprobeReceiver) start() error {
 	go func() { defer r.wg.Done(); r.watcher.run(ctx) }()
 	go r.every(ctx, r.cfg.FlushInterval, r.drain)        // hand completed spans to the pipeline
 	go r.every(ctx, r.cfg.CollectionInterval, r.collect) // emit the kernel's counters
+	r.wg.Add(1)
+	go r.every(ctx, containerFoldInterval, r.foldContainers) // container.id of processes that may not live long
 	if r.budget != nil {
 		r.wg.Add(1)
 		go func() { defer r.wg.Done(); r.budget.run(ctx) }()
 	}
 	return nil
+}
+
+// containerFoldInterval is how often the hits per process are read and
+// turned into hits per container: a process must live that long for its
+// hits to carry its container.id (they count in the target's own
+// resource otherwise).
+const containerFoldInterval = 500 * time.Millisecond
+
+// foldContainers reads the engine's hits per process and folds them into
+// the hits per container. It runs on its own ticker and at each collection.
+func (r *uprobeReceiver) foldContainers(context.Context) {
+	hits, err := r.tracer.ProcessHits(tracer.DefaultMaxProcessHits)
+	if err != nil {
+		r.set.Logger.Warn("Reading hits per process", zap.Error(err))
+		return
+	}
+	for _, h := range r.byContainer.fold(hits) {
+		_ = r.tracer.ForgetProcessHits(h) // folded; gone already if it fails
+	}
 }
 
 // every runs fn every interval until ctx is done.
@@ -286,9 +307,12 @@ func (r *uprobeReceiver) reportLocations(plan *target.Plan, sign int64) {
 		class insn.SiteClass
 	}
 	counts := map[key]int64{}
+	sites := map[int][]string{} // a probe's locations, to warn once per place
 	for _, a := range plan.Attachments {
 		counts[key{a.Probe, a.Class}]++
+		sites[a.Probe] = append(sites[a.Probe], fmt.Sprintf("%d:%#x:%v", a.File, a.FileOffset, a.Return))
 	}
+	warned := map[string]bool{}
 	for i, p := range plan.Probes {
 		var classes []string
 		for c := insn.Optimizable; c <= insn.SingleStepped; c++ {
@@ -303,7 +327,13 @@ func (r *uprobeReceiver) reportLocations(plan *target.Plan, sign int64) {
 		if sign > 0 {
 			level := zap.InfoLevel
 			if counts[key{i, insn.SingleStepped}] > 0 {
-				level = zap.WarnLevel // about 11 µs per hit
+				// About 11 µs per hit: said once for the probes of one
+				// place (a probe and its filtered counters).
+				place := strings.Join(sites[i], ",")
+				if !warned[place] {
+					level = zap.WarnLevel
+				}
+				warned[place] = true
 			}
 			r.set.Logger.Log(level, "Probe sites", zap.String("probe", p.Ref),
 				zap.String("path", plan.Targets[p.Target].Path), zap.String("sites", strings.Join(classes, ", ")))
@@ -558,14 +588,8 @@ func (r *uprobeReceiver) collect(ctx context.Context) {
 		return
 	}
 	r.chooser.addFolded(&st)
-	if hits, err := r.tracer.ProcessHits(tracer.DefaultMaxProcessHits); err != nil {
-		r.set.Logger.Warn("Reading hits per process", zap.Error(err))
-	} else {
-		for _, h := range r.byContainer.fold(hits) {
-			_ = r.tracer.ForgetProcessHits(h) // folded; gone already if it fails
-		}
-		r.byContainer.stats(&st)
-	}
+	r.foldContainers(ctx)
+	r.byContainer.stats(&st)
 	r.emitter.selfTelemetry(ctx, r.tel, st)
 	if r.metrics == nil {
 		return

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/event"
 	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 )
@@ -118,8 +119,15 @@ func TestProgramInAPrivateMountNamespace(t *testing.T) {
 	second := testutil.StartCommand(t, "ready", "nsenter", "-t", strconv.Itoa(firstPID), "-m", "--", app)
 	require.NoError(t, os.WriteFile(filepath.Join(cg, "cgroup.procs"), []byte(strconv.Itoa(second.PID)), 0o644))
 	second.Ask("four 5", "four 5")
-	require.NoError(t, s.rcv.Shutdown(context.Background()))
+	// The process exits before the next collection: its hits keep its
+	// container once they were read.
+	require.Eventually(t, func() bool {
+		var st event.Stats
+		s.rcv.byContainer.stats(&st)
+		return len(st.ContainerHits) == 2 // uprobe:four and uretprobe:four
+	}, 10*time.Second, 50*time.Millisecond)
 	second.Stop()
+	require.NoError(t, s.rcv.Shutdown(context.Background()))
 
 	perPID := map[int64]int{}
 	for _, sp := range allSpans(s.traces) {

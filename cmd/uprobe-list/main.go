@@ -450,7 +450,7 @@ func (l *lister) scope(loc target.Location, field string) {
 		fmt.Fprintf(tw, "      %s\t%s\t%s %s\t%s: %s\n", p, a.TypeName, read, a.String()[:strings.LastIndexByte(a.String(), ':')], attributeKey(p), p)
 	}
 	if sc.Site != debuginfo.SiteReturn && len(sc.Params()) > 0 {
-		fmt.Fprintf(tw, "      $$params\tevery parameter\t\tparams: $$params\n")
+		fmt.Fprintf(tw, "      $$params\tevery parameter\t\tparams: $$$$params  ($$ is the collector's escape for $)\n")
 	}
 	tw.Flush()
 }

@@ -83,7 +83,7 @@ func TestGolden(t *testing.T) {
 		"ret: $return",
 		fmt.Sprintf("entry: line:names.c:%d", line),
 		"total: $total",
-		"params: $$params",
+		"params: $$$$params",
 	} {
 		assert.Contains(t, got, s)
 	}

@@ -53,6 +53,8 @@ const (
 	DataCap = int(engineX86AbiLimitABI_DATA_CAP)
 	// StringMax is the largest string or byte capture, in bytes including the NUL.
 	StringMax = int(engineX86AbiLimitABI_STRING_MAX)
+	// ValueBuckets is the number of buckets per sign of a value histogram.
+	ValueBuckets = int(engineX86AbiLimitABI_VALUE_BUCKETS)
 	// HistBuckets is the number of log2 latency buckets per span definition.
 	HistBuckets = int(engineX86AbiLimitABI_HIST_BUCKETS)
 	// MaxChosenTargets is the number of targets that can choose their

@@ -23,6 +23,7 @@ const (
 	engineX86AbiLimitABI_DATA_CAP            engineX86AbiLimit = 1024
 	engineX86AbiLimitABI_STRING_MAX          engineX86AbiLimit = 256
 	engineX86AbiLimitABI_HIST_BUCKETS        engineX86AbiLimit = 64
+	engineX86AbiLimitABI_VALUE_BUCKETS       engineX86AbiLimit = 65
 	engineX86AbiLimitABI_MAX_FILTERS         engineX86AbiLimit = 4
 	engineX86AbiLimitABI_FILTER_TEXT_MAX     engineX86AbiLimit = 64
 	engineX86AbiLimitABI_MAX_CHOSEN_TARGETS  engineX86AbiLimit = 63
@@ -257,10 +258,12 @@ type engineX86SpanStats struct {
 type engineX86ValueHist struct {
 	_        structs.HostLayout
 	Count    uint64
-	Sum      int64
+	SumLo    uint64
+	SumHi    int64
 	Zero     uint64
-	Positive [64]uint64
-	Negative [64]uint64
+	Unread   uint64
+	Positive [65]uint64
+	Negative [65]uint64
 }
 
 // Names of all BPF objects in the ELF.

@@ -184,7 +184,16 @@ type group struct {
 	next, filled int
 	sampled      time.Time // its last sample while detached
 	failure      string
+	// loggedAt is when its duty cycle was last logged, and loggedDuty
+	// what it was.
+	loggedAt   time.Time
+	loggedDuty float64
 }
+
+// LogEvery bounds how often a group's duty cycle is logged while it moves
+// between throttled levels; throttling it, halving its duty cycle,
+// detaching it and attaching it fully again are always logged.
+const LogEvery = 10 * time.Second
 
 // Controller keeps the probes' estimated cost under the budget by
 // attaching and detaching throttle groups. Step drives it; Snapshot and
@@ -479,7 +488,12 @@ func (c *Controller) setDuty(gi int, d float64) {
 	if d == 0 {
 		g.sampled = c.windowAt // the rate was just measured
 	}
-	c.s.Log(Change{Kind: Duty, Group: gi, Name: g.Name, From: from, To: d, GroupCost: g.demand, Demand: c.demand, Cost: c.cost()})
+	// Falls by half or more are logged, and the ends; rises on the way
+	// back up and small moves at most every LogEvery.
+	if d == 0 || d == 1 || from == 1 || d <= g.loggedDuty/2 || c.windowAt.Sub(g.loggedAt) >= LogEvery {
+		g.loggedAt, g.loggedDuty = c.windowAt, d
+		c.s.Log(Change{Kind: Duty, Group: gi, Name: g.Name, From: from, To: d, GroupCost: g.demand, Demand: c.demand, Cost: c.cost()})
+	}
 }
 
 // startPeriod attaches the groups the new period begins with, and plans

@@ -498,3 +498,26 @@ func TestChangeString(t *testing.T) {
 		assert.Equal(t, tc.want, tc.c.String())
 	}
 }
+
+// A load that swings every second keeps moving the duty cycle, but the log
+// gets a line for the overload, the halvings and at most one more every
+// LogEvery, not one a second.
+func TestSwingingLoadLogsSparingly(t *testing.T) {
+	groups := single(1)
+	w := newWorld(t, groups, []float64{5000}, []float64{200_000})
+	c, err := New(w.settings(0.05, groups))
+	require.NoError(t, err)
+	var changes []worldChange
+	for sec := 1; sec < 60; sec++ {
+		changes = append(changes, setRate(time.Duration(sec)*time.Second, 0, []float64{400_000, 60_000, 180_000}[sec%3]))
+	}
+	w.run(c, 60*time.Second, changes...)
+	duty := 0
+	for _, l := range w.log {
+		if l.Kind == Duty {
+			duty++
+		}
+	}
+	assert.LessOrEqual(t, duty, 2+60/int(LogEvery/time.Second), "duty lines in 60 s: %v", w.log)
+	assert.Positive(t, duty)
+}

@@ -313,13 +313,13 @@ func (t Target) validate(where string) []error {
 			if other, dup := entries[entry]; dup {
 				errs = append(errs, fmt.Errorf("%s: probe %s already opens span %q", sw, entry, other))
 			}
-			entries[entry] = s.Name
+			entries[entry] = s.SpanName("")
 		}
 		if exit != "" {
 			if other, dup := exits[exit]; dup {
 				errs = append(errs, fmt.Errorf("%s: probe %s already closes span %q", sw, exit, other))
 			}
-			exits[exit] = s.Name
+			exits[exit] = s.SpanName("")
 		}
 	}
 
@@ -332,7 +332,11 @@ func (t Target) validate(where string) []error {
 			continue
 		}
 		if j, dup := counters[key]; dup {
-			errs = append(errs, fmt.Errorf("%s: probe %s is already counted (counters[%d])", cw, key, j))
+			hint := ""
+			if c.Histogram != "" {
+				hint = fmt.Sprintf(": one counter per probe and filter; put histogram: on counters[%d]", j)
+			}
+			errs = append(errs, fmt.Errorf("%s: probe %s is already counted (counters[%d])%s", cw, key, j, hint))
 			continue
 		}
 		counters[key] = i
@@ -362,13 +366,13 @@ func (c Counter) validate(where string) (key string, errs []error) {
 		r = atExit
 	}
 	key = p.String()
-	conds, ferrs := checkConditions("filter", c.Filter, r, p, true)
+	conds, ferrs := checkConditions("filter", c.Filter, r, p, true, true)
 	errs = append(errs, prefixed(where, ferrs)...)
 	if len(ferrs) > 0 {
 		key = "" // which counter it is, is unclear
 	}
-	if len(c.Filter) > bpfobj.MaxFilters {
-		add("filter: %d conditions, at most %d", len(c.Filter), bpfobj.MaxFilters)
+	if n := len(SplitConditions(c.Filter)); n > bpfobj.MaxFilters {
+		add("filter: %d conditions, at most %d", n, bpfobj.MaxFilters)
 	}
 	for i, cond := range conds {
 		if key == "" {
@@ -392,7 +396,7 @@ func (c Counter) validate(where string) (key string, errs []error) {
 			add("histogram %q: $$params stands for several values, a histogram records one", c.Histogram)
 		default:
 			if err := checkExpr(e, r, p, true); err != nil {
-				add("histogram: %v", err)
+				add("histogram: %v", advise(err, e, r, p, true))
 			}
 		}
 	}
@@ -401,17 +405,14 @@ func (c Counter) validate(where string) (key string, errs []error) {
 
 // checkConditions parses the conditions of a filter evaluated at end r of
 // probe p, reporting every problem (prefixed with field).
-func checkConditions(field string, list []string, r role, p Probe, pOK bool) ([]Condition, []error) {
+func checkConditions(field string, list []string, r role, p Probe, pOK, counter bool) ([]Condition, []error) {
 	var out []Condition
 	var errs []error
-	for i, s := range list {
+	for i, s := range SplitConditions(list) {
 		c, err := ParseCondition(s)
 		if err == nil {
 			if err = checkExpr(c.Expr, r, p, pOK); err != nil {
-				err = fmt.Errorf("condition %q: %w", s, err)
-				if r == atEntry && (c.Expr.Root == fetch.RootRetval || c.Expr.Path == "$return") {
-					err = fmt.Errorf("%w: put it in exit_filter", err)
-				}
+				err = fmt.Errorf("condition %q: %w", s, advise(err, c.Expr, r, p, counter))
 			}
 		}
 		if err != nil {
@@ -421,6 +422,24 @@ func checkConditions(field string, list []string, r role, p Probe, pOK bool) ([]
 		out = append(out, c)
 	}
 	return out, errs
+}
+
+// advise replaces the advice of err, about expression e read at end r of
+// probe p, with what a filter (counter unset) or a counter can do instead.
+func advise(err error, e fetch.Expr, r role, p Probe, counter bool) error {
+	returned := e.Root == fetch.RootRetval || e.Root == fetch.RootName && e.Path == "$return"
+	gone := e.Root == fetch.RootArg && p.Returns()
+	switch {
+	case counter && returned && p.Symbol != "":
+		return fmt.Errorf("%q: the return value is only known at a return: count at uretprobe:%s", e.Text, p.Symbol)
+	case counter && gone:
+		return fmt.Errorf("%q: arguments are gone when a function returns: count at uprobe:%s", e.Text, p.Symbol)
+	case !counter && r == atEntry && returned:
+		return fmt.Errorf("%w: put it in exit_filter", err)
+	case !counter && gone:
+		return fmt.Errorf("%q: arguments are gone when a function returns: compare arg%d in filter (at entry)", e.Text, e.Arg)
+	}
+	return err
 }
 
 // prefixed puts where before each error.
@@ -554,10 +573,10 @@ func (s Span) validate(where string) (entry, exit string, errs []error) {
 	for _, err := range s.checkContext(exitProbe, exitOK) {
 		errs = append(errs, fmt.Errorf("%s: %w", where, err))
 	}
-	_, ferrs := checkConditions("filter", s.Filter, atEntry, entryProbe, entryOK)
-	_, xerrs := checkConditions("exit_filter", s.ExitFilter, atExit, exitProbe, exitOK)
+	_, ferrs := checkConditions("filter", s.Filter, atEntry, entryProbe, entryOK, false)
+	_, xerrs := checkConditions("exit_filter", s.ExitFilter, atExit, exitProbe, exitOK, false)
 	errs = append(errs, prefixed(where, append(ferrs, xerrs...))...)
-	if n := len(s.Filter) + len(s.ExitFilter); n > bpfobj.MaxFilters {
+	if n := len(SplitConditions(s.Filter)) + len(SplitConditions(s.ExitFilter)); n > bpfobj.MaxFilters {
 		add("filter and exit_filter: %d conditions, at most %d together", n, bpfobj.MaxFilters)
 	}
 	if entryOK && !pattern {

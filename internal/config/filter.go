@@ -85,9 +85,9 @@ func listOfOne(conf *confmap.Conf, keys ...string) *confmap.Conf {
 // by " if " and its conditions when it has a filter.
 func (c Counter) Ref() string {
 	if len(c.Filter) == 0 {
-		return c.Probe
+		return strings.TrimSpace(c.Probe)
 	}
-	return c.Probe + " if " + strings.Join(c.Filter, " && ")
+	return strings.TrimSpace(c.Probe) + " if " + strings.Join(SplitConditions(c.Filter), " && ")
 }
 
 // Comparison operators of a Condition.
@@ -105,6 +105,8 @@ const (
 // constant, an integer (==, !=, <, <=, >, >=) or a quoted string (==, !=,
 // prefix).
 type Condition struct {
+	// Raw is the condition as written, without surrounding blanks.
+	Raw  string
 	Expr fetch.Expr
 	Op   string
 	// Int is an integer constant's bits: a negative number as written, a
@@ -127,6 +129,12 @@ const MaxConditionText = bpfobj.FilterTextMax
 // checked when the expression has one; an untyped one is checked once the
 // traced file gives its type.
 func ParseCondition(s string) (Condition, error) {
+	c, err := parseCondition(strings.TrimSpace(s))
+	c.Raw = strings.TrimSpace(s)
+	return c, err
+}
+
+func parseCondition(s string) (Condition, error) {
 	if q := strings.IndexAny(s, "\"`"); q >= 0 {
 		return parseTextCondition(s, q)
 	}
@@ -148,12 +156,18 @@ func ParseCondition(s string) (Condition, error) {
 			return Condition{}, fmt.Errorf("condition %q: %w", s, err)
 		}
 		c.Expr = e
-		if v, err := strconv.ParseInt(rhs, 0, 64); err == nil {
+		v, err := strconv.ParseInt(rhs, 0, 64)
+		switch {
+		case err == nil:
 			c.Int = v
-		} else if u, err := strconv.ParseUint(rhs, 0, 64); err == nil {
+		case errors.Is(err, strconv.ErrRange):
+			u, uerr := strconv.ParseUint(rhs, 0, 64)
+			if uerr != nil {
+				return Condition{}, fmt.Errorf("condition %q: %s is out of the range of 64-bit integers", s, rhs)
+			}
 			c.Int, c.Big = int64(u), true
-		} else {
-			return Condition{}, fmt.Errorf("condition %q: %q is not an integer (a string constant is quoted: \"…\")", s, rhs)
+		default:
+			return Condition{}, fmt.Errorf("condition %q: %q is not an integer (a Go integer literal: 42, -1, 0x2a; a string constant is quoted: \"…\")", s, rhs)
 		}
 		if e.Typed && !e.Type.IsInteger() {
 			return Condition{}, fmt.Errorf("condition %q: %s is not an integer type; %s compares integers", s, e.Type, op)
@@ -222,27 +236,38 @@ func (c Condition) String() string {
 func (c Condition) CheckType(t fetch.Type) error {
 	if c.IsText {
 		if t.Kind != fetch.KindString && t.Kind != fetch.KindGoString {
-			return fmt.Errorf("%s: the value is %s, not a string", c, t)
+			return fmt.Errorf("the value is %s, not a string", t)
+		}
+		if t.Kind == fetch.KindString && strings.ContainsRune(c.Text, 0) {
+			return errors.New("a C string ends at its first NUL: the constant cannot hold one")
 		}
 		return nil
 	}
 	if !t.IsInteger() {
-		return fmt.Errorf("%s: the value is %s, not an integer", c, t)
+		return fmt.Errorf("the value is %s, not an integer", t)
 	}
 	bits := uint(t.Size) * 8
 	if t.Kind == fetch.KindSigned {
 		if c.Big || bits < 64 && (c.Int < -1<<(bits-1) || c.Int >= 1<<(bits-1)) {
-			return fmt.Errorf("%s: the constant is out of the range of %s", c, t)
+			return fmt.Errorf("%s is out of the range of %s", c.constant(), t)
 		}
 		return nil
 	}
 	if !c.Big && c.Int < 0 {
-		return fmt.Errorf("%s: %s is unsigned, the constant is negative", c, t)
+		return fmt.Errorf("%s is unsigned, %s is negative", t, c.constant())
 	}
 	if bits < 64 && uint64(c.Int) >= 1<<bits {
-		return fmt.Errorf("%s: the constant is out of the range of %s", c, t)
+		return fmt.Errorf("%s is out of the range of %s", c.constant(), t)
 	}
 	return nil
+}
+
+// constant returns the condition's constant as written.
+func (c Condition) constant() string {
+	if i := strings.LastIndex(c.Raw, c.Op); i >= 0 {
+		return strings.TrimSpace(c.Raw[i+len(c.Op):])
+	}
+	return strconv.FormatInt(c.Int, 10)
 }
 
 // ParseConditions parses every condition of a filter, reporting all
@@ -250,7 +275,7 @@ func (c Condition) CheckType(t fetch.Type) error {
 func ParseConditions(list []string) ([]Condition, error) {
 	out := make([]Condition, 0, len(list))
 	var errs []error
-	for _, s := range list {
+	for _, s := range SplitConditions(list) {
 		c, err := ParseCondition(s)
 		if err != nil {
 			errs = append(errs, err)
@@ -259,4 +284,32 @@ func ParseConditions(list []string) ([]Condition, error) {
 		out = append(out, c)
 	}
 	return out, errors.Join(errs...)
+}
+
+// SplitConditions returns the conditions of a filter: each string of list,
+// cut at every "&&" outside a quoted string ("a > 1 && b < 2" is two).
+func SplitConditions(list []string) []string {
+	var out []string
+	for _, s := range list {
+		start := 0
+		var quote byte
+		for i := 0; i < len(s); i++ {
+			switch c := s[i]; {
+			case quote == '"' && c == '\\':
+				i++ // an escaped character
+			case quote != 0:
+				if c == quote {
+					quote = 0
+				}
+			case c == '"' || c == '`':
+				quote = c
+			case c == '&' && i+1 < len(s) && s[i+1] == '&':
+				out = append(out, strings.TrimSpace(s[start:i]))
+				start = i + 2
+				i++
+			}
+		}
+		out = append(out, strings.TrimSpace(s[start:]))
+	}
+	return out
 }

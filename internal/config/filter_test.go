@@ -37,7 +37,10 @@ func TestParseCondition(t *testing.T) {
 		{in: `arg1:bytes[4] == "x"`, err: "bytes[4] is not a string type"},
 		{in: "arg1:string == 3", err: "string is not an integer type"},
 		{in: "arg1 == three", err: `"three" is not an integer`},
-		{in: "arg1 == 99999999999999999999", err: "is not an integer"},
+		{in: "arg1 == 99999999999999999999", err: "99999999999999999999 is out of the range of 64-bit integers"},
+		{in: "arg1 == 0x10000000000000000", err: "is out of the range of 64-bit integers"},
+		{in: "arg1 == 0o17", want: "arg1 == 15"},
+		{in: "arg1 == 1_000", want: "arg1 == 1000"},
 		{in: "arg1 <> 3", err: "want EXPR OP CONSTANT"},
 		{in: "arg1", err: "want EXPR OP CONSTANT"},
 		{in: "== 3", err: "fetch expression"},
@@ -83,7 +86,10 @@ func TestConditionCheckType(t *testing.T) {
 	}{
 		{"arg0 == 255", typ(fetch.KindUnsigned, 1), ""},
 		{"arg0 == 256", typ(fetch.KindUnsigned, 1), "out of the range of u8"},
-		{"arg0 == -1", typ(fetch.KindUnsigned, 4), "u32 is unsigned, the constant is negative"},
+		{"arg0 == -1", typ(fetch.KindUnsigned, 4), "u32 is unsigned, -1 is negative"},
+		{"arg0 == 0x100", typ(fetch.KindUnsigned, 1), "0x100 is out of the range of u8"},
+		{`arg0 == "a\x00b"`, str, "a C string ends at its first NUL"},
+		{`arg0 == "a\x00b"`, fetch.Type{Kind: fetch.KindGoString, MaxLen: 256}, ""},
 		{"arg0 > 18446744073709551615", typ(fetch.KindUnsigned, 8), ""},
 		{"arg0 > 18446744073709551615", typ(fetch.KindSigned, 8), "out of the range of s64"},
 		{"arg0 >= -128", typ(fetch.KindSigned, 1), ""},
@@ -143,6 +149,13 @@ func TestFilterForms(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `targets[0].counters[1].filter[0]: condition "arg0 > 1, arg1 > 2"`)
 	assert.Equal(t, "uprobe:g if arg0 > 1 && arg1 > 2", Counter{Probe: "uprobe:g", Filter: []string{"arg0 > 1", "arg1 > 2"}}.Ref())
+}
+
+func TestSplitConditions(t *testing.T) {
+	assert.Equal(t, []string{"a > 1", "b < 2", `c == "x && y"`, "d != 0"},
+		SplitConditions([]string{"a > 1 && b < 2", `c == "x && y"&&d != 0`}))
+	assert.Equal(t, []string{`s == "a\"&&"`, "x > 1"}, SplitConditions([]string{`s == "a\"&&" && x > 1`}))
+	assert.Equal(t, "uprobe:f if a > 1 && b < 2", Counter{Probe: " uprobe:f ", Filter: []string{"a > 1 && b < 2 "}}.Ref())
 }
 
 func FuzzParseCondition(f *testing.F) {

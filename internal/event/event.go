@@ -3,6 +3,11 @@
 // snapshots of the engine's counters. It has no BPF or pdata types.
 package event
 
+import (
+	"math/big"
+	"math/bits"
+)
+
 // Span is one completed span as the engine recorded it. Times are
 // CLOCK_MONOTONIC nanoseconds; ids index the Plan the tracer was opened with.
 type Span struct {
@@ -177,11 +182,31 @@ type ContainerHits struct {
 
 // ValueCounts is one counter's histogram of values, on the buckets of an
 // exponential histogram of scale 0 shifted by one: Positive[0] counts the
-// value 1 and Positive[i] for i > 0 the values in (2^(i-1), 2^i] (the last
-// bucket also those above 2^63); Negative[i] their negations; Zero the
-// zeros.
+// value 1 and Positive[i] for i > 0 the values in (2^(i-1), 2^i]; Negative[i]
+// their negations; Zero the zeros. The sum of the values is the 128-bit
+// two's complement integer SumHi:SumLo. Unread counts hits whose value could
+// not be read (not in the histogram).
 type ValueCounts struct {
-	Count, Zero        uint64
-	Sum                int64
-	Positive, Negative []uint64
+	Count, Zero, Unread uint64
+	SumLo               uint64
+	SumHi               int64
+	Positive, Negative  []uint64
+}
+
+// AddSum adds the 128-bit sum hi:lo to the histogram's.
+func (v *ValueCounts) AddSum(lo uint64, hi int64) {
+	var carry uint64
+	v.SumLo, carry = bits.Add64(v.SumLo, lo, 0)
+	v.SumHi += hi + int64(carry)
+}
+
+// Sum returns the sum of the values, rounded to a float64.
+func (v ValueCounts) Sum() float64 {
+	switch {
+	case v.SumHi == 0 && v.SumLo < 1<<63, v.SumHi == -1 && v.SumLo >= 1<<63:
+		return float64(int64(v.SumLo)) // fits an int64: exact as far as a float64 is
+	}
+	hi := new(big.Int).Lsh(big.NewInt(v.SumHi), 64)
+	f, _ := new(big.Float).SetInt(hi.Add(hi, new(big.Int).SetUint64(v.SumLo))).Float64()
+	return f
 }

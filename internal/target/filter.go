@@ -23,7 +23,7 @@ func (c *compiler) conditions(pd *probeDef, site *Site, note func(string, ...any
 				err = checkCondition(cond, f)
 			}
 			if err != nil {
-				errs = append(errs, fmt.Errorf("condition %s: %w", cond, err))
+				errs = append(errs, fmt.Errorf("condition %q: %w", cond.Raw, err))
 				continue
 			}
 			site.Filters = append(site.Filters, Filter{Value: f, Cond: cond, AtExit: atExit})

@@ -64,7 +64,7 @@ func TestNamesCompile(t *testing.T) {
 			assert.Equal(t, Fetch{Key: "hex", Text: "$req->hdr->len:x16", Base: BaseRegister, Register: regs.RDI, Derefs: []int64{16, 0},
 				Store: StoreInt, ReadSize: 2, Value: Value{Type: fetch.Type{Kind: fetch.KindHex, Size: 2}}}, fetchByKey(t, entry, "hex"), "a type suffix")
 			assert.Equal(t, Fetch{Key: "name", Text: "$req->hdr->name", Base: BaseRegister, Register: regs.RDI, Derefs: []int64{16, 4}, LastIsAddress: true,
-				Store: StoreString, MaxLen: 16, Value: Value{Type: fetch.Type{Kind: fetch.KindString, MaxLen: 16}}},
+				Store: StoreString, MaxLen: 17, Value: Value{Type: fetch.Type{Kind: fetch.KindString, MaxLen: 17}}},
 				fetchByKey(t, entry, "name"), "char[16] is a string in place")
 			flags := fetchByKey(t, entry, "params.flags")
 			assert.Equal(t, regs.RSI, flags.Register)

@@ -71,6 +71,7 @@ func testSetProbeAttached(t *testing.T, perLocation bool) {
 	// leaves the detached probes out.
 	copyPath := filepath.Join(t.TempDir(), "demo-copy")
 	copyFile(t, b.Program, copyPath)
+	copyFile(t, b.Library, filepath.Join(filepath.Dir(copyPath), filepath.Base(b.Library))) // for a run path of $ORIGIN
 	spec, err := plan.ReadFile(0, target.Candidate{Path: copyPath, SeenAs: copyPath})
 	require.NoError(t, err)
 	fi := plan.Append(spec)

@@ -959,12 +959,13 @@ func (t *Tracer) Stats() (event.Stats, error) {
 			return st, fmt.Errorf("reading the histogram of %s: %w", t.plan.Probes[t.plan.Histograms[i].Probe].Ref, err)
 		}
 		out := &st.Values[i]
-		out.Positive = make([]uint64, bpfobj.HistBuckets)
-		out.Negative = make([]uint64, bpfobj.HistBuckets)
+		out.Positive = make([]uint64, bpfobj.ValueBuckets)
+		out.Negative = make([]uint64, bpfobj.ValueBuckets)
 		for _, c := range vh {
 			out.Count += c.Count
-			out.Sum += c.Sum
+			out.AddSum(c.SumLo, c.SumHi)
 			out.Zero += c.Zero
+			out.Unread += c.Unread
 			for b := range c.Positive {
 				out.Positive[b] += c.Positive[b]
 				out.Negative[b] += c.Negative[b]

@@ -264,7 +264,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ReceiverUprobeFetchErrors, err = builder.meter.Int64Counter(
 		"otelcol_receiver_uprobe_fetch_errors",
-		metric.WithDescription("Attribute values left out of spans because the engine could not read them (unmapped or invalid memory). [Alpha]"),
+		metric.WithDescription("Attribute values left out of spans, and counter histogram values left out of uprobe.probe.value, because the engine could not read them (unmapped or invalid memory). [Alpha]"),
 		metric.WithUnit("{value}"),
 	)
 	errs = errors.Join(errs, err)

@@ -124,7 +124,7 @@ func AssertEqualReceiverUprobeCalibratedReturnCost(t *testing.T, tt *componentte
 func AssertEqualReceiverUprobeFetchErrors(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_receiver_uprobe_fetch_errors",
-		Description: "Attribute values left out of spans because the engine could not read them (unmapped or invalid memory). [Alpha]",
+		Description: "Attribute values left out of spans, and counter histogram values left out of uprobe.probe.value, because the engine could not read them (unmapped or invalid memory). [Alpha]",
 		Unit:        "{value}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
