@@ -208,13 +208,17 @@ func PerSecond(ticks []Tick) []float64 {
 }
 
 // raiseAutogroup sets the nice priority of the autogroup of process pid,
-// where the kernel has autogroups.
+// where the kernel has autogroups. A process in the kernel's default
+// autogroup (autogroups off: sched_autogroup_enabled 0 or noautogroup, or
+// a session that has none of its own) is left as it is: the kernel refuses
+// that group a priority with EINVAL, and there nice alone orders the tasks.
 func raiseAutogroup(pid, nice int) error {
 	path := fmt.Sprintf("/proc/%d/autogroup", pid)
 	if _, err := os.Stat(path); err != nil {
 		return nil // no CONFIG_SCHED_AUTOGROUP
 	}
-	if err := os.WriteFile(path, []byte(strconv.Itoa(nice)), 0); err != nil {
+	err := os.WriteFile(path, []byte(strconv.Itoa(nice)), 0)
+	if err != nil && !errors.Is(err, unix.EINVAL) {
 		return fmt.Errorf("raising the priority of the autogroup of process %d: %w", pid, err)
 	}
 	return nil
