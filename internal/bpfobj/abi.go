@@ -97,6 +97,17 @@ const (
 	RecordKindProcess = uint8(engineRecordKindRECORD_KIND_PROCESS)
 )
 
+// What the ring buffer's reader wants to be woken for (enum wake_mode), the
+// value of the engine's reader_wake global.
+const (
+	// WakeFill: when the ring holds wake_bytes.
+	WakeFill = uint32(engineWakeModeWAKE_FILL)
+	// WakeFirst: at the next record.
+	WakeFirst = uint32(engineWakeModeWAKE_FIRST)
+	// WakeSent: a wakeup is on its way (written by the engine).
+	WakeSent = uint32(engineWakeModeWAKE_SENT)
+)
+
 // Process events (enum process_event).
 const (
 	ProcessExec = uint8(engineProcessEventPROCESS_EXEC)
@@ -154,6 +165,8 @@ const (
 	VarSelectorBits      = engineVarSelectorBits
 	VarSendExecs         = engineVarSendExecs
 	VarEmitRecords       = engineVarEmitRecords
+	VarReaderWake        = engineVarReaderWake
+	VarWakeBytes         = engineVarWakeBytes
 )
 
 // Spec returns a fresh copy of the engine's collection spec, parsed from the

@@ -237,6 +237,14 @@ type engineSpanStats struct {
 	Buckets     [64]uint64
 }
 
+type engineWakeMode uint32
+
+const (
+	engineWakeModeWAKE_FILL  engineWakeMode = 0
+	engineWakeModeWAKE_FIRST engineWakeMode = 1
+	engineWakeModeWAKE_SENT  engineWakeMode = 2
+)
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -259,9 +267,11 @@ const (
 	engineProgSiteHit       = "site_hit"
 	engineProgSiteHitMulti  = "site_hit_multi"
 	engineVarEmitRecords    = "emit_records"
+	engineVarReaderWake     = "reader_wake"
 	engineVarSelectorBits   = "selector_bits"
 	engineVarSendExecs      = "send_execs"
 	engineVarUnusedAbiTypes = "unused_abi_types"
+	engineVarWakeBytes      = "wake_bytes"
 )
 
 // loadEngine returns the embedded CollectionSpec for engine.
@@ -336,9 +346,11 @@ type engineMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type engineVariableSpecs struct {
 	EmitRecords    *ebpf.VariableSpec `ebpf:"emit_records"`
+	ReaderWake     *ebpf.VariableSpec `ebpf:"reader_wake"`
 	SelectorBits   *ebpf.VariableSpec `ebpf:"selector_bits"`
 	SendExecs      *ebpf.VariableSpec `ebpf:"send_execs"`
 	UnusedAbiTypes *ebpf.VariableSpec `ebpf:"unused_abi_types"`
+	WakeBytes      *ebpf.VariableSpec `ebpf:"wake_bytes"`
 }
 
 // engineObjects contains all objects after they have been loaded into the kernel.
@@ -393,9 +405,11 @@ func (m *engineMaps) Close() error {
 // It can be passed to loadEngineObjects or ebpf.CollectionSpec.LoadAndAssign.
 type engineVariables struct {
 	EmitRecords    *ebpf.Variable `ebpf:"emit_records"`
+	ReaderWake     *ebpf.Variable `ebpf:"reader_wake"`
 	SelectorBits   *ebpf.Variable `ebpf:"selector_bits"`
 	SendExecs      *ebpf.Variable `ebpf:"send_execs"`
 	UnusedAbiTypes *ebpf.Variable `ebpf:"unused_abi_types"`
+	WakeBytes      *ebpf.Variable `ebpf:"wake_bytes"`
 }
 
 // enginePrograms contains all programs after they have been loaded into the kernel.
