@@ -42,8 +42,10 @@ type Collector struct {
 	FloorInProcess       *PdataFloor      `json:"floor_in_process,omitempty"`
 	ProcessesStartedPerS float64          `json:"machine_processes_started_per_second"`
 	Profile              *Profile         `json:"profile,omitempty"`
-	// Commit is the source the collector was built from, when known.
+	// Commit is the source the collector was built from, when known; Date
+	// when it was measured.
 	Commit string `json:"commit,omitempty"`
+	Date   string `json:"date,omitempty"`
 }
 
 // CollectorRound is one flood: the collector's CPU over the delivered
@@ -304,7 +306,7 @@ func collectorCPU(s settings, res *Result, workloadPath, dir string) error {
 	if runtime.NumCPU() >= 2 {
 		cpu, wcpu = 1, 0
 	}
-	c := &Collector{CPU: cpu, WorkloadCPU: wcpu, FlushInterval: s.flushInterval, Commit: s.commit}
+	c := &Collector{CPU: cpu, WorkloadCPU: wcpu, FlushInterval: s.flushInterval, Commit: s.commit, Date: res.Date}
 	res.Collector = c
 	c.FloorInProcess = measureFloor("in-process", time.Duration(s.floorSeconds*float64(time.Second)))
 	fmt.Fprintf(os.Stderr, "pdata floor in-process (GOMAXPROCS %d): %.0f ns/span, %.2f allocs/span\n",

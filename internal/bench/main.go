@@ -81,6 +81,7 @@ func main() {
 	flag.StringVar(&s.flushInterval, "flush-interval", "", "the receiver's flush_interval in the collector measurement (default: the receiver's)")
 	flag.StringVar(&s.before, "before", "", "a benchmarks.json of an earlier run, shown next to this one's collector measurement")
 	flag.StringVar(&s.profileDir, "profile-dir", "", "directory for the collector's CPU and allocation profiles (default: -out)")
+	flag.StringVar(&s.commit, "commit", "", "the commit the measured code was built from (default: git describe of the current directory)")
 	floorSecs := flag.Float64("pdata-floor", 0, "run as the standalone pdata floor for this many seconds and print it as JSON")
 	flag.Parse()
 	if *floorSecs > 0 {
@@ -91,7 +92,7 @@ func main() {
 		return
 	}
 	s.cycles, s.calls, s.rounds, s.paceSeconds, s.memSeconds, s.sites = 9, 100_000, 5, 2, 30, 1000
-	s.floorSeconds, s.idleSeconds, s.floodSeconds, s.collectorRounds, s.profileSeconds = 1, 5, 4, 7, 15
+	s.floorSeconds, s.idleSeconds, s.floodSeconds, s.collectorRounds, s.profileSeconds = 1, 5, 4, 7, 30
 	if s.smoke {
 		s.cycles, s.calls, s.rounds, s.paceSeconds, s.memSeconds, s.sites = 1, 20_000, 3, 0.3, 3, 200
 		s.floorSeconds, s.idleSeconds, s.floodSeconds, s.collectorRounds, s.profileSeconds = 0.3, 1, 1, 1, 2
@@ -99,7 +100,7 @@ func main() {
 	if s.profileDir == "" {
 		s.profileDir = s.out
 	}
-	if out, err := exec.Command("git", "describe", "--always", "--dirty").Output(); err == nil {
+	if out, err := exec.Command("git", "describe", "--always", "--dirty").Output(); err == nil && s.commit == "" {
 		s.commit = strings.TrimSpace(string(out))
 	}
 	if err := run(s); err != nil {

@@ -58,7 +58,7 @@ func collectorMarkdown(b *strings.Builder, res *Result) {
 	}
 	if bc := res.Before; bc != nil {
 		fmt.Fprintf(b, "\n### Before and after\n\n")
-		fmt.Fprintf(b, "Before: the same benchmark run on %s (%s).\n\n", orUnknown(bc.Commit), "same machine, an earlier run")
+		fmt.Fprintf(b, "Before: the same benchmark, run on %s at %s (an earlier run on this machine, kept in docs/benchmarks-baseline.json).\n\n", orUnknown(bc.Commit), orUnknownDate(bc.Date))
 		fmt.Fprintf(b, "| | before | after |\n|---|---:|---:|\n")
 		fmt.Fprintf(b, "| collector ns per delivered span (median) | %.0f | %.0f |\n", bc.NsPerSpan, c.NsPerSpan)
 		fmt.Fprintf(b, "| pdata floor, standalone (median) | %.0f | %.0f |\n", bc.FloorNsPerSpan, c.FloorNsPerSpan)
@@ -173,6 +173,13 @@ func medianRate(c *Collector) float64 {
 		v = append(v, r.SpansPerSec)
 	}
 	return median(v)
+}
+
+func orUnknownDate(s string) string {
+	if s == "" {
+		return "an unknown date"
+	}
+	return s
 }
 
 func orUnknown(s string) string {
