@@ -22,7 +22,7 @@ FUZZTIME_SLOW   ?= 1000x
 # running program).
 APT_PACKAGES := clang-14 llvm-14 libbpf-dev linux-libc-dev systemtap-sdt-dev gcc g++ gdb make bpftrace
 
-.PHONY: all deps generate check-generate test test-unit test-distro fuzz build run demo bench bench-smoke soak clean
+.PHONY: all deps generate check-generate test test-unit test-distro test-budget fuzz build run demo bench bench-smoke bench-budget soak clean
 
 all: test
 
@@ -53,20 +53,21 @@ check-generate: generate
 		|| { git status --porcelain -- internal/bpfobj internal/tracer/floor receiver; echo "untracked generated files"; exit 1; }
 
 # test runs every test: unit, fuzz smoke, privileged kernel tests (as root),
-# the built distro against the demo program, and probe spans in a real
-# Jaeger (which it builds once into a cache outside the repository), and the
-# arm64 suite in an arm64 kernel under qemu (test-arm64).
-test: test-unit fuzz test-distro test-jaeger test-arm64
+# the built distro against the demo program, the overhead budget on the
+# built distro, and probe spans in a real Jaeger (which it builds once into
+# a cache outside the repository), and the arm64 suite in an arm64 kernel
+# under qemu (test-arm64).
+test: test-unit fuzz test-distro test-budget test-jaeger test-arm64
 
 # test-unit runs every package's tests but those that need the built distro
-# (test-distro) or Jaeger (test-jaeger).
+# (test-distro, test-budget) or Jaeger (test-jaeger).
 test-unit: deps
 	$(GO) vet ./...
-	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e /internal/distrotest -e /internal/jaegertest)
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e /internal/distrotest -e /internal/jaegertest -e /internal/budgettest)
 
 # fuzz runs every fuzz target briefly.
 fuzz:
-	@set -e; for pkg in ./internal/usdt ./internal/fetch ./internal/config ./internal/spans ./internal/insn ./internal/gobin ./internal/elfaddr ./internal/debuginfo ./internal/procfs ./internal/buildid ./internal/privilege; do \
+	@set -e; for pkg in ./internal/usdt ./internal/fetch ./internal/config ./internal/spans ./internal/insn ./internal/gobin ./internal/elfaddr ./internal/debuginfo ./internal/procfs ./internal/buildid ./internal/privilege ./cmd/uprobe-list; do \
 		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 			case $$f in FuzzFunctions) n=$(FUZZTIME_SLOW);; FuzzDecode) n=$(FUZZTIME_MEDIUM);; *) n=$(FUZZTIME);; esac; \
 			echo "fuzz $$pkg $$f ($$n)"; \
@@ -90,6 +91,13 @@ test-distro: build demo
 	OTELCOL_UPROBE_BIN=$(abspath $(DISTRO)) UPROBE_DEMO_DIR=$(abspath $(DEMO_DIR)) \
 		$(GO) test -count=1 -run TestDistro -v ./internal/distrotest
 
+# test-budget runs the overhead budget's test alone (it times a program, so
+# nothing else of the suite runs beside it): the distro pinned to CPU 0
+# with overhead_budget: 0.05, a program on CPU 1 calling a probed function
+# at a rate that would cost half a CPU (about 40 s; needs two CPUs).
+test-budget: build
+	OTELCOL_UPROBE_BIN=$(abspath $(DISTRO)) $(GO) test -count=1 -run TestOverheadBudget -v ./internal/budgettest
+
 # run starts the demo program and the distro tracing it; spans and metrics
 # appear on stdout through the debug exporter. Ctrl-C stops both.
 run: build demo
@@ -111,6 +119,13 @@ bench: deps build
 # cannot rot; its numbers are not meant to be read.
 bench-smoke: deps build
 	$(GO) run ./internal/bench -smoke -distro $(abspath $(DISTRO))
+
+# bench-budget measures a program's speed, second by second for 30 s, under
+# a probe with and without overhead_budget and writes its section of
+# docs/benchmarks.md and docs/budget.json (about two minutes).
+bench-budget: deps build
+	mkdir -p docs
+	$(GO) run ./internal/budgetbench -out docs -distro $(abspath $(DISTRO))
 
 # soak runs the distro for SOAK_DURATION against programs that churn (a C
 # program at 100k spans/s, a Go program, short-lived processes and threads),

@@ -27,6 +27,12 @@ enum abi_limit {
 	ABI_STRING_MAX = 256,
 	/* log2 latency buckets per span: bucket i counts durations in (2^i, 2^(i+1)] ns. */
 	ABI_HIST_BUCKETS = 64,
+	/* buckets per sign of a value histogram: 1, then (2^(i-1), 2^i] up to 2^64 */
+	ABI_VALUE_BUCKETS = 65,
+	/* Conditions (filters) of one site, at entry and exit together. */
+	ABI_MAX_FILTERS = 4,
+	/* Bytes of the constant a string condition compares with. */
+	ABI_FILTER_TEXT_MAX = 64,
 	/* Targets whose processes are chosen (by pid or by a process
 	 * selector): one bit each in a process's proc_entry mask. */
 	ABI_MAX_CHOSEN_TARGETS = 63,
@@ -40,30 +46,83 @@ enum abi_limit {
 	ABI_KERNEL_RETURN_DEPTH = 64,
 };
 
-/* reg_slot numbers the 8-byte slots of the x86-64 struct pt_regs. */
-enum reg_slot {
-	REG_R15 = 0,
-	REG_R14 = 1,
-	REG_R13 = 2,
-	REG_R12 = 3,
-	REG_BP = 4,
-	REG_BX = 5,
-	REG_R11 = 6,
-	REG_R10 = 7,
-	REG_R9 = 8,
-	REG_R8 = 9,
-	REG_AX = 10,
-	REG_CX = 11,
-	REG_DX = 12,
-	REG_SI = 13,
-	REG_DI = 14,
-	REG_ORIG_AX = 15,
-	REG_IP = 16,
-	REG_CS = 17,
-	REG_FLAGS = 18,
-	REG_SP = 19,
-	REG_SS = 20,
-	REG_SLOT_COUNT = 21,
+/*
+ * The register slots: a register's value is the 8-byte word at byte offset
+ * 8 * slot of the struct pt_regs the kernel hands a uprobe program. The
+ * layout is the architecture's, so there is one enum per architecture; a
+ * fetch_op's base_reg, index_reg and len_reg are slots of the architecture
+ * the engine object was built for (bpf/regs.h). The Go side
+ * (internal/regs, Arch.Slot) is checked against both enums by the layout
+ * test in internal/bpfobj.
+ */
+
+/* reg_slot_x86 numbers the slots of the x86-64 struct pt_regs
+ * (arch/x86/include/asm/ptrace.h). */
+enum reg_slot_x86 {
+	REG_X86_R15 = 0,
+	REG_X86_R14 = 1,
+	REG_X86_R13 = 2,
+	REG_X86_R12 = 3,
+	REG_X86_BP = 4,
+	REG_X86_BX = 5,
+	REG_X86_R11 = 6,
+	REG_X86_R10 = 7,
+	REG_X86_R9 = 8,
+	REG_X86_R8 = 9,
+	REG_X86_AX = 10,
+	REG_X86_CX = 11,
+	REG_X86_DX = 12,
+	REG_X86_SI = 13,
+	REG_X86_DI = 14,
+	REG_X86_ORIG_AX = 15,
+	REG_X86_IP = 16,
+	REG_X86_CS = 17,
+	REG_X86_FLAGS = 18,
+	REG_X86_SP = 19,
+	REG_X86_SS = 20,
+	REG_X86_SLOT_COUNT = 21,
+};
+
+/* reg_slot_arm64 numbers the slots of the arm64 struct user_pt_regs, the
+ * head of its struct pt_regs and all of what a BPF program may read of it
+ * (bpf_user_pt_regs_t, arch/arm64/include/uapi/asm/ptrace.h): regs[31]
+ * (x0 to x30), sp, pc, pstate. */
+enum reg_slot_arm64 {
+	REG_ARM64_X0 = 0,
+	REG_ARM64_X1 = 1,
+	REG_ARM64_X2 = 2,
+	REG_ARM64_X3 = 3,
+	REG_ARM64_X4 = 4,
+	REG_ARM64_X5 = 5,
+	REG_ARM64_X6 = 6,
+	REG_ARM64_X7 = 7,
+	REG_ARM64_X8 = 8,
+	REG_ARM64_X9 = 9,
+	REG_ARM64_X10 = 10,
+	REG_ARM64_X11 = 11,
+	REG_ARM64_X12 = 12,
+	REG_ARM64_X13 = 13,
+	REG_ARM64_X14 = 14,
+	REG_ARM64_X15 = 15,
+	REG_ARM64_X16 = 16,
+	REG_ARM64_X17 = 17,
+	REG_ARM64_X18 = 18,
+	REG_ARM64_X19 = 19,
+	REG_ARM64_X20 = 20,
+	REG_ARM64_X21 = 21,
+	REG_ARM64_X22 = 22,
+	REG_ARM64_X23 = 23,
+	REG_ARM64_X24 = 24,
+	REG_ARM64_X25 = 25,
+	REG_ARM64_X26 = 26,
+	REG_ARM64_X27 = 27,
+	REG_ARM64_X28 = 28,
+	REG_ARM64_X29 = 29,
+	REG_ARM64_X30 = 30,
+	REG_ARM64_SP = 31,
+	REG_ARM64_PC = 32,
+	REG_ARM64_PSTATE = 33,
+	REG_ARM64_SLOT_COUNT = 34,
 };
 
 /* fetch_base says where a fetch starts. */
@@ -87,9 +146,26 @@ enum site_flag {
 	SITE_EXIT = 2,    /* closes span exit_span */
 	SITE_CARRIER = 4,  /* entry_span carries a trace context for the spans nested in it */
 	SITE_FUNCTION = 8, /* entry_span is a whole function: entry at its first instruction, exit at its return */
-	SITE_GO = 16,      /* Go code: pair by goroutine (R14 holds g), not by thread */
+	SITE_GO = 16,      /* Go code: pair by goroutine (g in R14 on x86-64, R28 on arm64), not by thread */
 	SITE_KERNEL_RETURN = 32, /* entry_span closes at a kernel return probe (uretprobe) */
 	SITE_CHOSEN = 64,  /* only processes whose proc_entry has bit target_bit count */
+	SITE_FILTERED_HITS = 128, /* a filtered counter: only hits that pass its filters count */
+	SITE_PROC_HITS = 256, /* also count hits per process (proc_hits), for container.id */
+};
+
+/* filter_op is how a condition compares a fetched value with its constant. */
+enum filter_op {
+	FILTER_EQ = 1,     /* integers and strings */
+	FILTER_NE = 2,     /* integers and strings */
+	FILTER_LT = 3,     /* integers, signed */
+	FILTER_LE = 4,
+	FILTER_GT = 5,
+	FILTER_GE = 6,
+	FILTER_LT_U = 7,   /* integers, unsigned */
+	FILTER_LE_U = 8,
+	FILTER_GT_U = 9,
+	FILTER_GE_U = 10,
+	FILTER_PREFIX = 11, /* strings: the value starts with text */
 };
 
 /*
@@ -127,6 +203,15 @@ struct pending_key {
 	__u32 pad2;
 };
 
+/* proc_hits_key names the hits of one probe in one process: its pid and
+ * start time (CLOCK_MONOTONIC ns), which tell a reused pid apart. Counted
+ * for files seen inside containers, so that metrics carry container.id. */
+struct proc_hits_key {
+	__u32 probe;
+	__u32 pid;
+	__u64 start_ns;
+};
+
 /*
  * fetch_op is one compiled fetch expression. The engine computes
  *   v = base + disp + index_reg * scale
@@ -140,18 +225,52 @@ struct fetch_op {
 	__s64 disp;
 	__s64 deref_offsets[ABI_MAX_DEREFS];
 	__u8 base;        /* enum fetch_base */
-	__u8 base_reg;    /* enum reg_slot */
-	__u8 index_reg;   /* enum reg_slot, used when scale != 0 */
+	__u8 base_reg;    /* register slot (enum reg_slot_x86 or reg_slot_arm64) */
+	__u8 index_reg;   /* register slot, used when scale != 0 */
 	__u8 scale;       /* 0, 1, 2, 4 or 8 */
 	__u8 deref_count; /* 0..ABI_MAX_DEREFS */
 	__u8 kind;        /* enum fetch_kind */
 	__u8 read_size;   /* 1, 2, 4 or 8: bytes of the last dereference of an INT */
 	__u8 last_is_address; /* the last dereference computes an address, reads nothing */
 	__u16 max_len;    /* STRING, GOSTRING: buffer bytes including NUL; BYTES: bytes */
-	__u8 len_reg;     /* GOSTRING without dereference: enum reg_slot of the length;
+	__u8 len_reg;     /* GOSTRING without dereference: register slot of the length;
 			   * with one, the length is the 8 bytes after the pointer */
 	__u8 pad2;
 	__u32 pad3;
+};
+
+/*
+ * filter is one condition of a site: the value fetched by value (an INT, or
+ * the address of a STRING or a GOSTRING) compared by op with constant (an
+ * integer: the value's low size bytes, sign-extended for the signed ops)
+ * or with the len bytes of text. Evaluated before anything is copied or
+ * recorded; a value that cannot be read fails the condition.
+ */
+struct filter {
+	struct fetch_op value;
+	__s64 constant;
+	__u16 len;    /* strings: bytes of text that count */
+	__u8 op;      /* enum filter_op */
+	__u8 at_exit; /* evaluated at the span's exit, not at its entry */
+	__u8 size;    /* integers: bytes of the value that count (1, 2, 4 or 8) */
+	__u8 pad[3];
+	char text[ABI_FILTER_TEXT_MAX];
+};
+
+/* value_hist is the per-CPU histogram of the values one counter saw, on the
+ * buckets of an exponential histogram of scale 0 shifted by one: positive[0]
+ * counts the value 1, positive[i] for i > 0 the values in (2^(i-1), 2^i],
+ * negative[i] their negations, zero the zeros. The sum is a 128-bit two's
+ * complement integer (sum_hi:sum_lo). Values that could not be read are
+ * counted in unread only. */
+struct value_hist {
+	__u64 count;
+	__u64 sum_lo;
+	__s64 sum_hi;
+	__u64 zero;
+	__u64 unread;
+	__u64 positive[ABI_VALUE_BUCKETS];
+	__u64 negative[ABI_VALUE_BUCKETS];
 };
 
 /*
@@ -163,18 +282,21 @@ struct site {
 	__u32 probe_id;   /* index into probe_stats */
 	__u32 entry_span; /* index into span_stats, valid with SITE_ENTRY */
 	__u32 exit_span;  /* index into span_stats, valid with SITE_EXIT */
-	__u8 flags;       /* enum site_flag */
+	__u16 flags;      /* enum site_flag */
 	__u8 entry_fetch_count;
 	__u8 exit_fetch_count;
-	__u8 pad;
 	/* SITE_GO: byte offset of goid in the Go runtime's g structure of the
 	 * traced binary, 0 when unknown. A goroutine's open spans are kept
 	 * under its g pointer, which the runtime reuses for later goroutines:
 	 * the id tells a new goroutine from the one that left spans open. */
 	__u16 goid_offset;
 	__u8 target_bit; /* SITE_CHOSEN: the target's bit in proc_entry.mask */
-	__u8 pad2;
-	__u32 pad3;
+	__u8 filter_count;
+	/* 1 + the index of the value histogram this counter feeds with
+	 * hist_value, 0 for none. */
+	__u16 value_hist;
+	__u8 hist_size;   /* bytes of the hist_value integer that count: 1, 2, 4 or 8 */
+	__u8 hist_signed; /* the hist_value integer is signed */
 	/* Head sampling of entry_span when it opens a thread's outermost span:
 	 * recorded when a random u32 is below this; 1 << 32 records all. Nested
 	 * spans follow the outermost span's decision. */
@@ -183,6 +305,8 @@ struct site {
 	__u64 min_duration_ns;
 	struct fetch_op entry[ABI_MAX_FETCHES];
 	struct fetch_op exit[ABI_MAX_FETCHES];
+	struct filter filters[ABI_MAX_FILTERS];
+	struct fetch_op hist_value;
 };
 
 /* probe_stats counts, per CPU, what happened at the sites of one probe. */
@@ -203,6 +327,7 @@ struct span_stats {
 			     * return (ABI_KERNEL_RETURN_DEPTH pending on the thread) */
 	__u64 unsampled;  /* completed spans not recorded: their trace was not sampled */
 	__u64 short_spans; /* completed spans not recorded: shorter than min_duration_ns */
+	__u64 filtered;   /* spans whose filters did not hold: not recorded, not in the histogram */
 	__u64 buckets[ABI_HIST_BUCKETS]; /* their sum is the number of completed spans */
 };
 
@@ -216,6 +341,7 @@ enum record_flag {
 				* whatever min_duration_ns says, so that its children's
 				* parent exists */
 	RECORD_PENDING = 32,  /* the process was pending: keep the span only if it is chosen */
+	RECORD_FILTERED = 64, /* in the frame only: its filters did not hold: never recorded */
 };
 
 /*

@@ -9,6 +9,10 @@
  * leaves as one ring-buffer record submitted without a wakeup. Two tracing
  * programs end the open spans of a thread at exec and exit.
  * Requires Linux 5.17 (attach cookies for uprobes, bpf_loop).
+ *
+ * The same source builds the engine of each architecture (x86-64, arm64):
+ * bpf/regs.h gives the layout of its struct pt_regs, and every register the
+ * engine reads goes through the slots of that layout.
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -62,8 +66,11 @@ struct abi_types {
 	enum record_kind record_kind;
 	enum wake_mode wake_mode;
 	enum process_event process_event;
+	enum filter_op filter_op;
+	struct value_hist value_hist;
 	enum abi_limit limit;
-	enum reg_slot slot;
+	enum reg_slot_x86 slot_x86;
+	enum reg_slot_arm64 slot_arm64;
 	enum fetch_base base;
 	enum fetch_kind kind;
 	enum site_flag site_flag;
@@ -107,6 +114,14 @@ struct {
 	__type(value, struct span_stats);
 	__uint(max_entries, 1);
 } spans SEC(".maps");
+
+/* value_hists holds the value histograms of counters (site.value_hist - 1). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct value_hist);
+	__uint(max_entries, 1);
+} value_hists SEC(".maps");
 
 /*
  * frame is one open span: 32 bytes. Its entry values live in the state's
@@ -171,7 +186,8 @@ struct {
 } task_states SEC(".maps");
 
 /* go_key names a goroutine: Go code runs a goroutine on any thread, so its
- * open spans are keyed by the g pointer the Go ABI keeps in R14. */
+ * open spans are keyed by the g pointer the Go ABI keeps in a register
+ * (REG_SLOT_GO_G: R14 on x86-64, R28 on arm64). */
 struct go_key {
 	__u32 pid;
 	__u32 pad;
@@ -259,6 +275,17 @@ struct {
 	__uint(max_entries, 1); /* set by the loader */
 } pending SEC(".maps");
 
+/* proc_hits counts the hits of probes in files seen inside containers, per
+ * process; user space turns processes into container ids and deletes the
+ * entries of processes that are gone. When it is full, hits still count in
+ * probes, without a process. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__type(key, struct proc_hits_key);
+	__type(value, __u64);
+	__uint(max_entries, 1); /* set by the loader */
+} proc_hits SEC(".maps");
+
 /* pending_add adds n to a counter of a pending process. */
 static __always_inline void pending_add(__u32 pid, __u8 kind, __u32 id, __u8 bucket, __u64 n)
 {
@@ -316,6 +343,36 @@ static __always_inline struct span_stats *span_stats_of(__u32 span)
 			add(&__st->field, 1);                            \
 	} while (0)
 
+/*
+ * frame_index returns i modulo ABI_MAX_DEPTH, computed at run time. Where
+ * clang can prove the mask changes nothing (an index known to be below
+ * ABI_MAX_DEPTH on every path it sees) it drops it, and verifiers that track
+ * ranges less precisely than clang (Linux 6.1 does not learn i >= 1 from
+ * i != 0) then see an unbounded index: the empty asm makes i opaque to
+ * clang, so the mask stays.
+ */
+static __always_inline __u32 frame_index(__u32 i)
+{
+	asm volatile("" : "+r"(i));
+	return i & (ABI_MAX_DEPTH - 1);
+}
+
+/*
+ * at_most returns v, or max when v is larger, compared in the register
+ * that is then used: clang may compare a copy, and the verifier of Linux
+ * 6.1 does not carry a bound learned on a 32-bit register to its copies.
+ */
+static __always_inline __u32 at_most(__u32 v, __u32 max)
+{
+	asm volatile("" : "+r"(v));
+	if (v > max)
+		v = max;
+	return v;
+}
+
+/* frame_at returns frame i (modulo ABI_MAX_DEPTH) of a state. */
+#define frame_at(ts, i) (&(ts)->frames[frame_index(i)])
+
 /* abandon_ctx is the state of abandon_one over frames [from, to). */
 struct abandon_ctx {
 	struct task_state *ts;
@@ -369,17 +426,39 @@ static __always_inline void reset(struct task_state *ts)
 	truncate(ts, 0);
 }
 
-/* reg_file is a copy of the probed thread's registers, indexed by enum
- * reg_slot. The verifier forbids variable offsets into the context, so the
- * fetch code reads this copy instead. */
-struct reg_file {
-	__u64 slot[REG_SLOT_COUNT];
-};
-
-static __always_inline void copy_regs(struct reg_file *rf, const struct pt_regs *regs)
+/*
+ * reg_value returns register slot slot (bpf/regs.h) of the probed thread, 0
+ * for a slot the architecture does not have. The verifier forbids variable
+ * offsets into the context: the switch reads it at constant offsets. A
+ * global function, checked once, that takes the context (Linux 5.6); the
+ * registers are never copied, which keeps the stack of the call chain
+ * within the 512 bytes older verifiers allow.
+ */
+__noinline __u64 reg_value(struct pt_regs *regs, __u32 slot)
 {
-	__builtin_memcpy(rf->slot, regs, sizeof(rf->slot));
+	if (!regs)
+		return 0;
+	__u64 v = 0;
+	/* One load at a constant offset from the unmodified context pointer
+	 * per case: written in assembly, since clang would otherwise merge
+	 * the cases into one load through a computed pointer. */
+#define REG_CASE(i)                                                                  \
+	case i:                                                                      \
+		if (i < REG_SLOT_COUNT)                                              \
+			asm volatile("%0 = *(u64 *)(%1 + %2)" : "=r"(v) : "r"(regs), "i"(i * 8)); \
+		return v;
+	switch (slot) {
+	REG_CASE(0) REG_CASE(1) REG_CASE(2) REG_CASE(3) REG_CASE(4) REG_CASE(5) REG_CASE(6) REG_CASE(7)
+	REG_CASE(8) REG_CASE(9) REG_CASE(10) REG_CASE(11) REG_CASE(12) REG_CASE(13) REG_CASE(14) REG_CASE(15)
+	REG_CASE(16) REG_CASE(17) REG_CASE(18) REG_CASE(19) REG_CASE(20) REG_CASE(21) REG_CASE(22) REG_CASE(23)
+	REG_CASE(24) REG_CASE(25) REG_CASE(26) REG_CASE(27) REG_CASE(28) REG_CASE(29) REG_CASE(30) REG_CASE(31)
+	REG_CASE(32) REG_CASE(33)
+	}
+#undef REG_CASE
+	return 0;
 }
+
+_Static_assert(REG_SLOT_COUNT <= 34, "reg_value has a case for every slot");
 
 /* fetch_result packs what fetch_one did: the new cursor and two flags. */
 enum fetch_result {
@@ -388,9 +467,58 @@ enum fetch_result {
 	FETCH_RESULT_TRUNCATED = 1 << 17,
 };
 
-static __always_inline __u64 slot_value(const struct reg_file *rf, __u8 slot)
+
+/*
+ * fetch_one runs one fetch op and stores its value in w at cursor (bytes
+ * from the start of the span's values). It is a global function so that the
+ * verifier checks it once, not once per fetch and path. It returns the new
+ * cursor and FETCH_RESULT_* flags.
+ */
+/*
+ * resolve_value computes what a fetch op points at: the integer of an INT
+ * (in *v), or the address of a STRING, BYTES or GOSTRING (in *v) and, for a
+ * GOSTRING, its length (in *golen). It returns 0, or -1 when memory on the
+ * way could not be read.
+ */
+static __always_inline int resolve_value(struct pt_regs *regs, const struct fetch_op *op, __u64 *v,
+					 __u64 *golen)
 {
-	return slot < REG_SLOT_COUNT ? rf->slot[slot] : 0;
+	__u64 x = 0;
+
+	if (op->base == FETCH_BASE_REGISTER)
+		x = reg_value(regs, op->base_reg);
+	x += op->disp;
+	if (op->scale)
+		x += reg_value(regs, op->index_reg) * op->scale;
+
+	*golen = 0;
+	if (op->kind == FETCH_KIND_GOSTRING && !op->deref_count)
+		*golen = reg_value(regs, op->len_reg);
+	for (__u32 d = 0; d < ABI_MAX_DEREFS; d++) {
+		if (d >= op->deref_count)
+			break;
+		__u64 addr = x + op->deref_offsets[d];
+		__u32 size = 8;
+		if (d + 1 == op->deref_count && op->last_is_address) {
+			x = addr;
+			break;
+		}
+		if (d + 1 == op->deref_count && op->kind == FETCH_KIND_INT && op->read_size < 8)
+			size = op->read_size;
+		x = 0;
+		if (bpf_probe_read_user(&x, size, (const void *)addr))
+			return -1;
+	}
+	if (op->kind == FETCH_KIND_GOSTRING && op->deref_count) {
+		/* x is the address of the string header: pointer, then length. */
+		__u64 hdr[2];
+		if (bpf_probe_read_user(hdr, sizeof(hdr), (const void *)x))
+			return -1;
+		x = hdr[0];
+		*golen = hdr[1];
+	}
+	*v = x;
+	return 0;
 }
 
 /*
@@ -399,50 +527,20 @@ static __always_inline __u64 slot_value(const struct reg_file *rf, __u8 slot)
  * verifier checks it once, not once per fetch and path. It returns the new
  * cursor and FETCH_RESULT_* flags.
  */
-__noinline __u32 fetch_one(const struct reg_file *rf, const struct fetch_op *op, struct values *w,
+__noinline __u32 fetch_one(struct pt_regs *regs, const struct fetch_op *op, struct values *w,
 			   __u32 cursor)
 {
-	__u64 v = 0;
+	__u64 v = 0, golen = 0;
 	__u32 len, need;
 
-	if (!rf || !op || !w)
+	if (!regs || !op || !w)
 		return cursor | FETCH_RESULT_FAILED;
-	if (op->base == FETCH_BASE_REGISTER)
-		v = slot_value(rf, op->base_reg);
-	v += op->disp;
-	if (op->scale)
-		v += slot_value(rf, op->index_reg) * op->scale;
-
-	__u64 golen = 0;
-	if (op->kind == FETCH_KIND_GOSTRING && !op->deref_count)
-		golen = slot_value(rf, op->len_reg);
-	for (__u32 d = 0; d < ABI_MAX_DEREFS; d++) {
-		if (d >= op->deref_count)
-			break;
-		__u64 addr = v + op->deref_offsets[d];
-		__u32 size = 8;
-		if (d + 1 == op->deref_count && op->last_is_address) {
-			v = addr;
-			break;
-		}
-		if (d + 1 == op->deref_count && op->kind == FETCH_KIND_INT && op->read_size < 8)
-			size = op->read_size;
-		v = 0;
-		if (bpf_probe_read_user(&v, size, (const void *)addr))
-			return cursor | FETCH_RESULT_FAILED;
-	}
+	if (resolve_value(regs, op, &v, &golen))
+		return cursor | FETCH_RESULT_FAILED;
 
 	len = op->max_len;
 	if (len > ABI_STRING_MAX)
 		len = ABI_STRING_MAX;
-	if (op->kind == FETCH_KIND_GOSTRING && op->deref_count) {
-		/* v is the address of the string header: pointer, then length. */
-		__u64 hdr[2];
-		if (bpf_probe_read_user(hdr, sizeof(hdr), (const void *)v))
-			return cursor | FETCH_RESULT_FAILED;
-		v = hdr[0];
-		golen = hdr[1];
-	}
 	switch (op->kind) {
 	case FETCH_KIND_INT:
 		need = 8;
@@ -492,14 +590,14 @@ __noinline __u32 fetch_one(const struct reg_file *rf, const struct fetch_op *op,
 
 /* fetch_all runs count fetch ops from cursor on; it sets *failed (bit i:
  * fetch i stored nothing) and *truncated, and returns the new cursor. */
-static __always_inline __u32 fetch_all(const struct reg_file *rf, const struct fetch_op *ops,
+static __always_inline __u32 fetch_all(struct pt_regs *regs, const struct fetch_op *ops,
 				       __u32 count, struct values *w, __u32 cursor, __u8 *failed,
 				       __u8 *truncated)
 {
 	for (__u32 i = 0; i < ABI_MAX_FETCHES; i++) {
 		if (i >= count)
 			break;
-		__u32 r = fetch_one(rf, &ops[i], w, cursor);
+		__u32 r = fetch_one(regs, &ops[i], w, cursor);
 		cursor = r & FETCH_RESULT_CURSOR;
 		if (r & FETCH_RESULT_FAILED)
 			*failed |= 1 << i;
@@ -507,6 +605,222 @@ static __always_inline __u32 fetch_all(const struct reg_file *rf, const struct f
 			*truncated = 1;
 	}
 	return cursor;
+}
+
+static __always_inline __u32 log2_bucket(__u64 v)
+{
+	/* floor(log2(v)) for v >= 1, 0 for v == 0 */
+	__u32 r = 0;
+	if (v >> 32) { v >>= 32; r += 32; }
+	if (v >> 16) { v >>= 16; r += 16; }
+	if (v >> 8) { v >>= 8; r += 8; }
+	if (v >> 4) { v >>= 4; r += 4; }
+	if (v >> 2) { v >>= 2; r += 2; }
+	if (v >> 1) { r += 1; }
+	return r;
+}
+
+/* filter_text is a string a condition reads to compare. */
+struct filter_text {
+	char b[ABI_FILTER_TEXT_MAX + 1];
+};
+
+/* text_equal compares the first len bytes of a and b. */
+static __always_inline int text_equal(const char *a, const char *b, __u32 len)
+{
+	for (__u32 i = 0; i < ABI_FILTER_TEXT_MAX; i++) {
+		if (i >= len)
+			break;
+		if (a[i] != b[i])
+			return 0;
+	}
+	return 1;
+}
+
+/* sign_extend keeps the low size bytes of v, sign-extended. */
+static __always_inline __s64 sign_extend(__u64 v, __u8 size)
+{
+	switch (size) {
+	case 1:
+		return (__s8)v;
+	case 2:
+		return (__s16)v;
+	case 4:
+		return (__s32)v;
+	}
+	return (__s64)v;
+}
+
+/* low_bytes keeps the low size bytes of v. */
+static __always_inline __u64 low_bytes(__u64 v, __u8 size)
+{
+	switch (size) {
+	case 1:
+		return (__u8)v;
+	case 2:
+		return (__u16)v;
+	case 4:
+		return (__u32)v;
+	}
+	return v;
+}
+
+/*
+ * filter_holds evaluates one condition. A global function, checked once by
+ * the verifier. A value that cannot be read fails the condition.
+ */
+__noinline int filter_holds(struct pt_regs *regs, const struct filter *f)
+{
+	__u64 v = 0, golen = 0;
+
+	if (!regs || !f)
+		return 0;
+	if (resolve_value(regs, &f->value, &v, &golen))
+		return 0;
+	if (f->value.kind == FETCH_KIND_INT) {
+		__s64 s = sign_extend(v, f->size);
+		__u64 u = low_bytes(v, f->size);
+		switch (f->op) {
+		case FILTER_EQ:
+			return u == low_bytes((__u64)f->constant, f->size);
+		case FILTER_NE:
+			return u != low_bytes((__u64)f->constant, f->size);
+		case FILTER_LT:
+			return s < f->constant;
+		case FILTER_LE:
+			return s <= f->constant;
+		case FILTER_GT:
+			return s > f->constant;
+		case FILTER_GE:
+			return s >= f->constant;
+		case FILTER_LT_U:
+			return u < (__u64)f->constant;
+		case FILTER_LE_U:
+			return u <= (__u64)f->constant;
+		case FILTER_GT_U:
+			return u > (__u64)f->constant;
+		case FILTER_GE_U:
+			return u >= (__u64)f->constant;
+		}
+		return 0;
+	}
+	struct filter_text t = {};
+	/* The value as a span attribute shows it: at most bound bytes (the
+	 * capture's buffer less its NUL). */
+	__u32 bound = f->value.max_len ? f->value.max_len - 1 : ABI_STRING_MAX - 1;
+	__u32 len = f->len, have;
+	if (len > ABI_FILTER_TEXT_MAX)
+		len = ABI_FILTER_TEXT_MAX;
+	if (len > bound)
+		return f->op == FILTER_NE; /* the value is never that long */
+	if (f->value.kind == FETCH_KIND_GOSTRING) {
+		__u64 shown = golen < bound ? golen : bound;
+		__u32 n = shown < len ? shown : len;
+		n = at_most(n, ABI_FILTER_TEXT_MAX); /* where the verifier sees it */
+		if (n && bpf_probe_read_user(t.b, n, (const void *)v))
+			return 0;
+		if (!n && shown && bpf_probe_read_user(t.b, 1, (const void *)v))
+			return 0; /* unreadable, as a C string's would be */
+		have = shown > len ? len + 1 : shown; /* longer than len is all that matters */
+	} else {
+		long n = bpf_probe_read_user_str(t.b, at_most(len + 1, ABI_FILTER_TEXT_MAX + 1), (const void *)v);
+		if (n <= 0)
+			return 0;
+		have = n - 1; /* bytes before the NUL, at most len */
+		if (have == len && len < bound) {
+			/* Does the string go on past len? One more byte says. */
+			char more = 0;
+			bpf_probe_read_user(&more, 1, (const void *)(v + len));
+			if (more)
+				have = len + 1;
+		}
+	}
+	switch (f->op) {
+	case FILTER_EQ:
+		return have == len && text_equal(t.b, f->text, len);
+	case FILTER_NE:
+		return !(have == len && text_equal(t.b, f->text, len));
+	case FILTER_PREFIX:
+		return have >= len && text_equal(t.b, f->text, len);
+	}
+	return 0;
+}
+
+/* filters_hold says whether every condition of site s for one end holds; a
+ * global function, checked once by the verifier. */
+__noinline int filters_hold(struct pt_regs *regs, const struct site *s, __u32 at_exit)
+{
+	if (!regs || !s)
+		return 0;
+	for (__u32 i = 0; i < ABI_MAX_FILTERS; i++) {
+		if (i >= s->filter_count)
+			break;
+		const struct filter *f = &s->filters[i];
+		if (f->at_exit == at_exit && !filter_holds(regs, f))
+			return 0;
+	}
+	return 1;
+}
+
+/* hist_value computes the integer a counter's histogram records; a global
+ * function, checked once by the verifier. It returns 0, or -1 when memory on
+ * the way could not be read. */
+__noinline int hist_value(struct pt_regs *regs, const struct fetch_op *op, __u64 *v)
+{
+	__u64 golen;
+
+	if (!regs || !op || !v)
+		return -1;
+	return resolve_value(regs, op, v, &golen);
+}
+
+/* hist_add adds an integer of value histogram id: v's low size bytes,
+ * signed or not. */
+static __always_inline void hist_add(__u32 id, __u64 v, __u8 size, __u8 is_signed)
+{
+	struct value_hist *h = bpf_map_lookup_elem(&value_hists, &id);
+	__u64 m;
+	int negative = 0;
+
+	if (!h)
+		return;
+	if (is_signed) {
+		__s64 sv = sign_extend(v, size);
+		negative = sv < 0;
+		m = negative ? -(__u64)sv : (__u64)sv;
+		v = (__u64)sv;
+	} else {
+		v = m = low_bytes(v, size);
+	}
+	add(&h->count, 1);
+	/* The sum is a 128-bit two's complement integer: no value overflows it. */
+	__u64 old = __sync_fetch_and_add(&h->sum_lo, v);
+	__u64 hi = negative ? (__u64)-1 : 0;
+	if (old + v < old)
+		hi++;
+	if (hi)
+		add((__u64 *)&h->sum_hi, hi);
+	if (m == 0) {
+		add(&h->zero, 1);
+		return;
+	}
+	/* bucket 0 holds 1, bucket b > 0 holds (2^(b-1), 2^b] */
+	__u32 b = m > 1 ? log2_bucket(m - 1) + 1 : 0;
+	b = at_most(b, ABI_VALUE_BUCKETS - 1);
+	if (negative)
+		add(&h->negative[b], 1);
+	else
+		add(&h->positive[b], 1);
+}
+
+/* hist_unread counts a hit whose value histogram id could not read its
+ * value. */
+static __always_inline void hist_unread(__u32 id)
+{
+	struct value_hist *h = bpf_map_lookup_elem(&value_hists, &id);
+
+	if (h)
+		add(&h->unread, 1);
 }
 
 /* window returns the value stack from byte base on, or 0 when base is out
@@ -548,7 +862,7 @@ static __always_inline int find(struct task_state *ts, __u32 depth, __u32 span)
 		return -1;
 	if (depth > ABI_MAX_DEPTH)
 		depth = ABI_MAX_DEPTH;
-	if (ts->frames[(depth - 1) & (ABI_MAX_DEPTH - 1)].span == span)
+	if (frame_at(ts, depth - 1)->span == span)
 		return depth - 1; /* the usual case: the innermost one */
 	struct find_ctx c = {.ts = ts, .depth = depth - 1, .span = span, .found = -1};
 	if (depth > 1)
@@ -597,7 +911,7 @@ static __always_inline void drop_stale(struct task_state *ts, __u32 span, __u64 
 	if (depth > ABI_MAX_DEPTH)
 		depth = ABI_MAX_DEPTH;
 	__u32 keep = depth;
-	struct frame *top = &ts->frames[(depth - 1) & (ABI_MAX_DEPTH - 1)];
+	struct frame *top = frame_at(ts, depth - 1);
 	if ((top->flags & RECORD_FUNCTION) && top->pos && top->pos < pos) {
 		/* The usual case skips this: the innermost span is still live. */
 		struct unwound_ctx u = {.ts = ts, .depth = depth, .pos = pos, .keep = depth};
@@ -606,7 +920,7 @@ static __always_inline void drop_stale(struct task_state *ts, __u32 span, __u64 
 	}
 	int k = find(ts, keep, span);
 	if (k >= 0) {
-		__u64 at = ts->frames[k & (ABI_MAX_DEPTH - 1)].pos;
+		__u64 at = frame_at(ts, k)->pos;
 		if (at && at <= pos)
 			keep = k;
 	}
@@ -639,25 +953,27 @@ static __always_inline void go_live_add(__s64 n)
  * none can be had. *owner is what pairs the spans and *pos the stack
  * position (see struct frame).
  */
-static __always_inline struct task_state *state(const struct pt_regs *regs, const struct site *s,
+static __always_inline struct task_state *state(struct pt_regs *regs, const struct site *s,
 						int create, __u64 pid_tgid, __u64 *owner, __u64 *pos)
 {
+	__u64 sp = reg_at(regs, REG_SLOT_SP);
+
 	if (!(s->flags & SITE_GO)) {
 		*owner = (__u32)pid_tgid;
-		*pos = regs->sp;
+		*pos = sp;
 		return bpf_task_storage_get(&task_states, bpf_get_current_task_btf(), 0,
 					    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
 	}
 
-	struct go_key key = {.pid = pid_tgid >> 32, .g = regs->r14};
+	struct go_key key = {.pid = pid_tgid >> 32, .g = reg_at(regs, REG_SLOT_GO_G)};
 	struct go_g_header hdr = {};
 	__u64 goid = 0;
 	struct task_state *ts;
 
 	*owner = key.g;
-	if (bpf_probe_read_user(&hdr, sizeof(hdr), (const void *)key.g) || hdr.hi < regs->sp)
+	if (bpf_probe_read_user(&hdr, sizeof(hdr), (const void *)key.g) || hdr.hi < sp)
 		hdr.hi = 0;
-	*pos = hdr.hi ? ~(hdr.hi - regs->sp) : 0;
+	*pos = hdr.hi ? ~(hdr.hi - sp) : 0;
 	if (s->goid_offset && bpf_probe_read_user(&goid, sizeof(goid), (const void *)(key.g + s->goid_offset)))
 		goid = 0;
 
@@ -686,21 +1002,29 @@ static __always_inline struct task_state *state(const struct pt_regs *regs, cons
 }
 
 /* go_release deletes a goroutine's state once nothing is open in it. */
-static __always_inline void go_release(const struct pt_regs *regs, struct task_state *ts, __u64 pid_tgid)
+static __always_inline void go_release(struct pt_regs *regs, struct task_state *ts, __u64 pid_tgid)
 {
 	if (ts->depth || ts->overflow)
 		return;
-	struct go_key key = {.pid = pid_tgid >> 32, .g = regs->r14};
+	struct go_key key = {.pid = pid_tgid >> 32, .g = reg_at(regs, REG_SLOT_GO_G)};
 	if (bpf_map_delete_elem(&go_states, &key) == 0)
 		go_live_add(-1);
 }
 
-static __always_inline void span_entry(const struct pt_regs *regs, const struct site *s, __u32 site_id,
-				       __u8 pending_flag)
+/*
+ * span_entry opens a span of site s for whoever runs the probe, with
+ * extra_flags (RECORD_PENDING, RECORD_FILTERED) on its frame. It is a global
+ * function so that the verifier checks it once, not once per path of
+ * site_hit; it returns 0.
+ */
+__noinline int span_entry(const struct site *s, __u32 site_id, __u32 extra_flags, struct pt_regs *regs)
 {
 	struct task_state *ts;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u64 owner, pos;
+
+	if (!s || !regs)
+		return 0;
 
 	if (s->flags & SITE_KERNEL_RETURN) {
 		/* The kernel sets up this call's return probe after the entry
@@ -708,28 +1032,28 @@ static __always_inline void span_entry(const struct pt_regs *regs, const struct 
 		struct uprobe_task *ut = bpf_get_current_task_btf()->utask;
 		if (ut && ut->depth >= ABI_KERNEL_RETURN_DEPTH) {
 			count(s->entry_span, return_limit);
-			return;
+			return 0;
 		}
 	}
 	ts = state(regs, s, 1, pid_tgid, &owner, &pos);
 	if (!ts) {
 		count(s->entry_span, no_state);
-		return;
+		return 0;
 	}
 	if (ts->depth && !(ts->flags & STATE_NO_POS))
 		drop_stale(ts, s->entry_span, pos);
 	if (ts->overflow || ts->depth >= ABI_MAX_DEPTH) {
 		ts->overflow++;
 		count(s->entry_span, overflow);
-		return;
+		return 0;
 	}
 
-	__u32 depth = ts->depth & (ABI_MAX_DEPTH - 1);
+	__u32 depth = frame_index(ts->depth);
 	struct frame *f = &ts->frames[depth];
 	__u8 flags = 0;
 	__u16 carrier = 0;
 	if (depth > 0) {
-		struct frame *parent = &ts->frames[(depth - 1) & (ABI_MAX_DEPTH - 1)];
+		struct frame *parent = frame_at(ts, depth - 1);
 		flags = parent->flags & RECORD_UNSAMPLED;
 		carrier = parent->flags & RECORD_CARRIER ? depth : parent->carrier;
 	} else if (!emit_records ||
@@ -740,7 +1064,7 @@ static __always_inline void span_entry(const struct pt_regs *regs, const struct 
 		flags |= RECORD_CARRIER;
 	if (s->flags & SITE_FUNCTION)
 		flags |= RECORD_FUNCTION;
-	flags |= pending_flag;
+	flags |= extra_flags; /* RECORD_PENDING, RECORD_FILTERED */
 
 	f->span = s->entry_span;
 	f->entry_site = site_id;
@@ -751,12 +1075,10 @@ static __always_inline void span_entry(const struct pt_regs *regs, const struct 
 	__u32 base = ts->top, len = 0;
 	if (base > VALUE_BASE_MAX)
 		base = VALUE_BASE_MAX; /* never: top stays within */
-	if (s->entry_fetch_count && !(flags & RECORD_UNSAMPLED)) {
+	if (s->entry_fetch_count && !(flags & (RECORD_UNSAMPLED | RECORD_FILTERED))) {
 		struct values *w = base <= ABI_VALUE_STACK ? window(ts, base) : 0;
 		if (w) {
-			struct reg_file rf;
-			copy_regs(&rf, regs);
-			len = fetch_all(&rf, s->entry, s->entry_fetch_count, w, 0, &failed, &truncated);
+			len = fetch_all(regs, s->entry, s->entry_fetch_count, w, 0, &failed, &truncated);
 			if (len > ABI_DATA_CAP)
 				len = ABI_DATA_CAP;
 		} else {
@@ -775,43 +1097,102 @@ static __always_inline void span_entry(const struct pt_regs *regs, const struct 
 	ts->top = base + len;
 	f->start_ns = bpf_ktime_get_ns();
 	ts->depth = depth + 1;
+	return 0;
 }
 
-static __always_inline __u32 log2_bucket(__u64 v)
+
+/* below_ctx is the state of below_one: the nearest frame under from that
+ * is not filtered, or -1. */
+struct below_ctx {
+	struct task_state *ts;
+	__u32 from;
+	int found;
+};
+
+static long below_one(__u32 i, struct below_ctx *c)
 {
-	/* floor(log2(v)) for v >= 1, 0 for v == 0 */
-	__u32 r = 0;
-	if (v >> 32) { v >>= 32; r += 32; }
-	if (v >> 16) { v >>= 16; r += 16; }
-	if (v >> 8) { v >>= 8; r += 8; }
-	if (v >> 4) { v >>= 4; r += 4; }
-	if (v >> 2) { v >>= 2; r += 2; }
-	if (v >> 1) { r += 1; }
-	return r;
+	__u32 k = c->from - 1 - i;
+
+	if (k >= ABI_MAX_DEPTH)
+		return 1;
+	if (!(frame_at(c->ts, k)->flags & RECORD_FILTERED)) {
+		c->found = k;
+		return 1;
+	}
+	return 0;
 }
 
-static __always_inline void span_exit(const struct pt_regs *regs, const struct site *s, __u32 site_id,
-				      struct probe_stats *ps)
+/* recorded_below returns the nearest frame under k whose span can be
+ * recorded (not filtered): the parent of a span closing at k; -1 for none. */
+static __always_inline int recorded_below(struct task_state *ts, __u32 k)
+{
+	if (k == 0 || k > ABI_MAX_DEPTH)
+		return -1;
+	if (!(frame_at(ts, k - 1)->flags & RECORD_FILTERED))
+		return k - 1; /* the usual case */
+	struct below_ctx c = {.ts = ts, .from = k - 1, .found = -1};
+	bpf_loop(k - 1, below_one, &c, 0);
+	return c.found;
+}
+
+/* up_ctx is the state of up_one: the lowest frame up to last that is not
+ * filtered. */
+struct up_ctx {
+	struct task_state *ts;
+	int found;
+};
+
+static long up_one(__u32 i, struct up_ctx *c)
+{
+	if (i >= ABI_MAX_DEPTH)
+		return 1;
+	if (!(frame_at(c->ts, i)->flags & RECORD_FILTERED)) {
+		c->found = i;
+		return 1;
+	}
+	return 0;
+}
+
+/* recorded_root returns the outermost frame, up to p, that can be recorded:
+ * the root of the trace of a span whose parent is p. */
+static __always_inline int recorded_root(struct task_state *ts, int p)
+{
+	if (!(ts->frames[0].flags & RECORD_FILTERED))
+		return 0; /* the usual case */
+	struct up_ctx c = {.ts = ts, .found = p};
+	bpf_loop((__u32)p + 1, up_one, &c, 0);
+	return c.found;
+}
+
+/*
+ * span_exit closes the innermost open span of site s's exit span and sends
+ * its record, counting into ps what is lost. A global function like
+ * span_entry; it returns 0.
+ */
+__noinline int span_exit(const struct site *s, __u32 site_id, struct probe_stats *ps, struct pt_regs *regs)
 {
 	__u64 now = bpf_ktime_get_ns();
-	struct span_stats *st = span_stats_of(s->exit_span);
+	struct span_stats *st;
 	struct task_state *ts;
 	__u32 depth;
 	int found;
 
+	if (!s || !ps || !regs)
+		return 0;
+	st = span_stats_of(s->exit_span);
 	if (!st)
-		return;
+		return 0;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u64 owner, pos;
 	ts = state(regs, s, 0, pid_tgid, &owner, &pos);
 	if (!ts) {
 		add(&st->unmatched, 1);
-		return;
+		return 0;
 	}
 	if (ts->overflow) {
 		/* The innermost open entry was not recorded: this exit is its. */
 		ts->overflow--;
-		return;
+		return 0;
 	}
 	depth = ts->depth;
 	if (depth > ABI_MAX_DEPTH)
@@ -821,14 +1202,25 @@ static __always_inline void span_exit(const struct pt_regs *regs, const struct s
 		add(&st->unmatched, 1);
 		if (s->flags & SITE_GO)
 			go_release(regs, ts, pid_tgid);
-		return;
+		return 0;
 	}
-	__u32 k = found & (ABI_MAX_DEPTH - 1);
+	__u32 k = frame_index(found);
 	/* Open spans above the match never saw their exit: drop them. */
 	abandon(ts, k + 1, depth);
 
 	struct frame *f = &ts->frames[k];
 	__u64 duration = now - f->start_ns;
+
+	if ((f->flags & RECORD_FILTERED) ||
+	    (s->filter_count && !(f->flags & RECORD_HAS_CHILD) && !filters_hold(regs, s, 1))) {
+		/* Its conditions did not hold: not recorded, not in the histogram.
+		 * A span whose nested spans were recorded is kept whatever its
+		 * exit conditions say, so that they have their parent (as with
+		 * min_duration_ns). */
+		add(&st->filtered, 1);
+		truncate(ts, k);
+		goto out;
+	}
 
 	/* bucket i holds (2^i, 2^(i+1)]; durations of 0 and 1 ns go to bucket 0 */
 	__u32 b = duration > 1 ? log2_bucket(duration - 1) : 0;
@@ -860,13 +1252,11 @@ static __always_inline void span_exit(const struct pt_regs *regs, const struct s
 		entry_len = ABI_DATA_CAP;
 	__u8 failed = 0, truncated = 0;
 	__u32 end = entry_len;
-	if (s->exit_fetch_count) {
-		struct reg_file rf;
-		copy_regs(&rf, regs);
-		end = fetch_all(&rf, s->exit, s->exit_fetch_count, w, entry_len, &failed, &truncated);
-	}
+	if (s->exit_fetch_count)
+		end = fetch_all(regs, s->exit, s->exit_fetch_count, w, entry_len, &failed, &truncated);
 	if (end > ABI_DATA_CAP || end < entry_len)
 		end = entry_len;
+	end = at_most(end, ABI_DATA_CAP); /* the same bound, where the verifier sees it */
 
 	struct span_record *rec = (struct span_record *)(w->data + end);
 	rec->start_ns = f->start_ns;
@@ -874,15 +1264,17 @@ static __always_inline void span_exit(const struct pt_regs *regs, const struct s
 	rec->parent_start_ns = 0;
 	rec->root_start_ns = f->start_ns;
 	rec->context_start_ns = 0;
-	if (k > 0) {
-		struct frame *parent = &ts->frames[(k - 1) & (ABI_MAX_DEPTH - 1)];
+	int p = recorded_below(ts, k);
+	if (p >= 0) {
+		struct frame *parent = frame_at(ts, p);
 		rec->parent_start_ns = parent->start_ns;
-		rec->root_start_ns = ts->frames[0].start_ns;
+		int r = recorded_root(ts, p);
+		rec->root_start_ns = frame_at(ts, r)->start_ns;
 		/* The parent is recorded too, so that this span has one. */
 		parent->flags |= RECORD_HAS_CHILD;
 	}
 	if (f->carrier > 0 && f->carrier <= k)
-		rec->context_start_ns = ts->frames[(f->carrier - 1) & (ABI_MAX_DEPTH - 1)].start_ns;
+		rec->context_start_ns = frame_at(ts, f->carrier - 1)->start_ns;
 	rec->owner = owner;
 	struct task_struct *task = bpf_get_current_task_btf();
 	rec->process_start_ns = task->group_leader->start_time;
@@ -906,15 +1298,38 @@ static __always_inline void span_exit(const struct pt_regs *regs, const struct s
 out:
 	if (s->flags & SITE_GO)
 		go_release(regs, ts, pid_tgid);
+	return 0;
 }
 
-static __always_inline int count_hit_impl(struct pt_regs *ctx)
+/* proc_hit counts a hit of probe in the current process. */
+static __always_inline void proc_hit(__u32 probe)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct proc_hits_key k = {.probe = probe, .pid = task->tgid, .start_ns = task->group_leader->start_time};
+	__u64 *n = bpf_map_lookup_elem(&proc_hits, &k);
+
+	if (n) {
+		add(n, 1);
+		return;
+	}
+	__u64 one = 1;
+	if (bpf_map_update_elem(&proc_hits, &k, &one, BPF_NOEXIST) == -17 /* EEXIST */) {
+		/* another thread of the process made it meanwhile */
+		n = bpf_map_lookup_elem(&proc_hits, &k);
+		if (n)
+			add(n, 1);
+	}
+}
+
+static __always_inline int count_hit_impl(struct pt_regs *ctx, int per_process)
 {
 	__u32 probe_id = bpf_get_attach_cookie(ctx);
 	struct probe_stats *ps = bpf_map_lookup_elem(&probes, &probe_id);
 
 	if (ps)
 		add(&ps->hits, 1);
+	if (per_process)
+		proc_hit(probe_id);
 	return 0;
 }
 
@@ -932,14 +1347,28 @@ static __always_inline int site_hit_impl(struct pt_regs *ctx)
 	ps = bpf_map_lookup_elem(&probes, &s->probe_id);
 	if (!ps)
 		return 0;
+	/* Conditions before anything is copied or recorded. */
+	int pass = !s->filter_count || filters_hold(ctx, s, 0);
+	if (!pass && (s->flags & SITE_FILTERED_HITS))
+		return 0; /* a filtered counter counts what passes */
 	if (c == CHOICE_PENDING)
 		pending_add(bpf_get_current_pid_tgid() >> 32, PENDING_HITS, s->probe_id, 0, 1);
-	else
+	else {
 		add(&ps->hits, 1);
+		if (s->flags & SITE_PROC_HITS)
+			proc_hit(s->probe_id);
+	}
+	if (s->value_hist) {
+		__u64 v = 0;
+		if (hist_value(ctx, &s->hist_value, &v) == 0)
+			hist_add(s->value_hist - 1, v, s->hist_size, s->hist_signed);
+		else
+			hist_unread(s->value_hist - 1);
+	}
 	if (s->flags & SITE_EXIT)
-		span_exit(ctx, s, site_id, ps);
+		span_exit(s, site_id, ps, ctx);
 	if (s->flags & SITE_ENTRY)
-		span_entry(ctx, s, site_id, c == CHOICE_PENDING ? RECORD_PENDING : 0);
+		span_entry(s, site_id, (c == CHOICE_PENDING ? RECORD_PENDING : 0) | (pass ? 0 : RECORD_FILTERED), ctx);
 	return 0;
 }
 
@@ -953,13 +1382,26 @@ static __always_inline int site_hit_impl(struct pt_regs *ctx)
 SEC("uprobe")
 int count_hit(struct pt_regs *ctx)
 {
-	return count_hit_impl(ctx);
+	return count_hit_impl(ctx, 0);
 }
 
 SEC("uprobe.multi")
 int count_hit_multi(struct pt_regs *ctx)
 {
-	return count_hit_impl(ctx);
+	return count_hit_impl(ctx, 0);
+}
+
+/* count_hit_proc also counts per process: for files seen inside containers. */
+SEC("uprobe")
+int count_hit_proc(struct pt_regs *ctx)
+{
+	return count_hit_impl(ctx, 1);
+}
+
+SEC("uprobe.multi")
+int count_hit_proc_multi(struct pt_regs *ctx)
+{
+	return count_hit_impl(ctx, 1);
 }
 
 /* site_hit is attached to sites that open or close spans: the cookie is the site id. */

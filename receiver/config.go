@@ -3,10 +3,13 @@ package receiver
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadata"
 )
 
@@ -37,6 +40,19 @@ type Config struct {
 	// spans at the same time; each takes about 27 KiB of kernel memory
 	// while it does. Entries beyond it are counted, not recorded.
 	MaxGoroutines int `mapstructure:"max_goroutines"`
+	// DebugDirectories are the roots of separate debug files, searched in
+	// order when a target uses $names, line: probes or function patterns:
+	// DIR/.build-id/xx/rest.debug by the file's GNU build id, and
+	// DIR/<directory of the file>/<.gnu_debuglink name>. Debuginfo in the
+	// file itself comes first; with DEBUGINFOD_URLS set, debuginfod last.
+	DebugDirectories []string `mapstructure:"debug_directories"`
+	// OverheadBudget bounds the CPU time all probes together add to the
+	// traced programs, as a fraction of one CPU averaged over 10 s (0.02
+	// is 2% of a CPU). 0 (the default) sets no budget: nothing is measured
+	// and no probe is ever detached. With a budget, the receiver measures
+	// what a hit costs at Start and duty-cycles the costliest probes when
+	// their estimated cost goes over it.
+	OverheadBudget float64 `mapstructure:"overhead_budget"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -49,6 +65,11 @@ const (
 	defaultRingBufferSize     = 8 << 20
 	defaultMaxBatchSpans      = 1024
 	defaultMaxGoroutines      = 4096
+	// maxOverheadBudget and minOverheadBudget bound overhead_budget, in
+	// CPUs: below the minimum, the samples that keep a detached probe's
+	// rate known would cost more than the budget.
+	maxOverheadBudget = 1024
+	minOverheadBudget = 0.001
 )
 
 func createDefaultConfig() *Config {
@@ -59,6 +80,7 @@ func createDefaultConfig() *Config {
 		RingBufferSize:       defaultRingBufferSize,
 		MaxBatchSpans:        defaultMaxBatchSpans,
 		MaxGoroutines:        defaultMaxGoroutines,
+		DebugDirectories:     []string{debuginfo.DefaultDebugDir},
 	}
 }
 
@@ -80,6 +102,14 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxGoroutines < 1 || c.MaxGoroutines > 1<<20 {
 		errs = append(errs, fmt.Errorf("max_goroutines %d: want 1 to 1048576", c.MaxGoroutines))
+	}
+	if b := c.OverheadBudget; math.IsNaN(b) || b < 0 || b > maxOverheadBudget || b > 0 && b < minOverheadBudget {
+		errs = append(errs, fmt.Errorf("overhead_budget %v: want 0 (none) or a fraction of a CPU from %v to %d", b, minOverheadBudget, maxOverheadBudget))
+	}
+	for i, d := range c.DebugDirectories {
+		if !filepath.IsAbs(d) {
+			errs = append(errs, fmt.Errorf("debug_directories[%d] %q must be absolute", i, d))
+		}
 	}
 	return errors.Join(errs...)
 }

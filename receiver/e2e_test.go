@@ -13,15 +13,20 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/insn"
 	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+	"github.com/otel-uprobe/uprobereceiver/internal/testutil/testconfig"
+	"github.com/otel-uprobe/uprobereceiver/internal/tracer"
 	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadatatest"
 )
 
 // demoTargets traces every kind of probe the demo has.
-var demoTargets = testutil.DemoTargets
+var demoTargets = testconfig.DemoTargets
 
 type started struct {
 	rcv       *uprobeReceiver
@@ -34,6 +39,12 @@ func startReceiver(t *testing.T, targets []config.Target) started {
 	t.Helper()
 	cfg := createDefaultConfig()
 	cfg.Targets = targets
+	return startReceiverConfig(t, cfg)
+}
+
+// startReceiverConfig starts a receiver with both pipelines on cfg.
+func startReceiverConfig(t *testing.T, cfg *Config) started {
+	t.Helper()
 	require.NoError(t, cfg.Validate())
 	s := started{traces: new(consumertest.TracesSink), metrics: new(consumertest.MetricsSink), telemetry: componenttest.NewTelemetry()}
 	t.Cleanup(func() { require.NoError(t, s.telemetry.Shutdown(context.Background())) })
@@ -113,6 +124,12 @@ func sumPoints(md pmetric.Metrics, name string) map[string]int64 {
 }
 
 func durations(md pmetric.Metrics) map[string]pmetric.ExponentialHistogramDataPoint {
+	return histogramPoints(md, spanDurationMetric, "span.name")
+}
+
+// histogramPoints returns the points of an exponential histogram metric by
+// the value of attribute key.
+func histogramPoints(md pmetric.Metrics, name, key string) map[string]pmetric.ExponentialHistogramDataPoint {
 	out := map[string]pmetric.ExponentialHistogramDataPoint{}
 	for i := 0; i < md.ResourceMetrics().Len(); i++ {
 		sms := md.ResourceMetrics().At(i).ScopeMetrics()
@@ -120,12 +137,12 @@ func durations(md pmetric.Metrics) map[string]pmetric.ExponentialHistogramDataPo
 			ms := sms.At(j).Metrics()
 			for k := 0; k < ms.Len(); k++ {
 				m := ms.At(k)
-				if m.Name() != spanDurationMetric {
+				if m.Name() != name {
 					continue
 				}
 				for p := 0; p < m.ExponentialHistogram().DataPoints().Len(); p++ {
 					dp := m.ExponentialHistogram().DataPoints().At(p)
-					v, _ := dp.Attributes().Get("span.name")
+					v, _ := dp.Attributes().Get(key)
 					out[v.Str()] = dp
 				}
 			}
@@ -279,4 +296,22 @@ func TestProcessStartedAfterStart(t *testing.T) {
 	}
 	assert.Equal(t, 3*10, count, "every span of the first call on")
 	require.Equal(t, [3]int{0, 0, 0}, demo.Semaphores(), "semaphores after Shutdown")
+}
+
+// Every location is counted with the class of its site, as the running
+// kernel handles it: a USDT site's nop is emulated (simulated in the
+// breakpoint handler) on x86-64 and on arm64 from Linux 6.13, and stepped
+// out of line by older arm64 kernels, such as the arm64 VM's 6.1.
+func TestSiteClassesReported(t *testing.T) {
+	testutil.RequireRoot(t)
+	b := testutil.BuildDemo(t, "-O2")
+	s := startReceiver(t, []config.Target{{Path: b.Program, Counters: config.CountersOf("usdt:demo:tick")}})
+	class := insn.Emulated
+	if tracer.ARM64StepsNop() {
+		class = insn.SingleStepped
+	}
+	metadatatest.AssertEqualReceiverUprobeLocations(t, s.telemetry, []metricdata.DataPoint[int64]{
+		{Value: 2, Attributes: attribute.NewSet(attribute.String("probe.name", "usdt:demo:tick"), attribute.String("site.class", class.String()))},
+	}, metricdatatest.IgnoreTimestamp())
+	require.NoError(t, s.rcv.Shutdown(context.Background()))
 }

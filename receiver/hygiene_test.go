@@ -105,7 +105,7 @@ func TestSpecialFileTarget(t *testing.T) {
 	fifo := filepath.Join(t.TempDir(), "fifo")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
 	cfg := createDefaultConfig()
-	cfg.Targets = []config.Target{{Path: fifo, Counters: []string{"uprobe:main"}}}
+	cfg.Targets = []config.Target{{Path: fifo, Counters: config.CountersOf("uprobe:main")}}
 	r, err := NewFactory().CreateMetrics(context.Background(), receivertest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
 	require.NoError(t, err)
 	done := make(chan error, 1)
@@ -167,7 +167,7 @@ func TestMetricsRefusalIsReported(t *testing.T) {
 	testutil.RequireRoot(t)
 	b := testutil.BuildDemo(t, "-O2")
 	cfg := createDefaultConfig()
-	cfg.Targets = []config.Target{{Path: b.Program, Counters: []string{"usdt:demo:tick"}}}
+	cfg.Targets = []config.Target{{Path: b.Program, Counters: config.CountersOf("usdt:demo:tick")}}
 	host := &statusRecorder{Host: componenttest.NewNopHost()}
 	r, err := NewFactory().CreateMetrics(context.Background(), receivertest.NewNopSettings(metadata.Type), cfg,
 		consumertest.NewErr(consumererror.NewPermanent(fmt.Errorf("never"))))

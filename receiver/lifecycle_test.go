@@ -27,7 +27,7 @@ import (
 
 func TestShutdownBeforeStartAndTwice(t *testing.T) {
 	cfg := createDefaultConfig()
-	cfg.Targets = []config.Target{{Path: "/bin/true", Counters: []string{"uprobe:main"}}}
+	cfg.Targets = []config.Target{{Path: "/bin/true", Counters: config.CountersOf("uprobe:main")}}
 	f := NewFactory()
 	r, err := f.CreateTraces(context.Background(), receivertest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
 	require.NoError(t, err)
@@ -58,7 +58,7 @@ func TestSharedInstance(t *testing.T) {
 func TestStartFailsWithOneSentence(t *testing.T) {
 	cfg := createDefaultConfig()
 	missing := filepath.Join(t.TempDir(), "nope")
-	cfg.Targets = []config.Target{{Path: missing, Counters: []string{"uprobe:main"}}}
+	cfg.Targets = []config.Target{{Path: missing, Counters: config.CountersOf("uprobe:main")}}
 	require.NoError(t, cfg.Validate(), "the file is only looked for at Start")
 	r, err := NewFactory().CreateTraces(context.Background(), receivertest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
 	require.NoError(t, err)
@@ -81,7 +81,15 @@ func TestConfigFromYAML(t *testing.T) {
 	assert.Equal(t, 1<<22, cfg.RingBufferSize)
 	require.Len(t, cfg.Targets, 1)
 	assert.Equal(t, "postgres", cfg.Targets[0].ServiceName)
-	assert.Len(t, cfg.Targets[0].Spans, 2)
+	assert.Len(t, cfg.Targets[0].Spans, 4)
+	assert.Equal(t, []string{"/usr/lib/debug", "/opt/debug"}, cfg.DebugDirectories)
+	assert.Equal(t, 0.02, cfg.OverheadBudget)
+	assert.Zero(t, createDefaultConfig().OverheadBudget, "no budget unless one is set")
+	assert.Equal(t, config.Span{
+		Function: "exec_*", SourceFile: "*/executor/*.c", MaxFunctions: 200,
+		Attributes: map[string]string{"args": "$$params"}, ExitAttributes: map[string]string{"ret": "$return"},
+	}, cfg.Targets[0].Spans[2])
+	assert.Equal(t, "line:lock.c:120", cfg.Targets[0].Spans[3].Entry)
 	assert.False(t, cfg.Metrics.UprobeEventsLost.Enabled)
 
 	sub, err = cm.Sub("uprobe/invalid")
@@ -94,6 +102,8 @@ func TestConfigFromYAML(t *testing.T) {
 		`flush_interval 0s: want 1ms to 1s`,
 		`ring_buffer_size 3000: want a power of two`,
 		`max_batch_spans 0: want 1 to 1048576`,
+		`debug_directories[0] "debug" must be absolute`,
+		`overhead_budget -0.1: want 0 (none) or a fraction of a CPU from 0.001 to 1024`,
 		`targets[0]: path "relative/path" must be absolute`,
 		`targets[0].spans[0]: exit without entry`,
 		`targets[0].spans[1].attributes["x"]: "retval": retval is only known at exit`,
@@ -108,7 +118,7 @@ func TestConfigFromYAML(t *testing.T) {
 func TestAttachFailureTelemetry(t *testing.T) {
 	testutil.RequireRoot(t)
 	b := testutil.BuildDemo(t, "-O2")
-	s := created(t, []config.Target{{Path: b.Program, Counters: []string{"usdt:demo:tick", "uprobe:work"}}})
+	s := created(t, []config.Target{{Path: b.Program, Counters: config.CountersOf("usdt:demo:tick", "uprobe:work")}})
 	st, err := os.Stat(b.Program)
 	require.NoError(t, err)
 	s.rcv.beforeAttach = func(plan *target.Plan) {
@@ -130,7 +140,7 @@ func TestAttachFailureTelemetry(t *testing.T) {
 // A pid: target whose process does not exist fails Start with one sentence.
 func TestMissingProcess(t *testing.T) {
 	cfg := createDefaultConfig()
-	cfg.Targets = []config.Target{{Path: "/bin/true", PID: 1 << 30, Counters: []string{"uprobe:main"}}}
+	cfg.Targets = []config.Target{{Path: "/bin/true", PID: 1 << 30, Counters: config.CountersOf("uprobe:main")}}
 	r, err := NewFactory().CreateMetrics(context.Background(), receivertest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
 	require.NoError(t, err)
 	err = r.Start(context.Background(), componenttest.NewNopHost())

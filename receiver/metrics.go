@@ -2,6 +2,7 @@ package receiver
 
 import (
 	"context"
+	"math"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -21,6 +22,10 @@ const (
 	spanDurationMetric      = "uprobe.span.duration"
 	spanDurationDescription = "Durations of completed spans, aggregated in the kernel (exact even when span records are lost)."
 	spanDurationUnit        = "ns"
+
+	valueMetric      = "uprobe.probe.value"
+	valueDescription = "Values of a counter's histogram: expression (probe.value), one value per counted hit, aggregated in the kernel."
+	valueUnit        = "1"
 )
 
 // metricsEmitter turns snapshots of the kernel's counters into metrics, one
@@ -29,43 +34,94 @@ type metricsEmitter struct {
 	mb        *metadata.MetricsBuilder
 	plan      *target.Plan
 	resources []pcommon.Resource
-	startTime pcommon.Timestamp
-	version   string
-	last      event.Stats // what self-telemetry has already been told
+	// containers are the resources of a target's hits in one container;
+	// cleared when they outnumber maxContainerSeries.
+	containers map[targetContainer]pcommon.Resource
+	hostName   string
+	startTime  pcommon.Timestamp
+	version    string
+	last       event.Stats // what self-telemetry has already been told
+	// missed returns the hits estimated for the time an overhead budget
+	// kept a probe detached; nil without a budget.
+	missed func(probe int) float64
 }
 
 func newMetricsEmitter(cfg metadata.MetricsBuilderConfig, set receiver.Settings, plan *target.Plan, hostName string, start pcommon.Timestamp) *metricsEmitter {
 	e := &metricsEmitter{
-		mb:        metadata.NewMetricsBuilder(cfg, set, metadata.WithStartTime(start)),
-		plan:      plan,
-		startTime: start,
-		version:   set.BuildInfo.Version,
+		mb:         metadata.NewMetricsBuilder(cfg, set, metadata.WithStartTime(start)),
+		plan:       plan,
+		startTime:  start,
+		version:    set.BuildInfo.Version,
+		containers: map[targetContainer]pcommon.Resource{},
+		hostName:   hostName,
 	}
-	for _, t := range plan.Targets {
-		rb := e.mb.NewResourceBuilder()
-		rb.SetServiceName(t.ServiceName)
-		if t.Executable {
-			// A library's metrics add up every process that loads it:
-			// no one executable is theirs.
-			rb.SetProcessExecutablePath(t.Path)
-		}
-		if hostName != "" {
-			rb.SetHostName(hostName)
-		}
-		e.resources = append(e.resources, rb.Emit())
+	for ti := range plan.Targets {
+		e.resources = append(e.resources, e.resource(ti, ""))
 	}
 	return e
+}
+
+// targetContainer names the metrics of one target in one container.
+type targetContainer struct {
+	target    int
+	container string
+}
+
+// resource returns the resource of target ti's metrics in one container
+// ("" for the target's own).
+func (e *metricsEmitter) resource(ti int, container string) pcommon.Resource {
+	t := e.plan.Targets[ti]
+	rb := e.mb.NewResourceBuilder()
+	rb.SetServiceName(t.ServiceName)
+	if t.Executable {
+		// A library's metrics add up every process that loads it:
+		// no one executable is theirs.
+		rb.SetProcessExecutablePath(t.Path)
+	}
+	if e.hostName != "" {
+		rb.SetHostName(e.hostName)
+	}
+	if container != "" {
+		rb.SetContainerID(container)
+	}
+	return rb.Emit()
+}
+
+// inContainers returns, per probe, the hits counted in containers
+// (reported apart), and the containers of each target in order.
+func (e *metricsEmitter) inContainers(st event.Stats) (map[int]uint64, map[int][]string) {
+	sums := map[int]uint64{}
+	for p, n := range st.DroppedContainerHits {
+		sums[p] += n
+	}
+	byTarget := map[int][]string{}
+	for _, c := range st.ContainerHits {
+		sums[c.Probe] += c.Hits
+		ti := e.plan.Probes[c.Probe].Target
+		if l := byTarget[ti]; len(l) == 0 || l[len(l)-1] != c.ContainerID {
+			byTarget[ti] = append(l, c.ContainerID) // sorted by container: each once
+		}
+	}
+	return sums, byTarget
 }
 
 // emit builds the metrics of one snapshot.
 func (e *metricsEmitter) emit(st event.Stats, now pcommon.Timestamp) pmetric.Metrics {
 	out := pmetric.NewMetrics()
+	inContainers, containers := e.inContainers(st)
 	for ti := range e.plan.Targets {
 		for pi, p := range e.plan.Probes {
 			if p.Target != ti {
 				continue
 			}
-			e.mb.RecordUprobeProbeHitsDataPoint(now, int64(st.Probes[pi].Hits), p.Ref)
+			hits := st.Probes[pi].Hits
+			hits -= min(hits, inContainers[pi])
+			e.mb.RecordUprobeProbeHitsDataPoint(now, int64(hits), p.Ref)
+			if e.missed != nil {
+				// The estimate covers the probe's every process: it goes
+				// with the target's own resource.
+				e.mb.RecordUprobeProbeHitsEstimatedDataPoint(now, int64(st.Probes[pi].Hits)+int64(math.Round(e.missed(pi))), p.Ref)
+			}
 			if e.isExit(pi) {
 				e.mb.RecordUprobeEventsLostDataPoint(now, int64(st.Probes[pi].Lost), p.Ref)
 			}
@@ -77,8 +133,104 @@ func (e *metricsEmitter) emit(st event.Stats, now pcommon.Timestamp) pmetric.Met
 			sm = out.ResourceMetrics().At(out.ResourceMetrics().Len() - 1).ScopeMetrics().At(0)
 		}
 		e.durations(ti, st, now, &sm, out)
+		e.values(ti, st, now, &sm, out)
+		for _, id := range containers[ti] {
+			for _, c := range st.ContainerHits {
+				if c.ContainerID == id && e.plan.Probes[c.Probe].Target == ti {
+					e.mb.RecordUprobeProbeHitsDataPoint(now, int64(c.Hits), e.plan.Probes[c.Probe].Ref)
+				}
+			}
+			k := targetContainer{ti, id}
+			res, ok := e.containers[k]
+			if !ok {
+				if len(e.containers) >= maxContainerSeries {
+					clear(e.containers)
+				}
+				res = e.resource(ti, id)
+				e.containers[k] = res
+			}
+			e.mb.EmitForResource(metadata.WithResource(res))
+		}
+		if len(containers[ti]) > 0 {
+			md := e.mb.Emit()
+			md.ResourceMetrics().MoveAndAppendTo(out.ResourceMetrics())
+		}
 	}
 	return out
+}
+
+// scope returns the scope metrics of target ti in out, creating its
+// resource metrics when the sums made none.
+func (e *metricsEmitter) scope(ti int, sm *pmetric.ScopeMetrics, out pmetric.Metrics) pmetric.ScopeMetrics {
+	if *sm == (pmetric.ScopeMetrics{}) {
+		rm := out.ResourceMetrics().AppendEmpty()
+		e.resources[ti].CopyTo(rm.Resource())
+		*sm = rm.ScopeMetrics().AppendEmpty()
+		sm.Scope().SetName(metadata.ScopeName)
+		sm.Scope().SetVersion(e.version)
+	}
+	return *sm
+}
+
+// point appends a cumulative point to exponential histogram *m of target
+// ti, creating the metric (and the target's scope) on its first point.
+func (e *metricsEmitter) point(m *pmetric.Metric, ti int, sm *pmetric.ScopeMetrics, out pmetric.Metrics, name, description, unit string, now pcommon.Timestamp) pmetric.ExponentialHistogramDataPoint {
+	if *m == (pmetric.Metric{}) {
+		*m = e.scope(ti, sm, out).Metrics().AppendEmpty()
+		m.SetName(name)
+		m.SetDescription(description)
+		m.SetUnit(unit)
+		m.SetEmptyExponentialHistogram().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	}
+	dp := m.ExponentialHistogram().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(e.startTime)
+	dp.SetTimestamp(now)
+	return dp
+}
+
+// values appends the value histogram of every counter of a target that
+// has one (histogram:).
+func (e *metricsEmitter) values(ti int, st event.Stats, now pcommon.Timestamp, sm *pmetric.ScopeMetrics, out pmetric.Metrics) {
+	var m pmetric.Metric
+	for hi, h := range e.plan.Histograms {
+		p := e.plan.Probes[h.Probe]
+		if p.Target != ti || hi >= len(st.Values) {
+			continue
+		}
+		dp := e.point(&m, ti, sm, out, valueMetric, valueDescription, valueUnit, now)
+		dp.Attributes().PutStr("probe.name", p.Ref)
+		dp.Attributes().PutStr("probe.value", h.Expr)
+		fillValues(dp, st.Values[hi])
+	}
+}
+
+// fillValues converts the kernel's value buckets into an exponential
+// histogram point of scale 0: kernel bucket i is index i-1, (2^(i-1), 2^i].
+func fillValues(dp pmetric.ExponentialHistogramDataPoint, v event.ValueCounts) {
+	dp.SetScale(0)
+	dp.SetCount(v.Count)
+	dp.SetSum(v.Sum())
+	dp.SetZeroCount(v.Zero)
+	for _, side := range []struct {
+		counts  []uint64
+		buckets pmetric.ExponentialHistogramDataPointBuckets
+	}{{v.Positive, dp.Positive()}, {v.Negative, dp.Negative()}} {
+		lo, hi := -1, -1
+		for i, n := range side.counts {
+			if n == 0 {
+				continue
+			}
+			if lo < 0 {
+				lo = i
+			}
+			hi = i
+		}
+		if lo < 0 {
+			continue
+		}
+		side.buckets.SetOffset(int32(lo - 1))
+		side.buckets.BucketCounts().FromRaw(side.counts[lo : hi+1])
+	}
 }
 
 // isExit says whether a probe closes a span (and so can lose records).
@@ -99,23 +251,7 @@ func (e *metricsEmitter) durations(ti int, st event.Stats, now pcommon.Timestamp
 		if s.Target != ti {
 			continue
 		}
-		if m == (pmetric.Metric{}) {
-			if *sm == (pmetric.ScopeMetrics{}) {
-				rm := out.ResourceMetrics().AppendEmpty()
-				e.resources[ti].CopyTo(rm.Resource())
-				*sm = rm.ScopeMetrics().AppendEmpty()
-				sm.Scope().SetName(metadata.ScopeName)
-				sm.Scope().SetVersion(e.version)
-			}
-			m = sm.Metrics().AppendEmpty()
-			m.SetName(spanDurationMetric)
-			m.SetDescription(spanDurationDescription)
-			m.SetUnit(spanDurationUnit)
-			m.SetEmptyExponentialHistogram().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
-		}
-		dp := m.ExponentialHistogram().DataPoints().AppendEmpty()
-		dp.SetStartTimestamp(e.startTime)
-		dp.SetTimestamp(now)
+		dp := e.point(&m, ti, sm, out, spanDurationMetric, spanDurationDescription, spanDurationUnit, now)
 		dp.Attributes().PutStr("span.name", s.Name)
 		fillExponential(dp, st.Spans[si])
 	}
@@ -160,6 +296,9 @@ func (e *metricsEmitter) selfTelemetry(ctx context.Context, tel *metadata.Teleme
 		if d := cur.Abandoned - prev.Abandoned; d > 0 {
 			tel.ReceiverUprobeSpansAbandoned.Add(ctx, int64(d), attrs)
 		}
+		if d := cur.Filtered - prev.Filtered; d > 0 {
+			tel.ReceiverUprobeSpansFiltered.Add(ctx, int64(d), attrs)
+		}
 		for _, o := range []struct {
 			reason    string
 			cur, prev uint64
@@ -172,6 +311,15 @@ func (e *metricsEmitter) selfTelemetry(ctx context.Context, tel *metadata.Teleme
 				tel.ReceiverUprobeSpansOverflow.Add(ctx, int64(d), metric.WithAttributes(
 					attribute.String("span.name", s.Name), attribute.String("overflow.reason", o.reason)))
 			}
+		}
+	}
+	for i, v := range st.Values {
+		var prev uint64
+		if i < len(e.last.Values) {
+			prev = e.last.Values[i].Unread
+		}
+		if v.Unread > prev {
+			tel.ReceiverUprobeFetchErrors.Add(ctx, int64(v.Unread-prev))
 		}
 	}
 	e.last = st

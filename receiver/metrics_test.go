@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -108,4 +109,81 @@ func TestMetricsWithSumsDisabled(t *testing.T) {
 	assert.Equal(t, uint64(0), d["request"].Count())
 	assert.Equal(t, 0, d["request"].Positive().BucketCounts().Len(), "no buckets without spans")
 	assert.Equal(t, uint64(1), d["lib"].Count())
+}
+
+// A counter's value histogram: kernel bucket 0 (the value 1) is bucket -1
+// of the exponential histogram, kernel bucket i is bucket i-1.
+func TestValueHistogramPoints(t *testing.T) {
+	plan := metricsPlan()
+	plan.Probes = append(plan.Probes, target.Probe{Target: 1, Ref: "uretprobe:lib if retval:s64 != 0", Kind: config.KindUretprobe, Filtered: true})
+	plan.Histograms = []target.Histogram{{Probe: len(plan.Probes) - 1, Expr: "retval:s64"}}
+	e := newMetricsEmitter(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), plan, "", 1)
+	st := event.Stats{
+		Probes: make([]event.ProbeCounts, len(plan.Probes)),
+		Spans:  make([]event.SpanCounts, len(plan.Spans)),
+		Values: []event.ValueCounts{{
+			Count: 9, Zero: 2, SumLo: 1 + 1 + 4 + 1000 - 1 - 2 - 3,
+			Positive: bucketsWith(map[int]uint64{0: 2, 2: 1, 10: 1}), // 1, 1, 4, 1000
+			Negative: bucketsWith(map[int]uint64{0: 1, 1: 1, 2: 1}),  // -1, -2, -3
+		}},
+	}
+	for i := range st.Spans {
+		st.Spans[i].Buckets = bucketsWith(nil)
+	}
+	dp, ok := valuePoints(e.emit(st, 2))["uretprobe:lib if retval:s64 != 0"]
+	require.True(t, ok)
+	assert.Equal(t, uint64(9), dp.Count())
+	assert.Equal(t, uint64(2), dp.ZeroCount())
+	assert.Equal(t, float64(1000), dp.Sum())
+	assert.Equal(t, int32(-1), dp.Positive().Offset(), "1 is in (0.5, 1]")
+	assert.Equal(t, []uint64{2, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1}, dp.Positive().BucketCounts().AsRaw(), "4 in (2, 4], 1000 in (512, 1024]")
+	assert.Equal(t, int32(-1), dp.Negative().Offset())
+	assert.Equal(t, []uint64{1, 1, 1}, dp.Negative().BucketCounts().AsRaw())
+	v, _ := dp.Attributes().Get("probe.value")
+	assert.Equal(t, "retval:s64", v.Str())
+
+	// A 128-bit sum: 2^64 - 1 three times and -2^63 twice.
+	var big event.ValueCounts
+	for range 3 {
+		big.AddSum(1<<64-1, 0)
+	}
+	for range 2 {
+		big.AddSum(1<<63, -1)
+	}
+	assert.InDelta(t, 3*(1<<64-1.0)-2*(1<<63), big.Sum(), 1e5)
+}
+
+// With a budget, every probe also gets its estimated hits: counted plus
+// what the budget estimated for the time it was detached, rounded.
+func TestMetricsEstimatedHits(t *testing.T) {
+	plan := metricsPlan()
+	e := newMetricsEmitter(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), plan, "", 1)
+	st := event.Stats{
+		Probes: []event.ProbeCounts{{Hits: 20}, {Hits: 19}, {Hits: 7}, {Hits: 3}, {Hits: 3}},
+		Spans:  []event.SpanCounts{{Buckets: make([]uint64, 64)}, {Buckets: make([]uint64, 64)}},
+	}
+	assert.Empty(t, sumPoints(e.emit(st, 2), "uprobe.probe.hits.estimated"), "no estimate without a budget")
+	e.missed = func(p int) float64 { return []float64{1000.4, 999.6, 0, 0, 0}[p] }
+	md := e.emit(st, 3)
+	assert.Equal(t, map[string]int64{"usdt:app:start": 1020, "usdt:app:done": 1019, "uprobe:tick": 7, "uprobe:lib": 3, "uretprobe:lib": 3},
+		sumPoints(md, "uprobe.probe.hits.estimated"))
+	assert.Equal(t, map[string]int64{"usdt:app:start": 20, "usdt:app:done": 19, "uprobe:tick": 7, "uprobe:lib": 3, "uretprobe:lib": 3},
+		sumPoints(md, "uprobe.probe.hits"), "the counts stay counts")
+}
+
+func TestConfigBudgetBounds(t *testing.T) {
+	for _, tc := range []struct {
+		budget float64
+		ok     bool
+	}{{0, true}, {0.02, true}, {0.001, true}, {1024, true}, {0.0009, false}, {1e-9, false}, {-0.01, false}, {1025, false}, {math.NaN(), false}, {math.Inf(1), false}} {
+		cfg := createDefaultConfig()
+		cfg.Targets = []config.Target{{Path: "/bin/true", Counters: config.CountersOf("uprobe:main")}}
+		cfg.OverheadBudget = tc.budget
+		err := cfg.Validate()
+		if tc.ok {
+			assert.NoError(t, err, "%v", tc.budget)
+		} else {
+			assert.ErrorContains(t, err, "overhead_budget", "%v", tc.budget)
+		}
+	}
 }

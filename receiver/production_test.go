@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -17,13 +16,10 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 )
 
-// buildHardening builds testdata/hardening.
+// buildHardening builds testdata/hardening (prebuilt in the arm64 VM).
 func buildHardening(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "hardening")
-	testutil.Gcc(t, dir, "-O2", "-g", "-pthread", "-o", bin, testutil.Testdata("hardening", "hardening.c"))
-	return bin
+	return testutil.BuildC(t, "hardening", "-pthread")
 }
 
 // spanStats returns the kernel's counters of one span definition, read now.
@@ -80,7 +76,8 @@ func checkRecursion(t *testing.T, spans []flatSpan, rounds, depth int) {
 // RET instructions (the kernel reports at most 64 nested return probes).
 func TestDeepRecursionC(t *testing.T) {
 	testutil.RequireRoot(t)
-	const depth, rounds = 256, 300
+	const depth = 256
+	rounds := testutil.Scaled(300, 20) // fewer in the emulated arm64 VM
 	for _, opt := range []string{"-O0", "-O2"} {
 		t.Run(opt, func(t *testing.T) {
 			b := testutil.BuildDemo(t, opt)
@@ -136,7 +133,8 @@ func TestDeepRecursionKernelReturnLimit(t *testing.T) {
 // the way down, 300 times on fresh goroutines: every call is a span.
 func TestDeepRecursionGo(t *testing.T) {
 	testutil.RequireRoot(t)
-	const depth, rounds = 256, 300
+	const depth = 256
+	rounds := testutil.Scaled(300, 20) // fewer in the emulated arm64 VM
 	bin := testutil.BuildGo(t, "goprog", false)
 	prog := testutil.StartProgram(t, bin, "ready")
 	s := startReceiver(t, []config.Target{{Path: bin, Spans: []config.Span{{

@@ -17,6 +17,7 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+	"github.com/otel-uprobe/uprobereceiver/internal/testutil/testconfig"
 )
 
 // These tests trace binaries nobody here wrote: Debian's python3.11
@@ -60,7 +61,7 @@ func TestPython(t *testing.T) {
 				ExitAttributes: map[string]string{"collected": "arg0"},
 			},
 		},
-		Counters: []string{"usdt:python:function__entry"},
+		Counters: config.CountersOf("usdt:python:function__entry"),
 	}})
 	script := "import gc, json, decimal\ntry:\n  import no_such_module_xyz\nexcept ImportError:\n  pass\ngc.collect(2)\nprint('ok')"
 	out, err := exec.Command(python, "-I", "-S", "-c", script).CombinedOutput()
@@ -160,12 +161,15 @@ func (pg *postgresServer) query(t *testing.T, sql string) string {
 func TestPostgres(t *testing.T) {
 	testutil.RequireRoot(t)
 	pg := startPostgres(t)
-	contract := testutil.PostgresContract(postgres)
+	contract := testconfig.PostgresContract(postgres)
 	contract.Spans = append(contract.Spans,
 		config.Span{Name: "pg.parse", Entry: "usdt:postgresql:query__parse__start", Exit: "usdt:postgresql:query__parse__done"},
 		config.Span{Name: "pg.plan", Entry: "usdt:postgresql:query__plan__start", Exit: "usdt:postgresql:query__plan__done"},
 		config.Span{Name: "pg.execute", Entry: "usdt:postgresql:query__execute__start", Exit: "usdt:postgresql:query__execute__done"},
 	)
+	// A filtered counter with a value histogram, beside the plain counter
+	// of the same probe.
+	contract.Counters = append(contract.Counters, config.Counter{Probe: "uprobe:palloc", Filter: []string{"arg0:u64 >= 64"}, Histogram: "arg0:u64"})
 	s := startReceiver(t, []config.Target{contract})
 	const sql = "SELECT 6 * 7 AS answer"
 	require.Equal(t, "42", pg.query(t, sql))
@@ -208,4 +212,13 @@ func TestPostgres(t *testing.T) {
 	assert.GreaterOrEqual(t, hits["usdt:postgresql:transaction__start"], int64(1))
 	assert.Equal(t, hits["uprobe:palloc"], hits["uretprobe:palloc"], "every palloc returned")
 	assert.GreaterOrEqual(t, hits["uprobe:palloc"], int64(pallocs))
+	big := hits["uprobe:palloc if arg0:u64 >= 64"]
+	assert.Positive(t, big, "some pallocs are of 64 bytes or more")
+	assert.Less(t, big, hits["uprobe:palloc"], "and some are smaller")
+	dp, ok := valuePoints(last)["uprobe:palloc if arg0:u64 >= 64"]
+	require.True(t, ok, "the filtered counter's histogram")
+	assert.Equal(t, uint64(big), dp.Count(), "one value per counted hit")
+	assert.Zero(t, dp.ZeroCount())
+	assert.Zero(t, dp.Negative().BucketCounts().Len())
+	assert.GreaterOrEqual(t, dp.Positive().Offset(), int32(5), "every value is at least 64: bucket (32, 64] or above")
 }

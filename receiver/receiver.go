@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
 	"github.com/otel-uprobe/uprobereceiver/internal/privilege"
@@ -66,22 +67,26 @@ type uprobeReceiver struct {
 	clockEvery   time.Duration
 
 	// Set in Start, then owned by the goroutines until Shutdown.
-	tracer     *tracer.Tracer
-	plan       *target.Plan
-	builder    *spans.Builder
-	records    drainRecords
-	emitter    *metricsEmitter
-	unhealthy  bool
-	reported   spans.Counts
-	offsetNs   int64     // the wall clock offset spans are built with
-	clockAt    time.Time // when it was last measured
-	chooser    *chooser
-	watcher    *fileWatcher
-	sendExecs  bool
-	waiting    map[int]bool // targets with nothing traced now
-	exes       *imageCache  // process.executable.path of library targets' processes
-	containers *imageCache  // container.id
-	wakeups    int          // times the drain goroutine woke, for tests
+	tracer *tracer.Tracer
+	// byContainer counts hits per container for metrics; the collecting
+	// goroutine's.
+	byContainer *containerCounts
+	plan        *target.Plan
+	builder     *spans.Builder
+	records     drainRecords
+	emitter     *metricsEmitter
+	unhealthy   bool
+	reported    spans.Counts
+	offsetNs    int64     // the wall clock offset spans are built with
+	clockAt     time.Time // when it was last measured
+	chooser     *chooser
+	watcher     *fileWatcher
+	sendExecs   bool
+	waiting     map[int]bool    // targets with nothing traced now
+	exes        *imageCache     // process.executable.path of library targets' processes
+	containers  *imageCache     // container.id
+	budget      *overheadBudget // nil without overhead_budget
+	wakeups     int             // times the drain goroutine woke, for tests
 }
 
 func newReceiver(cfg *Config, set receiver.Settings, onDone func()) (*uprobeReceiver, error) {
@@ -139,6 +144,10 @@ func (r *uprobeReceiver) start() error {
 	if err := privilege.Check(privilege.Processes()); err != nil {
 		log.Warn("Containers and other users' processes are out of reach", zap.Error(err))
 	}
+	debuginfod, err := debuginfo.NewDebuginfodFromEnv()
+	if err != nil {
+		return err
+	}
 	locator := target.HostLocator{}
 	// Every exec is looked at for targets' files (containers of new images,
 	// optional targets), unless every target is one process.
@@ -146,7 +155,12 @@ func (r *uprobeReceiver) start() error {
 		r.sendExecs = r.sendExecs || t.PID == 0
 	}
 	for attempt := 1; ; attempt++ {
-		plan, err = target.Resolve(r.cfg.Targets, target.Options{OptimizedUprobes: tracer.HaveOptimizedUprobes(), Locator: locator})
+		plan, err = target.Resolve(r.cfg.Targets, target.Options{
+			OptimizedUprobes: tracer.HaveOptimizedUprobes(), ARM64StepsNop: tracer.ARM64StepsNop(),
+			Arch: tracer.Arch(), Locator: locator,
+			DebugDirs:  r.cfg.DebugDirectories,
+			Debuginfod: debuginfod,
+		})
 		if err != nil {
 			return fmt.Errorf("resolving targets: %w", err)
 		}
@@ -156,6 +170,8 @@ func (r *uprobeReceiver) start() error {
 		tr, err = tracer.Open(plan, tracer.Options{
 			RingBufferSize: r.cfg.RingBufferSize, NoRecords: r.traces == nil, MaxGoroutines: r.cfg.MaxGoroutines,
 			SendExecs: r.sendExecs,
+			// A budget switches probes one by one and measures programs.
+			ProbeControl: r.cfg.OverheadBudget > 0, ProgramStats: r.cfg.OverheadBudget > 0,
 		})
 		if errors.Is(err, tracer.ErrFileChanged) && attempt < maxResolves {
 			log.Info("A traced file changed while it was being read; reading it again", zap.Error(err))
@@ -180,6 +196,14 @@ func (r *uprobeReceiver) start() error {
 	if err != nil {
 		return errors.Join(fmt.Errorf("reading clocks: %w", err), tr.Close())
 	}
+	if r.cfg.OverheadBudget > 0 {
+		if r.budget, err = newOverheadBudget(log, tr, plan, r.cfg.OverheadBudget); err != nil {
+			return errors.Join(err, tr.Close())
+		}
+		if err := r.budget.register(r.tel, plan); err != nil {
+			return errors.Join(fmt.Errorf("registering budget telemetry: %w", err), tr.Close())
+		}
+	}
 	r.offsetNs, r.clockAt = offset, time.Now()
 	var salt [16]byte
 	_, _ = rand.Read(salt[:])
@@ -192,6 +216,8 @@ func (r *uprobeReceiver) start() error {
 		log.Warn("Choosing the running processes of pid:/process: targets", zap.Error(err))
 	}
 	r.exes, r.containers = newImageCache(4096, readExecutable), newImageCache(4096, readContainerID)
+	// The collecting goroutine has its own cache: the drain's is not shared.
+	r.byContainer = newContainerCounts(newImageCache(4096, readContainerID).lookup)
 	r.builder = spans.NewBuilder(spans.Settings{
 		Plan:         plan,
 		WallOffsetNs: offset,
@@ -203,8 +229,21 @@ func (r *uprobeReceiver) start() error {
 		ContainerID:  r.containers.lookup,
 	})
 	r.emitter = newMetricsEmitter(r.cfg.MetricsBuilderConfig, r.set, plan, r.hostName, pcommon.NewTimestampFromTime(time.Now()))
+	if r.budget != nil {
+		r.emitter.missed = r.budget.missed
+	}
 	r.started = true
 
+	for _, f := range plan.Files {
+		if f.DebugInfo != "" {
+			log.Info("Debuginfo read", zap.String("path", f.Path), zap.String("from", f.DebugInfo))
+		}
+	}
+	for _, t := range plan.Targets {
+		for _, n := range t.Notes {
+			log.Warn("Left out of the plan", zap.String("path", t.Path), zap.String("note", n))
+		}
+	}
 	r.reportLocations(plan, 1)
 	r.reportFiles(plan)
 	log.Info("Probes attached", zap.Int("targets", len(plan.Targets)), zap.Int("files", len(plan.Files)),
@@ -218,7 +257,32 @@ func (r *uprobeReceiver) start() error {
 	go func() { defer r.wg.Done(); r.watcher.run(ctx) }()
 	go r.drainLoop(ctx)                                  // hand completed spans to the pipeline
 	go r.every(ctx, r.cfg.CollectionInterval, r.collect) // emit the kernel's counters
+	r.wg.Add(1)
+	go r.every(ctx, containerFoldInterval, r.foldContainers) // container.id of processes that may not live long
+	if r.budget != nil {
+		r.wg.Add(1)
+		go func() { defer r.wg.Done(); r.budget.run(ctx) }()
+	}
 	return nil
+}
+
+// containerFoldInterval is how often the hits per process are read and
+// turned into hits per container: a process must live that long for its
+// hits to carry its container.id (they count in the target's own
+// resource otherwise).
+const containerFoldInterval = 500 * time.Millisecond
+
+// foldContainers reads the engine's hits per process and folds them into
+// the hits per container. It runs on its own ticker and at each collection.
+func (r *uprobeReceiver) foldContainers(context.Context) {
+	hits, err := r.tracer.ProcessHits(tracer.DefaultMaxProcessHits)
+	if err != nil {
+		r.set.Logger.Warn("Reading hits per process", zap.Error(err))
+		return
+	}
+	for _, h := range r.byContainer.fold(hits) {
+		_ = r.tracer.ForgetProcessHits(h) // folded; gone already if it fails
+	}
 }
 
 // every runs fn every interval until ctx is done.
@@ -244,9 +308,12 @@ func (r *uprobeReceiver) reportLocations(plan *target.Plan, sign int64) {
 		class insn.SiteClass
 	}
 	counts := map[key]int64{}
+	sites := map[int][]string{} // a probe's locations, to warn once per place
 	for _, a := range plan.Attachments {
 		counts[key{a.Probe, a.Class}]++
+		sites[a.Probe] = append(sites[a.Probe], fmt.Sprintf("%d:%#x:%v", a.File, a.FileOffset, a.Return))
 	}
+	warned := map[string]bool{}
 	for i, p := range plan.Probes {
 		var classes []string
 		for c := insn.Optimizable; c <= insn.SingleStepped; c++ {
@@ -261,7 +328,13 @@ func (r *uprobeReceiver) reportLocations(plan *target.Plan, sign int64) {
 		if sign > 0 {
 			level := zap.InfoLevel
 			if counts[key{i, insn.SingleStepped}] > 0 {
-				level = zap.WarnLevel // about 11 µs per hit
+				// About 11 µs per hit: said once for the probes of one
+				// place (a probe and its filtered counters).
+				place := strings.Join(sites[i], ",")
+				if !warned[place] {
+					level = zap.WarnLevel
+				}
+				warned[place] = true
 			}
 			r.set.Logger.Log(level, "Probe sites", zap.String("probe", p.Ref),
 				zap.String("path", plan.Targets[p.Target].Path), zap.String("sites", strings.Join(classes, ", ")))
@@ -408,6 +481,9 @@ func (r *uprobeReceiver) applyFileChanges(ctx context.Context) {
 			}
 			r.set.Logger.Info("File attached", zap.String("target", r.plan.Targets[f.Target].Path),
 				zap.String("path", describe(f)), zap.String("found", ch.how), zap.String("build_id", f.BuildID))
+			if r.budget != nil {
+				r.budget.setPlan(r.plan) // its sites may be of other classes
+			}
 			change("attached")
 			r.tel.ReceiverUprobeFiles.Add(ctx, 1)
 			if r.waiting[f.Target] {
@@ -581,6 +657,8 @@ func (r *uprobeReceiver) collect(ctx context.Context) {
 		return
 	}
 	r.chooser.addFolded(&st)
+	r.foldContainers(ctx)
+	r.byContainer.stats(&st)
 	r.emitter.selfTelemetry(ctx, r.tel, st)
 	if r.metrics == nil {
 		return
@@ -607,6 +685,9 @@ func (r *uprobeReceiver) Shutdown(ctx context.Context) error {
 		r.cancel()
 		r.tracer.Interrupt()
 		r.wg.Wait()
+		if r.budget != nil {
+			r.budget.stop()
+		}
 		err = r.tracer.Detach()
 		r.drain(ctx)
 		if r.traces != nil {

@@ -17,12 +17,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	nooptrace "go.opentelemetry.io/otel/trace/noop"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/event"
 	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 )
@@ -62,7 +64,7 @@ func TestLibcByNameForOneProcess(t *testing.T) {
 	bin := buildDlopener(t, b.Dir)
 	chosen := testutil.StartProgram(t, bin, "ready")
 	other := testutil.StartProgram(t, bin, "ready")
-	s := startReceiver(t, []config.Target{{Path: "libc", PID: chosen.PID, Counters: []string{"uprobe:getpid"}}})
+	s := startReceiver(t, []config.Target{{Path: "libc", PID: chosen.PID, Counters: config.CountersOf("uprobe:getpid")}})
 	require.Equal(t, "libc.so.6", filepath.Base(s.rcv.plan.Files[0].SeenAs), "libc as its process sees it")
 	assert.Equal(t, "getpid 1000", chosen.Ask("getpid 1000", "getpid "))
 	assert.Equal(t, "getpid 5000", other.Ask("getpid 5000", "getpid "))
@@ -117,8 +119,15 @@ func TestProgramInAPrivateMountNamespace(t *testing.T) {
 	second := testutil.StartCommand(t, "ready", "nsenter", "-t", strconv.Itoa(firstPID), "-m", "--", app)
 	require.NoError(t, os.WriteFile(filepath.Join(cg, "cgroup.procs"), []byte(strconv.Itoa(second.PID)), 0o644))
 	second.Ask("four 5", "four 5")
-	require.NoError(t, s.rcv.Shutdown(context.Background()))
+	// The process exits before the next collection: its hits keep its
+	// container once they were read.
+	require.Eventually(t, func() bool {
+		var st event.Stats
+		s.rcv.byContainer.stats(&st)
+		return len(st.ContainerHits) == 2 // uprobe:four and uretprobe:four
+	}, 10*time.Second, 50*time.Millisecond)
 	second.Stop()
+	require.NoError(t, s.rcv.Shutdown(context.Background()))
 
 	perPID := map[int64]int{}
 	for _, sp := range allSpans(s.traces) {
@@ -133,6 +142,33 @@ func TestProgramInAPrivateMountNamespace(t *testing.T) {
 		assert.Equal(t, app, attrStr(t, sp.resource, "process.executable.path"), "the path as the process sees it")
 	}
 	assert.Equal(t, map[int64]int{int64(firstPID): 3, int64(second.PID): 5}, perPID)
+
+	// Metrics too: the hits in the container under a resource with its
+	// container.id, the others under the target's own resource.
+	last := s.metrics.AllMetrics()[len(s.metrics.AllMetrics())-1]
+	assert.Equal(t, map[string]int64{"": 3, container: 5}, hitsByContainer(last, "uprobe:four"))
+	assert.Equal(t, map[string]int64{"": 3, container: 5}, hitsByContainer(last, "uretprobe:four"))
+}
+
+// hitsByContainer returns a probe's uprobe.probe.hits by the container.id
+// of their resource ("" for none).
+func hitsByContainer(md pmetric.Metrics, probe string) map[string]int64 {
+	out := map[string]int64{}
+	for i := 0; i < md.ResourceMetrics().Len(); i++ {
+		rm := md.ResourceMetrics().At(i)
+		id, _ := rm.Resource().Attributes().Get("container.id")
+		if v, ok := sumPoints(singleResource(rm), "uprobe.probe.hits")[probe]; ok {
+			out[id.Str()] += v
+		}
+	}
+	return out
+}
+
+// singleResource returns metrics holding a copy of rm alone.
+func singleResource(rm pmetric.ResourceMetrics) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	rm.CopyTo(md.ResourceMetrics().AppendEmpty())
+	return md
 }
 
 // pidOfChild returns the pid of the program a wrapper (unshare, sh) execs:

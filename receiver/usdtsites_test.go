@@ -38,7 +38,7 @@ func TestUSDTSitesStayOnTheirNop(t *testing.T) {
 	}
 	bin := buildSites(t)
 	p := testutil.StartProgram(t, bin, "ready")
-	s := startReceiver(t, []config.Target{{Path: bin, Counters: []string{"usdt:sites:branch", "usdt:sites:vex", "usdt:sites:lock"}}})
+	s := startReceiver(t, []config.Target{{Path: bin, Counters: config.CountersOf("usdt:sites:branch", "usdt:sites:vex", "usdt:sites:lock")}})
 
 	assert.Equal(t, "branch 1000 g=0x12345678", p.Ask("branch 1000", "branch "))
 	assert.Equal(t, "vex 1000 bad=0", p.Ask("vex 1000", "vex "), "the store after the site happens on every call")
@@ -87,7 +87,7 @@ func TestCorruptUSDTNotesAreRefused(t *testing.T) {
 		"usdt:sites:notnop": `the site corrupt+0xa is "add $0x1,%rax", not the nop a USDT site is`,
 	} {
 		cfg := createDefaultConfig()
-		cfg.Targets = []config.Target{{Path: bin, Counters: []string{"usdt:sites:lock", probe}}}
+		cfg.Targets = []config.Target{{Path: bin, Counters: config.CountersOf("usdt:sites:lock", probe)}}
 		require.NoError(t, cfg.Validate())
 		r, err := NewFactory().CreateMetrics(context.Background(), receivertest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
 		require.NoError(t, err)

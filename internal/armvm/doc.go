@@ -8,27 +8,40 @@
 //
 //   - Host: installs the Debian packages it needs when missing
 //     ([HostPackages]: qemu-system-arm, the arm64 gcc cross compiler and C
-//     library, the arm64 binutils), and fetches a Debian bookworm arm64
-//     cloud kernel (Linux 6.1, linux-image-6.1.0-N-cloud-arm64-unsigned,
-//     the newest N apt knows) and busybox-static:arm64 with apt-get
-//     download, after enabling the arm64 foreign architecture. Both are
-//     cached outside the repository ([DefaultCacheDir],
-//     ~/.cache/otel-uprobe/arm64), so a warm run needs no network.
+//     library, the arm64 binutils, systemtap-sdt-dev), and fetches a Debian
+//     bookworm arm64 cloud kernel (Linux 6.1,
+//     linux-image-6.1.0-N-cloud-arm64-unsigned, the newest N apt knows) and
+//     busybox-static:arm64 with apt-get download, after enabling the arm64
+//     foreign architecture. Both are cached outside the repository
+//     ([DefaultCacheDir], ~/.cache/otel-uprobe/arm64), so a warm run needs
+//     no network.
 //   - Build ([Builder]): CGO_ENABLED=0 GOARCH=arm64 go test -c of each
-//     package, the static C fixtures of testdata/arm64 and the Go fixture
-//     testdata/gobin/goprog for arm64.
+//     package, and the fixtures ([Builder.Fixtures]): the static C
+//     programs of testdata/arm64, the demo program with its shared library
+//     at -O2 and -O0 and the C programs the receiver's tests build with
+//     gcc on the host (linked against the arm64 C library, which goes into
+//     the image), the Go programs, the testdata files the tests read, and
+//     the arm64 collector distribution (make build-arm64). The tests find
+//     them through internal/testutil ([FixturesEnv]).
 //   - Image ([MakeImage]): an uncompressed newc initramfs written in Go
 //     ([WriteInitramfs]; no cpio tool needed) whose /init ([InitScript])
-//     mounts proc, sysfs, devtmpfs, tmpfs and tracefs and runs every test
-//     binary with -test.v between markers on the console, passing CI=true
-//     through, then powers off.
+//     mounts proc, sysfs, devtmpfs, tmpfs and tracefs, brings up the
+//     loopback interface and runs every test binary with -test.v between
+//     markers on the console, passing CI=true through, then powers off.
 //   - Run ([VM]): qemu-system-aarch64 -M virt -cpu cortex-a57 -m 2048
 //     -nographic -no-reboot -net none, with a timeout; the [Report] holds
 //     each test binary's exit code and time, and whether the VM finished.
 //
-// Tests that need the host's tools or sources (gcc, objdump, readelf,
-// testdata) are skipped in the VM by name ([Package.Skip]); they run on the
-// host in make test.
+// [DefaultSuite] is what runs: the parsers and decoders, this package's
+// smoke tests, the engine's layout, every test of internal/tracer (the arm64
+// BPF engine loaded into Linux 6.1, which has no uprobe_multi, so every
+// location is attached through its own perf event), the receiver's
+// end-to-end tests ([ReceiverTests]) and the collector distribution against
+// the demo (internal/distrotest). Tests that need the host's tools or
+// sources (gcc, objdump, readelf) are skipped or left out in the VM by name
+// ([Package.Skip], [Package.Run]); they run on the host in make test. Tests
+// that make a million probed calls make fewer in the VM, where emulation
+// costs tens of microseconds per hit (testutil.Scaled).
 //
 // # The smoke tests
 //

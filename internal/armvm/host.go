@@ -17,13 +17,15 @@ import (
 
 // HostPackages are the Debian packages the harness needs on the host:
 // qemu-system-aarch64, the arm64 C cross compiler with its C library (for
-// the static C fixtures and the tests that cross-build) and the arm64
-// binutils (objdump and as, for internal/insn's tests).
+// the C fixtures, which run in the VM with that C library, and the tests
+// that cross-build), the arm64 binutils (objdump and as, for
+// internal/insn's tests) and <sys/sdt.h> for the fixtures' USDT probes.
 var HostPackages = []string{
 	"qemu-system-arm",
 	"gcc-aarch64-linux-gnu",
 	"libc6-dev-arm64-cross",
 	"binutils-aarch64-linux-gnu",
+	"systemtap-sdt-dev",
 }
 
 // kernelPackage matches the names of the Debian bookworm arm64 cloud

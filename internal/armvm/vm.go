@@ -42,8 +42,9 @@ const markerPrefix = "ARMVM:"
 
 // InitScript returns the VM's /init: a busybox shell script that mounts
 // proc, sysfs, devtmpfs (busybox needs /dev/null for background jobs),
-// tmpfs on /tmp and tracefs, runs every test between markers from /tmp,
-// and powers the machine off. Arguments must not hold single quotes.
+// tmpfs on /tmp and tracefs, brings the loopback interface up (tests talk
+// to local servers), runs every test between markers from /tmp, and powers
+// the machine off. Arguments must not hold single quotes.
 func InitScript(token string, runs []TestRun, opt InitOptions) (string, error) {
 	var b strings.Builder
 	ci := "false"
@@ -58,6 +59,7 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mount -t tmpfs tmpfs /tmp
 mount -t tracefs tracefs /sys/kernel/tracing
+ifconfig lo 127.0.0.1 up
 export PATH=/bin HOME=/tmp TMPDIR=/tmp CI=%s %s=%s
 m=%s%s:
 echo "${m}START $(uname -r) $(nproc)"

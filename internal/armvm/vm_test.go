@@ -10,7 +10,16 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 )
+
+// The tests in the VM find their fixtures through testutil, which cannot
+// import this package (its tests import testutil): one name on both sides.
+func TestFixturesEnvMatchesTestutil(t *testing.T) {
+	assert.Equal(t, testutil.FixturesEnv, FixturesEnv)
+	assert.Equal(t, fixturesDir+"/otelcol-uprobe", DistroPath)
+}
 
 func TestInitScript(t *testing.T) {
 	script, err := InitScript("abc123", []TestRun{
@@ -23,6 +32,7 @@ func TestInitScript(t *testing.T) {
 		"mount -t proc proc /proc\n",
 		"mount -t devtmpfs devtmpfs /dev\n",
 		"mount -t tracefs tracefs /sys/kernel/tracing\n",
+		"ifconfig lo 127.0.0.1 up\n",
 		"export PATH=/bin HOME=/tmp TMPDIR=/tmp CI=true ARMVM_FIXTURES=/fixtures\n",
 		"m=ARMVM:abc123:\n",
 		`echo "${m}BEGIN internal/usdt"` + "\n'/tests/usdt.test' '-test.v' '-test.skip=^(TestA|TestB)$'\n" + `echo "${m}END internal/usdt $?"` + "\n",
@@ -187,4 +197,47 @@ func TestReportFailures(t *testing.T) {
 	assert.Empty(t, r.Failures())
 	r.TimedOut = true
 	assert.Equal(t, []string{"the VM did not finish within the timeout"}, r.Failures())
+}
+
+// MakeImage puts busybox, /etc/hosts, the test binaries and the fixtures
+// into the initramfs, and runs each binary with its package's -test.skip,
+// -test.run and environment.
+func TestMakeImage(t *testing.T) {
+	dir := t.TempDir()
+	touch := func(name string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(name), 0o755))
+		return p
+	}
+	pkgs := []Package{
+		{Path: "./internal/usdt", Skip: "^TestA$"},
+		{Path: "./receiver", Run: "^(TestB|TestC)$"},
+		{Path: "./internal/distrotest", Env: []string{"OTELCOL_UPROBE_BIN=" + DistroPath}, NeedsDistro: true},
+	}
+	bins := []string{touch("usdt.test"), touch("receiver.test"), touch("distrotest.test")}
+	fixtures := []File{{Path: fixturesDir + "/demo-O2/demo", Mode: 0o755, Source: touch("demo")}}
+	img, err := MakeImage(dir, Assets{Kernel: "vmlinuz", Busybox: touch("busybox")}, pkgs, bins, fixtures, InitOptions{CI: true})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"internal/usdt", "receiver", "internal/distrotest"}, img.Tests)
+
+	data, err := os.ReadFile(img.Initramfs)
+	require.NoError(t, err)
+	files, err := readInitramfs(data)
+	require.NoError(t, err)
+	byPath := map[string]File{}
+	for _, f := range files {
+		byPath[f.Path] = f
+	}
+	assert.Equal(t, []byte("busybox"), byPath["/bin/busybox"].Data)
+	assert.Equal(t, []byte("demo"), byPath["/fixtures/demo-O2/demo"].Data)
+	assert.Equal(t, []byte("receiver.test"), byPath["/tests/receiver.test"].Data)
+	assert.Contains(t, string(byPath["/etc/hosts"].Data), "127.0.0.1 localhost")
+	script := string(byPath["/init"].Data)
+	for _, want := range []string{
+		"'/tests/usdt.test' '-test.v' '-test.count=1' '-test.skip=^TestA$'\n",
+		"'/tests/receiver.test' '-test.v' '-test.count=1' '-test.run=^(TestB|TestC)$'\n",
+		"'/bin/env' 'OTELCOL_UPROBE_BIN=/fixtures/otelcol-uprobe' '/tests/distrotest.test' '-test.v' '-test.count=1'\n",
+	} {
+		assert.Contains(t, script, want)
+	}
 }

@@ -261,8 +261,8 @@ func run(s settings) error {
 			return err
 		}
 		path := filepath.Join(s.out, "benchmarks.md")
-		old, _ := os.ReadFile(path) // the soak section stays
-		if err := os.WriteFile(path, []byte(benchdoc.KeepSoak(string(old), md)), 0o644); err != nil {
+		old, _ := os.ReadFile(path) // the soak and budget sections stay
+		if err := os.WriteFile(path, []byte(benchdoc.KeepSections(string(old), md)), 0o644); err != nil {
 			return err
 		}
 	}
@@ -397,7 +397,7 @@ type attacher func(fn string) (func() error, error)
 func perHit(s settings, res *Result, w *workload, path string) error {
 	offsets := map[string]uint64{}
 	for _, fn := range []string{"probed", "twin"} {
-		plan, err := target.Resolve([]config.Target{{Path: path, Counters: []string{"uprobe:" + fn}}})
+		plan, err := target.Resolve([]config.Target{{Path: path, Counters: config.CountersOf("uprobe:" + fn)}})
 		if err != nil {
 			return err
 		}
@@ -422,7 +422,7 @@ func perHit(s settings, res *Result, w *workload, path string) error {
 		}
 	}
 	counter := func(fn string) config.Target {
-		return config.Target{Path: path, Counters: []string{"uprobe:" + fn}}
+		return config.Target{Path: path, Counters: config.CountersOf("uprobe:" + fn)}
 	}
 	span := func(fn string) config.Target {
 		return config.Target{Path: path, Spans: []config.Span{{
@@ -714,7 +714,7 @@ func attachTime(s settings, res *Result, dir string) error {
 	if err := gcc("-O2", "-o", bin, cfile); err != nil {
 		return err
 	}
-	t := config.Target{Path: bin, Counters: []string{"usdt:gen:site"}}
+	t := config.Target{Path: bin, Counters: config.CountersOf("usdt:gen:site")}
 	t0 := time.Now()
 	plan, err := target.Resolve([]config.Target{t})
 	if err != nil {

@@ -1,176 +1,231 @@
 package bpfobj
 
-import "github.com/cilium/ebpf"
+import (
+	"fmt"
+	"runtime"
 
-// The ABI types, generated from bpf/abi.h. Their layout is checked against the
-// object's BTF by TestLayout.
+	"github.com/cilium/ebpf"
+
+	"github.com/otel-uprobe/uprobereceiver/internal/regs"
+)
+
+// The ABI types, generated from bpf/abi.h (through the x86-64 object; the
+// arm64 object declares the same). Their layout is checked against the BTF
+// of both objects by TestLayout.
 type (
 	// SpanRecord is the trailer of one ring-buffer record: one completed span.
-	SpanRecord = engineSpanRecord
+	SpanRecord = engineX86SpanRecord
 	// Site is the spec of one attached location, selected by its BPF cookie.
-	Site = engineSite
+	Site = engineX86Site
 	// FetchOp is one compiled fetch expression.
-	FetchOp = engineFetchOp
+	FetchOp = engineX86FetchOp
 	// ProbeStats is the per-CPU value of the probes map.
-	ProbeStats = engineProbeStats
+	ProbeStats = engineX86ProbeStats
 	// SpanStats is the per-CPU value of the spans map.
-	SpanStats = engineSpanStats
-	// RegSlot numbers the 8-byte slots of the x86-64 struct pt_regs.
-	RegSlot = engineRegSlot
+	SpanStats = engineX86SpanStats
 	// ProcessRecord is the trailer of a process record.
-	ProcessRecord = engineProcessRecord
+	ProcessRecord = engineX86ProcessRecord
 	// ProcEntry is the value of the procs map: what the engine knows of one process.
-	ProcEntry = engineProcEntry
+	ProcEntry = engineX86ProcEntry
 	// PendingKey names one counter of a pending process.
-	PendingKey = enginePendingKey
+	PendingKey = engineX86PendingKey
+	// Filter is one condition of a site, evaluated in the kernel.
+	Filter = engineX86Filter
+	// ProcHitsKey names the hits of one probe in one process.
+	ProcHitsKey = engineX86ProcHitsKey
+	// ValueHist is the per-CPU value of the value_hists map: one
+	// counter's histogram of values.
+	ValueHist = engineX86ValueHist
 )
 
 // Limits of the engine (enum abi_limit).
 const (
 	// MaxFetches is the number of values one site fetches for one role.
-	MaxFetches = int(engineAbiLimitABI_MAX_FETCHES)
+	MaxFetches = int(engineX86AbiLimitABI_MAX_FETCHES)
 	// MaxDerefs is the number of pointer dereferences of one fetch.
-	MaxDerefs = int(engineAbiLimitABI_MAX_DEREFS)
+	MaxDerefs = int(engineX86AbiLimitABI_MAX_DEREFS)
 	// MaxDepth is the number of open spans per thread or goroutine.
-	MaxDepth = int(engineAbiLimitABI_MAX_DEPTH)
+	MaxDepth = int(engineX86AbiLimitABI_MAX_DEPTH)
 	// ValueStack is the number of bytes of entry values the open spans of
 	// one thread or goroutine keep together.
-	ValueStack = int(engineAbiLimitABI_VALUE_STACK)
+	ValueStack = int(engineX86AbiLimitABI_VALUE_STACK)
 	// DataCap is the number of bytes of fetched values in one span record.
-	DataCap = int(engineAbiLimitABI_DATA_CAP)
+	DataCap = int(engineX86AbiLimitABI_DATA_CAP)
 	// StringMax is the largest string or byte capture, in bytes including the NUL.
-	StringMax = int(engineAbiLimitABI_STRING_MAX)
+	StringMax = int(engineX86AbiLimitABI_STRING_MAX)
+	// ValueBuckets is the number of buckets per sign of a value histogram.
+	ValueBuckets = int(engineX86AbiLimitABI_VALUE_BUCKETS)
 	// HistBuckets is the number of log2 latency buckets per span definition.
-	HistBuckets = int(engineAbiLimitABI_HIST_BUCKETS)
+	HistBuckets = int(engineX86AbiLimitABI_HIST_BUCKETS)
 	// MaxChosenTargets is the number of targets that can choose their
 	// processes (one bit each in ProcEntry.Mask).
-	MaxChosenTargets = int(engineAbiLimitABI_MAX_CHOSEN_TARGETS)
+	MaxChosenTargets = int(engineX86AbiLimitABI_MAX_CHOSEN_TARGETS)
 	// ExecFilenameMax and ExecArgsMax are the bytes of an execed
 	// program's name and command line a process record carries.
-	ExecFilenameMax = int(engineAbiLimitABI_EXEC_FILENAME_MAX)
-	ExecArgsMax     = int(engineAbiLimitABI_EXEC_ARGS_MAX)
+	ExecFilenameMax = int(engineX86AbiLimitABI_EXEC_FILENAME_MAX)
+	ExecArgsMax     = int(engineX86AbiLimitABI_EXEC_ARGS_MAX)
 	// KernelReturnDepth is the kernel's limit of pending return probes per
 	// thread (MAX_URETPROBE_DEPTH).
-	KernelReturnDepth = int(engineAbiLimitABI_KERNEL_RETURN_DEPTH)
+	KernelReturnDepth = int(engineX86AbiLimitABI_KERNEL_RETURN_DEPTH)
+	// MaxFilters is the number of conditions of one site, at entry and
+	// exit together.
+	MaxFilters = int(engineX86AbiLimitABI_MAX_FILTERS)
+	// FilterTextMax is the bytes of a string condition's constant.
+	FilterTextMax = int(engineX86AbiLimitABI_FILTER_TEXT_MAX)
+)
+
+// Filter operators (enum filter_op).
+const (
+	FilterEQ     = uint8(engineX86FilterOpFILTER_EQ)
+	FilterNE     = uint8(engineX86FilterOpFILTER_NE)
+	FilterLT     = uint8(engineX86FilterOpFILTER_LT)
+	FilterLE     = uint8(engineX86FilterOpFILTER_LE)
+	FilterGT     = uint8(engineX86FilterOpFILTER_GT)
+	FilterGE     = uint8(engineX86FilterOpFILTER_GE)
+	FilterLTU    = uint8(engineX86FilterOpFILTER_LT_U)
+	FilterLEU    = uint8(engineX86FilterOpFILTER_LE_U)
+	FilterGTU    = uint8(engineX86FilterOpFILTER_GT_U)
+	FilterGEU    = uint8(engineX86FilterOpFILTER_GE_U)
+	FilterPrefix = uint8(engineX86FilterOpFILTER_PREFIX)
 )
 
 // Fetch bases (enum fetch_base).
 const (
-	FetchBaseRegister = uint8(engineFetchBaseFETCH_BASE_REGISTER)
-	FetchBaseConstant = uint8(engineFetchBaseFETCH_BASE_CONSTANT)
+	FetchBaseRegister = uint8(engineX86FetchBaseFETCH_BASE_REGISTER)
+	FetchBaseConstant = uint8(engineX86FetchBaseFETCH_BASE_CONSTANT)
 )
 
 // Fetch kinds (enum fetch_kind).
 const (
-	FetchKindInt      = uint8(engineFetchKindFETCH_KIND_INT)
-	FetchKindString   = uint8(engineFetchKindFETCH_KIND_STRING)
-	FetchKindBytes    = uint8(engineFetchKindFETCH_KIND_BYTES)
-	FetchKindGoString = uint8(engineFetchKindFETCH_KIND_GOSTRING)
+	FetchKindInt      = uint8(engineX86FetchKindFETCH_KIND_INT)
+	FetchKindString   = uint8(engineX86FetchKindFETCH_KIND_STRING)
+	FetchKindBytes    = uint8(engineX86FetchKindFETCH_KIND_BYTES)
+	FetchKindGoString = uint8(engineX86FetchKindFETCH_KIND_GOSTRING)
 )
 
 // Site flags (enum site_flag).
 const (
-	SiteEntry    = uint8(engineSiteFlagSITE_ENTRY)
-	SiteExit     = uint8(engineSiteFlagSITE_EXIT)
-	SiteCarrier  = uint8(engineSiteFlagSITE_CARRIER)
-	SiteFunction = uint8(engineSiteFlagSITE_FUNCTION)
-	SiteGo       = uint8(engineSiteFlagSITE_GO)
+	SiteEntry    = uint16(engineX86SiteFlagSITE_ENTRY)
+	SiteExit     = uint16(engineX86SiteFlagSITE_EXIT)
+	SiteCarrier  = uint16(engineX86SiteFlagSITE_CARRIER)
+	SiteFunction = uint16(engineX86SiteFlagSITE_FUNCTION)
+	SiteGo       = uint16(engineX86SiteFlagSITE_GO)
 	// SiteKernelReturn marks an entry site whose span closes at a kernel
 	// return probe, which the kernel omits past KernelReturnDepth.
-	SiteKernelReturn = uint8(engineSiteFlagSITE_KERNEL_RETURN)
+	SiteKernelReturn = uint16(engineX86SiteFlagSITE_KERNEL_RETURN)
 	// SiteChosen marks a site of a target that chooses its processes.
-	SiteChosen = uint8(engineSiteFlagSITE_CHOSEN)
+	SiteChosen = uint16(engineX86SiteFlagSITE_CHOSEN)
+	// SiteFilteredHits marks the site of a filtered counter: only hits
+	// that pass its conditions count.
+	SiteFilteredHits = uint16(engineX86SiteFlagSITE_FILTERED_HITS)
+	// SiteProcHits marks a site whose hits are also counted per process
+	// (MapProcHits), for metrics with container.id.
+	SiteProcHits = uint16(engineX86SiteFlagSITE_PROC_HITS)
 )
 
 // Record flags (enum record_flag).
 const (
-	RecordTruncated = uint8(engineRecordFlagRECORD_TRUNCATED)
-	RecordCarrier   = uint8(engineRecordFlagRECORD_CARRIER)
-	RecordFunction  = uint8(engineRecordFlagRECORD_FUNCTION)
-	RecordHasChild  = uint8(engineRecordFlagRECORD_HAS_CHILD)
-	RecordPending   = uint8(engineRecordFlagRECORD_PENDING)
+	RecordTruncated = uint8(engineX86RecordFlagRECORD_TRUNCATED)
+	RecordCarrier   = uint8(engineX86RecordFlagRECORD_CARRIER)
+	RecordFunction  = uint8(engineX86RecordFlagRECORD_FUNCTION)
+	RecordHasChild  = uint8(engineX86RecordFlagRECORD_HAS_CHILD)
+	RecordPending   = uint8(engineX86RecordFlagRECORD_PENDING)
+	RecordFiltered  = uint8(engineX86RecordFlagRECORD_FILTERED)
 )
 
 // Record kinds (enum record_kind): the last byte of every record.
 const (
-	RecordKindSpan    = uint8(engineRecordKindRECORD_KIND_SPAN)
-	RecordKindProcess = uint8(engineRecordKindRECORD_KIND_PROCESS)
+	RecordKindSpan    = uint8(engineX86RecordKindRECORD_KIND_SPAN)
+	RecordKindProcess = uint8(engineX86RecordKindRECORD_KIND_PROCESS)
 )
 
 // What the ring buffer's reader wants to be woken for (enum wake_mode), the
 // value of the engine's reader_wake global.
 const (
 	// WakeFill: when the ring holds wake_bytes.
-	WakeFill = uint32(engineWakeModeWAKE_FILL)
+	WakeFill = uint32(engineX86WakeModeWAKE_FILL)
 	// WakeFirst: at the next record.
-	WakeFirst = uint32(engineWakeModeWAKE_FIRST)
+	WakeFirst = uint32(engineX86WakeModeWAKE_FIRST)
 	// WakeSent: a wakeup is on its way (written by the engine).
-	WakeSent = uint32(engineWakeModeWAKE_SENT)
+	WakeSent = uint32(engineX86WakeModeWAKE_SENT)
 )
 
 // Process events (enum process_event).
 const (
-	ProcessExec = uint8(engineProcessEventPROCESS_EXEC)
-	ProcessFork = uint8(engineProcessEventPROCESS_FORK)
-	ProcessExit = uint8(engineProcessEventPROCESS_EXIT)
+	ProcessExec = uint8(engineX86ProcessEventPROCESS_EXEC)
+	ProcessFork = uint8(engineX86ProcessEventPROCESS_FORK)
+	ProcessExit = uint8(engineX86ProcessEventPROCESS_EXIT)
 )
 
 // Counters of pending processes (enum pending_kind, enum proc_mask_bit).
 const (
-	PendingHits       = uint8(enginePendingKindPENDING_HITS)
-	PendingSpanBucket = uint8(enginePendingKindPENDING_SPAN_BUCKET)
-	PendingSpanSum    = uint8(enginePendingKindPENDING_SPAN_SUM)
-	ProcPendingBit    = int(engineProcMaskBitPROC_PENDING_BIT)
-)
-
-// Register slots (enum reg_slot).
-const (
-	RegR15 = engineRegSlotREG_R15
-	RegR14 = engineRegSlotREG_R14
-	RegR13 = engineRegSlotREG_R13
-	RegR12 = engineRegSlotREG_R12
-	RegBP  = engineRegSlotREG_BP
-	RegBX  = engineRegSlotREG_BX
-	RegR11 = engineRegSlotREG_R11
-	RegR10 = engineRegSlotREG_R10
-	RegR9  = engineRegSlotREG_R9
-	RegR8  = engineRegSlotREG_R8
-	RegAX  = engineRegSlotREG_AX
-	RegCX  = engineRegSlotREG_CX
-	RegDX  = engineRegSlotREG_DX
-	RegSI  = engineRegSlotREG_SI
-	RegDI  = engineRegSlotREG_DI
-	RegIP  = engineRegSlotREG_IP
-	RegSP  = engineRegSlotREG_SP
+	PendingHits       = uint8(engineX86PendingKindPENDING_HITS)
+	PendingSpanBucket = uint8(engineX86PendingKindPENDING_SPAN_BUCKET)
+	PendingSpanSum    = uint8(engineX86PendingKindPENDING_SPAN_SUM)
+	ProcPendingBit    = int(engineX86ProcMaskBitPROC_PENDING_BIT)
 )
 
 // Names of the engine's programs and maps in the collection spec.
 const (
-	ProgramCountHit      = engineProgCountHit
-	ProgramSiteHit       = engineProgSiteHit
-	ProgramCountHitMulti = engineProgCountHitMulti
-	ProgramSiteHitMulti  = engineProgSiteHitMulti
-	ProgramOnExec        = engineProgOnExec
-	ProgramOnExit        = engineProgOnExit
-	MapSites             = engineMapSites
-	MapProbes            = engineMapProbes
-	MapSpans             = engineMapSpans
-	MapRecords           = engineMapRecords
-	MapTaskStates        = engineMapTaskStates
-	MapGoStates          = engineMapGoStates
-	MapGoLive            = engineMapGoLive
-	MapProcs             = engineMapProcs
-	MapPending           = engineMapPending
-	ProgramOnFork        = engineProgOnFork
-	VarSelectorBits      = engineVarSelectorBits
-	VarSendExecs         = engineVarSendExecs
-	VarEmitRecords       = engineVarEmitRecords
-	VarReaderWake        = engineVarReaderWake
-	VarWakeBytes         = engineVarWakeBytes
+	ProgramCountHit          = engineX86ProgCountHit
+	ProgramSiteHit           = engineX86ProgSiteHit
+	ProgramCountHitMulti     = engineX86ProgCountHitMulti
+	ProgramSiteHitMulti      = engineX86ProgSiteHitMulti
+	ProgramOnExec            = engineX86ProgOnExec
+	ProgramOnExit            = engineX86ProgOnExit
+	MapSites                 = engineX86MapSites
+	MapProbes                = engineX86MapProbes
+	MapSpans                 = engineX86MapSpans
+	MapRecords               = engineX86MapRecords
+	MapTaskStates            = engineX86MapTaskStates
+	MapGoStates              = engineX86MapGoStates
+	MapGoLive                = engineX86MapGoLive
+	MapProcs                 = engineX86MapProcs
+	MapPending               = engineX86MapPending
+	MapValueHists            = engineX86MapValueHists
+	MapProcHits              = engineX86MapProcHits
+	ProgramCountHitProc      = engineX86ProgCountHitProc
+	ProgramCountHitProcMulti = engineX86ProgCountHitProcMulti
+	ProgramOnFork            = engineX86ProgOnFork
+	VarSelectorBits          = engineX86VarSelectorBits
+	VarSendExecs             = engineX86VarSendExecs
+	VarEmitRecords           = engineX86VarEmitRecords
+	VarReaderWake            = engineX86VarReaderWake
+	VarWakeBytes             = engineX86VarWakeBytes
 )
 
-// Spec returns a fresh copy of the engine's collection spec, parsed from the
-// embedded object. The caller owns it and may resize its maps before loading.
+// Arch returns the architecture the running program was built for
+// (runtime.GOARCH): the one whose engine Spec returns and whose files the
+// receiver can attach uprobes to. It is ArchUnknown on architectures
+// without an engine.
+func Arch() regs.Arch {
+	switch runtime.GOARCH {
+	case "amd64":
+		return regs.ArchAMD64
+	case "arm64":
+		return regs.ArchARM64
+	}
+	return regs.ArchUnknown
+}
+
+// Spec returns a fresh copy of the engine's collection spec for the
+// running architecture (Arch), parsed from the embedded object. The caller
+// owns it and may resize its maps before loading.
 func Spec() (*ebpf.CollectionSpec, error) {
-	return loadEngine()
+	return SpecFor(Arch())
+}
+
+// SpecFor returns a fresh copy of the engine's collection spec built for
+// architecture a: the same source, compiled with a's struct pt_regs, so that
+// a fetch_op's register slots are those of regs.Arch.Slot for a. Only the
+// running architecture's engine can be loaded; the other one is there for
+// tests and tools.
+func SpecFor(a regs.Arch) (*ebpf.CollectionSpec, error) {
+	switch a {
+	case regs.ArchAMD64:
+		return loadEngineX86()
+	case regs.ArchARM64:
+		return loadEngineArm64()
+	}
+	return nil, fmt.Errorf("no BPF engine for architecture %v (GOARCH %s): the receiver runs on amd64 and arm64", a, runtime.GOARCH)
 }

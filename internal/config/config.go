@@ -1,8 +1,10 @@
 // Package config declares what users write under targets: in the receiver's
 // collector configuration, parses probe references (usdt:PROVIDER:NAME,
-// uprobe:SYMBOL[+OFFSET], uretprobe:SYMBOL) and checks everything that can be
-// checked without reading the traced files, reporting every problem at once.
-// It is pure Go: no ELF files are opened and no kernel is touched.
+// uprobe:SYMBOL[+OFFSET], uretprobe:SYMBOL, ret:SYMBOL, line:FILE:LINE) and
+// checks everything that can be checked without reading the traced files
+// (fetch expressions, $name paths, function patterns), reporting every
+// problem at once. It is pure Go: no ELF files are opened and no kernel is
+// touched.
 package config
 
 import (
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
+	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 )
@@ -44,22 +47,36 @@ type Target struct {
 	ServiceName string `mapstructure:"service_name"`
 	// Spans are the entry/exit pairs that become spans.
 	Spans []Span `mapstructure:"spans"`
-	// Counters are probe references that are only counted.
-	Counters []string `mapstructure:"counters"`
+	// Counters are probes that are only counted: a probe reference, or a
+	// map with a filter and a value histogram (see Counter).
+	Counters []Counter `mapstructure:"counters"`
 }
 
 // Span defines one kind of span: where it opens, where it closes, and what
 // to capture at each end.
 type Span struct {
-	// Name is the span name.
+	// Name is the span name. A Function span defaults to the function's
+	// name; for a Function pattern, Name is a prefix of each matched
+	// function's name ("app." gives "app.handle_get").
 	Name string `mapstructure:"name"`
 	// Entry is the probe that opens the span (usdt: or uprobe:).
 	Entry string `mapstructure:"entry"`
 	// Exit is the probe that closes it (usdt:, uretprobe: or uprobe:).
 	Exit string `mapstructure:"exit"`
 	// Function is shorthand for entry uprobe:FUNCTION and an exit where
-	// FUNCTION returns (see Returns).
+	// FUNCTION returns (see Returns). It may be a pattern (a glob, see
+	// FunctionIsPattern): every matched function gets a span definition of
+	// its own, named after it.
 	Function string `mapstructure:"function"`
+	// SourceFile restricts Function to the functions whose compile unit
+	// (or declaration file) path matches this glob, read from the DWARF;
+	// "*/server/*.c" or "net/http" (a Go package). It makes Function a
+	// pattern.
+	SourceFile string `mapstructure:"source_file"`
+	// MaxFunctions bounds the functions a Function pattern may match; a
+	// pattern matching more is refused with the count. 0 means
+	// DefaultMaxFunctions.
+	MaxFunctions int `mapstructure:"max_functions"`
 	// Returns says how a Function span's exit is probed: "uretprobe" (the
 	// kernel's return probe: cheap, but the kernel reports at most 64
 	// nested returns per thread), "ret" (every RET instruction: any depth,
@@ -92,6 +109,55 @@ type Span struct {
 	// StatusError marks the span as an error when a value fetched at exit
 	// compares true, e.g. "retval:s64 < 0".
 	StatusError string `mapstructure:"status_error"`
+	// Filter are conditions (see ParseCondition) evaluated in the kernel at
+	// the span's entry, before anything is copied: when one does not hold,
+	// the call is neither recorded nor counted in the duration histogram.
+	// The entry probe's hit counter still counts it. In YAML, one
+	// condition or a list.
+	Filter []string `mapstructure:"filter"`
+	// ExitFilter are conditions evaluated at the span's exit (retval,
+	// $return and exit-side values), with the same effect.
+	ExitFilter []string `mapstructure:"exit_filter"`
+}
+
+// DefaultMaxFunctions is the default of Span.MaxFunctions.
+const DefaultMaxFunctions = 1000
+
+// FunctionIsPattern reports whether a function: value is a glob rather than
+// a name: it holds "*", "?" or "[" (a "*" right after "(" is literal, as in
+// Go's "main.(*Server).Handle", and "\" escapes; see debuginfo.Glob). The
+// resolver still takes a pattern that is exactly a symbol of the file as
+// that symbol.
+func FunctionIsPattern(name string) bool {
+	g, err := debuginfo.CompileGlob(name)
+	return err != nil || !g.Literal()
+}
+
+// IsPattern reports whether the span is expanded into one span definition
+// per matched function: its Function is a pattern, or SourceFile is set.
+func (s Span) IsPattern() bool {
+	return s.Function != "" && (s.SourceFile != "" || FunctionIsPattern(s.Function))
+}
+
+// FunctionLimit returns MaxFunctions, or DefaultMaxFunctions when it is 0.
+func (s Span) FunctionLimit() int {
+	if s.MaxFunctions == 0 {
+		return DefaultMaxFunctions
+	}
+	return s.MaxFunctions
+}
+
+// SpanName returns the name of the span's spans: Name, or Function when
+// Name is empty; for a pattern, the name of one matched function prefixed
+// with Name.
+func (s Span) SpanName(function string) string {
+	if s.IsPattern() {
+		return s.Name + function
+	}
+	if s.Name == "" {
+		return s.Function
+	}
+	return s.Name
 }
 
 // Ratio returns SampleRatio, or 1 when it is not set.
@@ -234,11 +300,11 @@ func (t Target) validate(where string) []error {
 	exits := map[string]string{}
 	for i, s := range t.Spans {
 		sw := fmt.Sprintf("%s.spans[%d]", where, i)
-		if s.Name != "" {
-			if j, dup := names[s.Name]; dup {
-				errs = append(errs, fmt.Errorf("%s: duplicate span name %q (also spans[%d])", sw, s.Name, j))
+		if name := s.SpanName(""); name != "" && !s.IsPattern() {
+			if j, dup := names[name]; dup {
+				errs = append(errs, fmt.Errorf("%s: duplicate span name %q (also spans[%d])", sw, name, j))
 			} else {
-				names[s.Name] = i
+				names[name] = i
 			}
 		}
 		entry, exit, serrs := s.validate(sw)
@@ -247,29 +313,139 @@ func (t Target) validate(where string) []error {
 			if other, dup := entries[entry]; dup {
 				errs = append(errs, fmt.Errorf("%s: probe %s already opens span %q", sw, entry, other))
 			}
-			entries[entry] = s.Name
+			entries[entry] = s.SpanName("")
 		}
 		if exit != "" {
 			if other, dup := exits[exit]; dup {
 				errs = append(errs, fmt.Errorf("%s: probe %s already closes span %q", sw, exit, other))
 			}
-			exits[exit] = s.Name
+			exits[exit] = s.SpanName("")
 		}
 	}
 
 	counters := map[string]int{}
 	for i, c := range t.Counters {
 		cw := fmt.Sprintf("%s.counters[%d]", where, i)
-		p, err := ParseProbe(c)
+		key, cerrs := c.validate(cw)
+		errs = append(errs, cerrs...)
+		if key == "" {
+			continue
+		}
+		if j, dup := counters[key]; dup {
+			hint := ""
+			if c.Histogram != "" {
+				hint = fmt.Sprintf(": one counter per probe and filter; put histogram: on counters[%d]", j)
+			}
+			errs = append(errs, fmt.Errorf("%s: probe %s is already counted (counters[%d])%s", cw, key, j, hint))
+			continue
+		}
+		counters[key] = i
+	}
+	return errs
+}
+
+// validate checks one counter and returns the key that tells counters
+// apart (its probe and conditions, canonical) when its probe parses.
+func (c Counter) validate(where string) (key string, errs []error) {
+	add := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf(where+": "+format, args...))
+	}
+	if c.Probe == "" {
+		add("probe is required")
+		return "", errs
+	}
+	p, err := ParseProbe(c.Probe)
+	if err != nil {
+		add("%v", err)
+		return "", errs
+	}
+	// A counter reads its values where its probe fires: at a return
+	// probe, that is the return.
+	r := atEntry
+	if p.Returns() {
+		r = atExit
+	}
+	key = p.String()
+	conds, ferrs := checkConditions("filter", c.Filter, r, p, true, true)
+	errs = append(errs, prefixed(where, ferrs)...)
+	if len(ferrs) > 0 {
+		key = "" // which counter it is, is unclear
+	}
+	if n := len(SplitConditions(c.Filter)); n > bpfobj.MaxFilters {
+		add("filter: %d conditions, at most %d", n, bpfobj.MaxFilters)
+	}
+	for i, cond := range conds {
+		if key == "" {
+			break
+		}
+		if i == 0 {
+			key += " if "
+		} else {
+			key += " && "
+		}
+		key += cond.String()
+	}
+	if c.Histogram != "" {
+		e, err := fetch.Parse(c.Histogram)
+		switch {
+		case err != nil:
+			add("histogram: %v", err)
+		case e.Typed && !e.Type.IsInteger():
+			add("histogram %q: %s is not an integer type; a histogram records integers", c.Histogram, e.Type)
+		case e.Root == fetch.RootName && strings.HasPrefix(e.Path, "$$"):
+			add("histogram %q: $$params stands for several values, a histogram records one", c.Histogram)
+		default:
+			if err := checkExpr(e, r, p, true); err != nil {
+				add("histogram: %v", advise(err, e, r, p, true))
+			}
+		}
+	}
+	return key, errs
+}
+
+// checkConditions parses the conditions of a filter evaluated at end r of
+// probe p, reporting every problem (prefixed with field).
+func checkConditions(field string, list []string, r role, p Probe, pOK, counter bool) ([]Condition, []error) {
+	var out []Condition
+	var errs []error
+	for i, s := range SplitConditions(list) {
+		c, err := ParseCondition(s)
+		if err == nil {
+			if err = checkExpr(c.Expr, r, p, pOK); err != nil {
+				err = fmt.Errorf("condition %q: %w", s, advise(err, c.Expr, r, p, counter))
+			}
+		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", cw, err))
+			errs = append(errs, fmt.Errorf("%s[%d]: %w", field, i, err))
 			continue
 		}
-		if j, dup := counters[p.String()]; dup {
-			errs = append(errs, fmt.Errorf("%s: probe %s is already counted (counters[%d])", cw, p, j))
-			continue
-		}
-		counters[p.String()] = i
+		out = append(out, c)
+	}
+	return out, errs
+}
+
+// advise replaces the advice of err, about expression e read at end r of
+// probe p, with what a filter (counter unset) or a counter can do instead.
+func advise(err error, e fetch.Expr, r role, p Probe, counter bool) error {
+	returned := e.Root == fetch.RootRetval || e.Root == fetch.RootName && e.Path == "$return"
+	gone := e.Root == fetch.RootArg && p.Returns()
+	switch {
+	case counter && returned && p.Symbol != "":
+		return fmt.Errorf("%q: the return value is only known at a return: count at uretprobe:%s", e.Text, p.Symbol)
+	case counter && gone:
+		return fmt.Errorf("%q: arguments are gone when a function returns: count at uprobe:%s", e.Text, p.Symbol)
+	case !counter && r == atEntry && returned:
+		return fmt.Errorf("%w: put it in exit_filter", err)
+	case !counter && gone:
+		return fmt.Errorf("%q: arguments are gone when a function returns: compare arg%d in filter (at entry)", e.Text, e.Arg)
+	}
+	return err
+}
+
+// prefixed puts where before each error.
+func prefixed(where string, errs []error) []error {
+	for i, err := range errs {
+		errs[i] = fmt.Errorf("%s.%w", where, err)
 	}
 	return errs
 }
@@ -280,9 +456,10 @@ func (s Span) validate(where string) (entry, exit string, errs []error) {
 	add := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf(where+": "+format, args...))
 	}
-	if s.Name == "" {
+	if s.Name == "" && s.Function == "" {
 		add("name is required")
 	}
+	pattern := s.IsPattern()
 	var entryProbe, exitProbe Probe
 	var entryOK, exitOK bool
 	switch {
@@ -293,6 +470,10 @@ func (s Span) validate(where string) (entry, exit string, errs []error) {
 			add("function: %v", err)
 		} else if strings.Contains(s.Function, "+") {
 			add("function: %q: a function name takes no offset; use entry: uprobe:SYMBOL+OFFSET with an exit", s.Function)
+		} else if pattern {
+			if _, err := debuginfo.CompileGlob(s.Function); err != nil {
+				add("function: %v", err)
+			}
 		}
 		entryProbe = Probe{Kind: KindUprobe, Symbol: s.Function}
 		exitProbe = Probe{Kind: KindUretprobe, Symbol: s.Function}
@@ -325,6 +506,21 @@ func (s Span) validate(where string) (entry, exit string, errs []error) {
 		} else {
 			exitProbe, exitOK = p, true
 		}
+	}
+	if s.SourceFile != "" {
+		if s.Function == "" {
+			add("source_file: only a function: span selects functions by source file")
+		} else if err := checkName(s.SourceFile); err != nil {
+			add("source_file: %v", err)
+		} else if _, err := debuginfo.CompileGlob(s.SourceFile); err != nil {
+			add("source_file: %v", err)
+		}
+	}
+	switch {
+	case s.MaxFunctions < 0:
+		add("max_functions %d must not be negative (0 means %d)", s.MaxFunctions, DefaultMaxFunctions)
+	case s.MaxFunctions > 0 && !pattern:
+		add("max_functions: only a function pattern (a glob, or source_file:) matches several functions")
 	}
 	switch {
 	case s.Returns == "" || s.Returns == ReturnsAuto || s.Returns == ReturnsUretprobe || s.Returns == ReturnsRet:
@@ -377,18 +573,48 @@ func (s Span) validate(where string) (entry, exit string, errs []error) {
 	for _, err := range s.checkContext(exitProbe, exitOK) {
 		errs = append(errs, fmt.Errorf("%s: %w", where, err))
 	}
-	if entryOK {
+	_, ferrs := checkConditions("filter", s.Filter, atEntry, entryProbe, entryOK, false)
+	_, xerrs := checkConditions("exit_filter", s.ExitFilter, atExit, exitProbe, exitOK, false)
+	errs = append(errs, prefixed(where, append(ferrs, xerrs...))...)
+	if n := len(SplitConditions(s.Filter)) + len(SplitConditions(s.ExitFilter)); n > bpfobj.MaxFilters {
+		add("filter and exit_filter: %d conditions, at most %d together", n, bpfobj.MaxFilters)
+	}
+	if entryOK && !pattern {
 		entry = entryProbe.String()
 	}
-	if exitOK {
+	if exitOK && !pattern {
 		exit = exitProbe.String()
 	}
 	return entry, exit, errs
 }
 
 // checkExpr checks what can be checked of one expression before the traced
-// file is read: where retval and argN make sense and the engine's limits.
+// file is read: where retval, argN and $return make sense, the grammar of a
+// $name path, and the engine's limits.
 func checkExpr(e fetch.Expr, r role, p Probe, pOK bool) error {
+	if e.Root == fetch.RootName {
+		if err := checkName(e.Path); err != nil {
+			return fmt.Errorf("%q: %w", e.Text, err)
+		}
+		path, err := debuginfo.ParsePath(e.Path)
+		if err != nil {
+			return err
+		}
+		switch path.Kind {
+		case debuginfo.PathParams:
+			if e.Typed {
+				return fmt.Errorf("%q: $$params takes no type: each parameter gets the default of its own type", e.Text)
+			}
+		case debuginfo.PathReturn:
+			if r == atEntry {
+				return fmt.Errorf("%q: $return is only known at exit", e.Text)
+			}
+			if pOK && !p.Returns() {
+				return fmt.Errorf("%q: $return needs a uretprobe:, ret: or function: exit (this exit is %s)", e.Text, p)
+			}
+		}
+		return checkLen(e)
+	}
 	if e.Root == fetch.RootRetval {
 		if r == atEntry {
 			return fmt.Errorf("%q: retval is only known at exit", e.Text)
@@ -401,7 +627,7 @@ func checkExpr(e fetch.Expr, r role, p Probe, pOK bool) error {
 		switch {
 		case p.Returns():
 			return fmt.Errorf("%q: arguments are gone when a function returns; capture arg%d in attributes (at entry)", e.Text, e.Arg)
-		case p.Kind == KindUprobe && p.Offset != 0 && e.Arg >= 6:
+		case (p.Kind == KindUprobe && p.Offset != 0 || p.Kind == KindLine) && e.Arg >= 6:
 			return fmt.Errorf("%q: stack argument arg%d is only known at the function's first instruction", e.Text, e.Arg)
 		}
 	}
@@ -410,6 +636,11 @@ func checkExpr(e fetch.Expr, r role, p Probe, pOK bool) error {
 	if len(e.Derefs) > bpfobj.MaxDerefs {
 		return fmt.Errorf("%q: %d dereferences, at most %d", e.Text, len(e.Derefs), bpfobj.MaxDerefs)
 	}
+	return checkLen(e)
+}
+
+// checkLen checks a string or bytes type against the engine's capture limit.
+func checkLen(e fetch.Expr) error {
 	if (e.Type.Kind == fetch.KindString || e.Type.Kind == fetch.KindGoString || e.Type.Kind == fetch.KindBytes) && int(e.Type.MaxLen) > bpfobj.StringMax {
 		return fmt.Errorf("%q: %s is longer than the %d-byte capture limit", e.Text, e.Type, bpfobj.StringMax)
 	}

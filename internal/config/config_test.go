@@ -35,7 +35,7 @@ func queryTarget() Target {
 			Attributes:     map[string]string{"db.query.text": "arg0:string"},
 			ExitAttributes: map[string]string{"done.text": "arg0:string"},
 		}},
-		Counters: []string{"usdt:postgresql:transaction__start"},
+		Counters: CountersOf("usdt:postgresql:transaction__start"),
 	}
 }
 
@@ -72,19 +72,19 @@ func TestValidateValid(t *testing.T) {
 					ExitAttributes: map[string]string{"ptr": "retval:x64"},
 				},
 			},
-			Counters: []string{"usdt:postgresql:transaction__start", "uprobe:palloc"},
+			Counters: CountersOf("usdt:postgresql:transaction__start", "uprobe:palloc"),
 		}}},
-		{"counters only", []Target{{Path: bin, Counters: []string{"usdt:a:b"}}}},
+		{"counters only", []Target{{Path: bin, Counters: CountersOf("usdt:a:b")}}},
 		{"spans only", []Target{{Path: bin, Spans: []Span{{Name: "f", Function: "f"}}}}},
-		{"a pid", []Target{{Path: bin, PID: 1234, Counters: []string{"usdt:a:b"}}}},
+		{"a pid", []Target{{Path: bin, PID: 1234, Counters: CountersOf("usdt:a:b")}}},
 		{"two targets on one file", []Target{
-			{Path: bin, Counters: []string{"usdt:a:b"}},
-			{Path: bin, PID: 7, Counters: []string{"usdt:a:b"}},
+			{Path: bin, Counters: CountersOf("usdt:a:b")},
+			{Path: bin, PID: 7, Counters: CountersOf("usdt:a:b")},
 		}},
 		{"a counter that also opens a span", []Target{{
 			Path:     bin,
 			Spans:    []Span{{Name: "work", Function: "work"}},
-			Counters: []string{"uprobe:work", "uretprobe:work"},
+			Counters: CountersOf("uprobe:work", "uretprobe:work"),
 		}}},
 		{"uprobe entry and uretprobe exit", []Target{{Path: bin, Spans: []Span{{
 			Name: "f", Entry: "uprobe:f", Exit: "uretprobe:f",
@@ -109,6 +109,26 @@ func TestValidateValid(t *testing.T) {
 		{"a default-length string", []Target{{Path: bin, Spans: []Span{{
 			Name: "s", Entry: "usdt:p:start", Exit: "usdt:p:done", Attributes: map[string]string{"s": "arg0:string"},
 		}}}}},
+		{"names", []Target{{Path: bin, Spans: []Span{{
+			Function: "handle_request",
+			Attributes: map[string]string{
+				"id": "$req->id", "path": "$req->path", "len": "$req->hdr->len:x16", "name": "$req.hdr.name",
+				"codes": "$req->codes[2]", "params": "$$params", "go": "$r.URL.Path:gostring[64]",
+			},
+			ExitAttributes: map[string]string{"ret": "$return", "g": "$main.counter"},
+			StatusError:    "$return < 0",
+		}}}}},
+		{"names at lines and USDT sites", []Target{{Path: bin, Spans: []Span{
+			{Name: "l", Entry: "line:server.c:120", Exit: "line:src/server.c:140",
+				Attributes: map[string]string{"n": "$n", "a": "arg5"}, ExitAttributes: map[string]string{"m": "$req->hdr->len"}},
+			{Name: "u", Entry: "usdt:p:start", Exit: "usdt:p:done", Attributes: map[string]string{"local": "$total"}},
+		}, Counters: CountersOf("line:server.c:121")}}},
+		{"function patterns", []Target{{Path: bin, Spans: []Span{
+			{Function: "handle_*", ExitAttributes: map[string]string{"ret": "$return"}},
+			{Name: "srv.", Function: "main.(*Server).*", MaxFunctions: 5000},
+			{Function: "*", SourceFile: "*/net/*.c", Returns: ReturnsRet},
+			{Function: "handle_get", SourceFile: "server.c"},
+		}}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			assert.NoError(t, Validate(c.targets))
@@ -136,14 +156,14 @@ func TestValidateErrors(t *testing.T) {
 	}{
 		{"no targets", nil, []string{"targets: at least one target is required"}},
 		{"empty targets", []Target{}, []string{"targets: at least one target is required"}},
-		{"empty path", []Target{{Counters: []string{"usdt:a:b"}}}, []string{t0 + ": path is required"}},
-		{"relative path", []Target{{Path: "bin/postgres", Counters: []string{"usdt:a:b"}}},
+		{"empty path", []Target{{Counters: CountersOf("usdt:a:b")}}, []string{t0 + ": path is required"}},
+		{"relative path", []Target{{Path: "bin/postgres", Counters: CountersOf("usdt:a:b")}},
 			[]string{t0 + `: path "bin/postgres" must be absolute, or a bare name (an executable in PATH, a library such as libc)`}},
-		{"negative pid", []Target{{Path: bin, PID: -1, Counters: []string{"usdt:a:b"}}},
+		{"negative pid", []Target{{Path: bin, PID: -1, Counters: CountersOf("usdt:a:b")}},
 			[]string{t0 + ": pid -1 must be 0 (every process) or a process id"}},
 		{"nothing to trace", []Target{{Path: bin}},
 			[]string{t0 + ": nothing to trace: add spans or counters"}},
-		{"nothing to trace, empty lists", []Target{{Path: bin, Spans: []Span{}, Counters: []string{}}},
+		{"nothing to trace, empty lists", []Target{{Path: bin, Spans: []Span{}, Counters: CountersOf()}},
 			[]string{t0 + ": nothing to trace: add spans or counters"}},
 		{"reserved attribute names", span(Span{Name: "s", Entry: pg, Exit: pgd,
 			Attributes: map[string]string{"thread.id": "arg0", "service.name": "arg1:string"}}),
@@ -158,13 +178,13 @@ func TestValidateErrors(t *testing.T) {
 		{"retval at a ret: exit is fine, arguments are not", span(Span{Name: "s", Entry: "uprobe:f", Exit: "ret:f",
 			ExitAttributes: map[string]string{"r": "retval", "a": "arg1"}}),
 			[]string{s0 + `.exit_attributes["a"]: "arg1": arguments are gone when a function returns; capture arg1 in attributes (at entry)`}},
-		{"unknown probe kind in a counter", []Target{{Path: bin, Counters: []string{"kprobe:x"}}},
-			[]string{c0 + `: probe "kprobe:x": unknown probe kind "kprobe" (want usdt, uprobe, uretprobe or ret)`}},
+		{"unknown probe kind in a counter", []Target{{Path: bin, Counters: CountersOf("kprobe:x")}},
+			[]string{c0 + `: probe "kprobe:x": unknown probe kind "kprobe" (want usdt, uprobe, uretprobe, ret or line)`}},
 		{"unknown probe kind at entry and exit",
 			span(Span{Name: "s", Entry: "kprobe:x", Exit: "kretprobe:x"}),
 			[]string{
-				s0 + `: entry: probe "kprobe:x": unknown probe kind "kprobe" (want usdt, uprobe, uretprobe or ret)`,
-				s0 + `: exit: probe "kretprobe:x": unknown probe kind "kretprobe" (want usdt, uprobe, uretprobe or ret)`,
+				s0 + `: entry: probe "kprobe:x": unknown probe kind "kprobe" (want usdt, uprobe, uretprobe, ret or line)`,
+				s0 + `: exit: probe "kretprobe:x": unknown probe kind "kretprobe" (want usdt, uprobe, uretprobe, ret or line)`,
 			}},
 		{"bad fetch expression in attributes",
 			span(Span{Name: "s", Entry: pg, Exit: pgd, Attributes: map[string]string{"q": "arg0:strin"}}),
@@ -238,9 +258,9 @@ func TestValidateErrors(t *testing.T) {
 			[]string{s0 + ": entry and exit are the same probe usdt:postgresql:query__start"}},
 		{"entry == exit, spelled differently", span(Span{Name: "s", Entry: "uprobe:f+16", Exit: "uprobe:f+0x10"}),
 			[]string{s0 + ": entry and exit are the same probe uprobe:f+0x10"}},
-		{"duplicate counters", []Target{{Path: bin, Counters: []string{"usdt:a:b", "usdt:a:b"}}},
+		{"duplicate counters", []Target{{Path: bin, Counters: CountersOf("usdt:a:b", "usdt:a:b")}},
 			[]string{c1 + ": probe usdt:a:b is already counted (counters[0])"}},
-		{"duplicate counters, uprobe:f and uprobe:f+0x0", []Target{{Path: bin, Counters: []string{"uprobe:f", "uprobe:f+0x0"}}},
+		{"duplicate counters, uprobe:f and uprobe:f+0x0", []Target{{Path: bin, Counters: CountersOf("uprobe:f", "uprobe:f+0x0")}},
 			[]string{c1 + ": probe uprobe:f is already counted (counters[0])"}},
 		{"too many attributes",
 			span(Span{Name: "s", Entry: pg, Exit: pgd, Attributes: attrs(bpfobj.MaxFetches+1, "arg0")}),
@@ -281,7 +301,7 @@ func TestValidateAllAtOnce(t *testing.T) {
 				{Name: "dup2", Exit: "usdt:p:done2"},
 				{Name: "same", Entry: "usdt:p:x", Exit: "usdt:p:x", ExitAttributes: map[string]string{"s": "arg0:string[9999]"}},
 			},
-			Counters: []string{"uprobe:f", "uprobe:f+0x0", "bogus"},
+			Counters: CountersOf("uprobe:f", "uprobe:f+0x0", "bogus"),
 		},
 		{Path: ""},
 		{Path: bin, Spans: []Span{{Name: "f", Function: "f", ExitAttributes: map[string]string{"a": "arg2"}}}},
@@ -291,7 +311,7 @@ func TestValidateAllAtOnce(t *testing.T) {
 	want := []string{
 		`targets[0]: path "rel/ative" must be absolute, or a bare name (an executable in PATH, a library such as libc)`,
 		`targets[0]: pid -3 must be 0 (every process) or a process id`,
-		`targets[0].spans[0]: entry: probe "kprobe:x": unknown probe kind "kprobe" (want usdt, uprobe, uretprobe or ret)`,
+		`targets[0].spans[0]: entry: probe "kprobe:x": unknown probe kind "kprobe" (want usdt, uprobe, uretprobe, ret or line)`,
 		`targets[0].spans[0].attributes["bad"]: fetch expression "arg0:" at column 6: expected a type after ":"`,
 		`targets[0].spans[0].attributes["r"]: "retval": retval is only known at exit`,
 		`targets[0].spans[1]: duplicate span name "dup" (also spans[0])`,
@@ -300,7 +320,7 @@ func TestValidateAllAtOnce(t *testing.T) {
 		`targets[0].spans[3]: entry and exit are the same probe usdt:p:x`,
 		`targets[0].spans[3].exit_attributes["s"]: "arg0:string[9999]": string[9999] is longer than the 256-byte capture limit`,
 		`targets[0].counters[1]: probe uprobe:f is already counted (counters[0])`,
-		`targets[0].counters[2]: probe "bogus": want usdt:PROVIDER:NAME, uprobe:SYMBOL[+OFFSET], uretprobe:SYMBOL or ret:SYMBOL`,
+		`targets[0].counters[2]: probe "bogus": want usdt:PROVIDER:NAME, uprobe:SYMBOL[+OFFSET], uretprobe:SYMBOL, ret:SYMBOL or line:FILE:LINE`,
 		`targets[1]: path is required`,
 		`targets[1]: nothing to trace: add spans or counters`,
 		`targets[2].spans[0].exit_attributes["a"]: "arg2": arguments are gone when a function returns; capture arg2 in attributes (at entry)`,
@@ -343,6 +363,59 @@ func TestValidateErrorsAreSyntaxErrors(t *testing.T) {
 	assert.Contains(t, err.Error(), "at column 6")
 }
 
+func TestFunctionPatterns(t *testing.T) {
+	for name, want := range map[string]bool{
+		"handle_*": true, "main.(*Server).*": true, "main.(*Server).Handle": false, "handle": false,
+		"ns::f": false, "f?": true, "f[ab]": true, `f\*`: false, "[x": true,
+	} {
+		assert.Equal(t, want, FunctionIsPattern(name), name)
+	}
+	assert.True(t, Span{Function: "f", SourceFile: "a.c"}.IsPattern(), "source_file makes a pattern")
+	assert.False(t, Span{Entry: "uprobe:f"}.IsPattern())
+	assert.Equal(t, "app.handle_get", Span{Name: "app.", Function: "handle_*"}.SpanName("handle_get"))
+	assert.Equal(t, "handle_get", Span{Function: "handle_*"}.SpanName("handle_get"))
+	assert.Equal(t, "f", Span{Function: "f"}.SpanName(""), "a function span is named after it")
+	assert.Equal(t, "x", Span{Name: "x", Function: "f"}.SpanName(""))
+	assert.Equal(t, DefaultMaxFunctions, Span{}.FunctionLimit())
+	assert.Equal(t, 7, Span{MaxFunctions: 7}.FunctionLimit())
+}
+
+func TestParseComparisonNames(t *testing.T) {
+	for text, want := range map[string]string{
+		"$return < 0":          "$return < 0",
+		"$req->id > 5":         "$req->id > 5",
+		"$req->hdr->len >= 10": "$req->hdr->len >= 10",
+		"$a->b->c==-1":         "$a->b->c == -1",
+		"$r.Code != 200":       "$r.Code != 200",
+		"retval:s64 <= 0x10":   "retval:s64 <= 16",
+	} {
+		c, err := ParseComparison(text)
+		require.NoError(t, err, text)
+		assert.Equal(t, want, c.String(), text)
+	}
+	_, err := ParseComparison("$a->b")
+	require.ErrorContains(t, err, `want EXPR OP INTEGER`, "the > of -> is no operator")
+}
+
+func FuzzParseComparison(f *testing.F) {
+	for _, s := range []string{"retval:s64 < 0", "$return < 0", "$a->b > 1", "$a->b", "->", "$a-> >= 3", "x == y", "< 0", "$$params == 1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		c, err := ParseComparison(text)
+		if err != nil {
+			return
+		}
+		again, err := ParseComparison(c.String())
+		if err != nil {
+			t.Fatalf("%q parses as %q, which does not parse: %v", text, c.String(), err)
+		}
+		if again.String() != c.String() || again.Op != c.Op || again.Value != c.Value {
+			t.Fatalf("%q: %q then %q", text, c.String(), again.String())
+		}
+	})
+}
+
 func TestSortedAttributes(t *testing.T) {
 	got, err := SortedAttributes(map[string]string{"b": "arg1", "a": "arg0:string", "c": "retval:x64"})
 	require.NoError(t, err)
@@ -361,7 +434,7 @@ func TestSortedAttributes(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, []string{
 		`attribute "a": fetch expression "arg0:" at column 6: expected a type after ":"`,
-		`attribute "z": fetch expression "nope" at column 1: unknown name "nope" (want argN, retval, %register or OFF(EXPR))`,
+		`attribute "z": fetch expression "nope" at column 1: unknown name "nope" (want argN, retval, %register, OFF(EXPR) or a $name)`,
 	}, errLines(err))
 	require.Len(t, got, 1, "the good ones are still returned")
 	assert.Equal(t, "ok", got[0].Key)

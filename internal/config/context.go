@@ -43,11 +43,12 @@ type Comparison struct {
 	Value int64
 }
 
-// ParseComparison parses a status_error condition such as "retval:s64 < 0".
-// The expression must have an integer type (or none).
+// ParseComparison parses a status_error condition such as "retval:s64 < 0"
+// or "$return < 0". The expression must have an integer type (or none);
+// the "->" of a $name path is never taken for an operator.
 func ParseComparison(s string) (Comparison, error) {
 	for _, op := range []string{"<=", ">=", "==", "!=", "<", ">"} {
-		i := strings.LastIndex(s, op)
+		i := lastOperator(s, op)
 		if i < 0 {
 			continue
 		}
@@ -66,6 +67,21 @@ func ParseComparison(s string) (Comparison, error) {
 		return Comparison{Expr: e, Op: op, Value: v}, nil
 	}
 	return Comparison{}, fmt.Errorf("status_error %q: want EXPR OP INTEGER with OP one of < <= > >= == != (e.g. \"retval:s64 < 0\")", s)
+}
+
+// lastOperator returns the index of the last op in s that is not the ">"
+// of a "->", or -1.
+func lastOperator(s, op string) int {
+	for end := len(s); ; {
+		i := strings.LastIndex(s[:end], op)
+		if i < 0 {
+			return -1
+		}
+		if op[0] != '>' || i == 0 || s[i-1] != '-' {
+			return i
+		}
+		end = i
+	}
 }
 
 // Holds reports whether v satisfies the comparison.
@@ -131,6 +147,10 @@ func (s Span) checkContext(exitProbe Probe, exitOK bool) []error {
 			errs = append(errs, fmt.Errorf("%s: %w", id.field, err))
 			continue
 		}
+		if isParams(e) {
+			errs = append(errs, fmt.Errorf("%s %q: $$params stands for several values, an id is one", id.field, id.expr))
+			continue
+		}
 		binary := e.Type.Kind == fetch.KindBytes && e.Type.MaxLen == id.bytes
 		if !binary && e.Type.Kind != fetch.KindString && e.Type.Kind != fetch.KindGoString {
 			errs = append(errs, fmt.Errorf("%s %q: want bytes[%d] (raw id) or a string (%d hex digits)", id.field, id.expr, id.bytes, 2*id.bytes))
@@ -143,11 +163,18 @@ func (s Span) checkContext(exitProbe Probe, exitOK bool) []error {
 		c, err := ParseComparison(s.StatusError)
 		if err != nil {
 			errs = append(errs, err)
+		} else if isParams(c.Expr) {
+			errs = append(errs, fmt.Errorf("status_error %q: $$params stands for several values, a condition compares one", s.StatusError))
 		} else if err := checkExpr(c.Expr, atExit, exitProbe, exitOK); err != nil {
 			errs = append(errs, fmt.Errorf("status_error: %w", err))
 		}
 	}
 	return errs
+}
+
+// isParams reports whether e is $$params.
+func isParams(e fetch.Expr) bool {
+	return e.Root == fetch.RootName && strings.TrimSpace(e.Path) == "$$params"
 }
 
 // Fetches returns the number of values fetched at entry and at exit,

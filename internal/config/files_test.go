@@ -55,8 +55,16 @@ func TestConfigFileValid(t *testing.T) {
 				Attributes:     map[string]string{"size": "arg0:u64"},
 				ExitAttributes: map[string]string{"ptr": "retval:x64"},
 			},
+			{
+				Name:       "exec_simple_query",
+				Function:   "exec_simple_query",
+				Filter:     []string{`arg0:string prefix "SELECT a, b"`},
+				ExitFilter: []string{"retval:s64 != 0"},
+			},
 		},
-		Counters: []string{"usdt:postgresql:transaction__start", "uprobe:palloc"},
+		Counters: append(CountersOf("usdt:postgresql:transaction__start", "uprobe:palloc"),
+			Counter{Probe: "uprobe:palloc", Filter: []string{"arg0:u64 >= 4096", "arg0:u64 < 0x100000"}, Histogram: "arg0:u64"},
+			Counter{Probe: "uretprobe:MemoryContextAlloc", Histogram: "retval:u64"}),
 	}}
 	assert.Equal(t, want, targets, "dotted attribute keys survive confmap")
 	assert.NoError(t, Validate(targets))

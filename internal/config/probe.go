@@ -26,6 +26,10 @@ const (
 	// KindRet is every RET instruction of a function: ret:SYMBOL. No depth
 	// limit, but the kernel single-steps each RET (about 11 µs per hit).
 	KindRet
+	// KindLine is where a source line's code starts: line:FILE:LINE, found
+	// through the file's debuginfo (FILE is a path suffix of the line
+	// table's file names); one location per copy of the line's code.
+	KindLine
 )
 
 // String returns the reference prefix of the kind, e.g. "usdt".
@@ -39,6 +43,8 @@ func (k ProbeKind) String() string {
 		return "uretprobe"
 	case KindRet:
 		return "ret"
+	case KindLine:
+		return "line"
 	}
 	return "unknown"
 }
@@ -52,9 +58,16 @@ type Probe struct {
 	Offset   uint64 // KindUprobe: bytes from the start of Symbol
 	// Address is the virtual address of uprobe:0xADDR (Symbol is then empty).
 	Address uint64
+	// File and Line are the source line of KindLine.
+	File string
+	Line int
 }
 
-// String returns the canonical reference: "usdt:p:n", "uprobe:f", "uprobe:f+0x10", "uretprobe:f", "ret:f".
+// MaxLine is the largest line number a line: reference may name.
+const MaxLine = 1<<31 - 1
+
+// String returns the canonical reference: "usdt:p:n", "uprobe:f", "uprobe:f+0x10", "uretprobe:f", "ret:f",
+// "line:f.c:12".
 // Two references that name the same probe have the same canonical form.
 func (p Probe) String() string {
 	switch p.Kind {
@@ -72,6 +85,8 @@ func (p Probe) String() string {
 		return "uretprobe:" + p.Symbol
 	case KindRet:
 		return "ret:" + p.Symbol
+	case KindLine:
+		return "line:" + p.File + ":" + strconv.Itoa(p.Line)
 	}
 	return ""
 }
@@ -83,7 +98,7 @@ func (p Probe) Returns() bool { return p.Kind == KindUretprobe || p.Kind == Kind
 func ParseProbe(ref string) (Probe, error) {
 	kind, rest, ok := strings.Cut(ref, ":")
 	if !ok {
-		return Probe{}, fmt.Errorf("probe %q: want usdt:PROVIDER:NAME, uprobe:SYMBOL[+OFFSET], uretprobe:SYMBOL or ret:SYMBOL", ref)
+		return Probe{}, fmt.Errorf("probe %q: want usdt:PROVIDER:NAME, uprobe:SYMBOL[+OFFSET], uretprobe:SYMBOL, ret:SYMBOL or line:FILE:LINE", ref)
 	}
 	switch kind {
 	case "usdt":
@@ -136,8 +151,41 @@ func ParseProbe(ref string) (Probe, error) {
 			return Probe{Kind: KindRet, Symbol: rest}, nil
 		}
 		return Probe{Kind: KindUretprobe, Symbol: rest}, nil
+	case "line":
+		return parseLine(ref, rest)
 	}
-	return Probe{}, fmt.Errorf("probe %q: unknown probe kind %q (want usdt, uprobe, uretprobe or ret)", ref, kind)
+	return Probe{}, fmt.Errorf("probe %q: unknown probe kind %q (want usdt, uprobe, uretprobe, ret or line)", ref, kind)
+}
+
+// parseLine parses the FILE:LINE of a line: reference: the last colon
+// separates them, so FILE may hold colons; LINE is a decimal number from 1
+// to MaxLine without leading zeros.
+func parseLine(ref, rest string) (Probe, error) {
+	i := strings.LastIndexByte(rest, ':')
+	if i < 0 {
+		return Probe{}, fmt.Errorf("probe %q: want line:FILE:LINE (e.g. line:server.c:120)", ref)
+	}
+	file, num := rest[:i], rest[i+1:]
+	if file == "" {
+		return Probe{}, fmt.Errorf("probe %q: empty file name (want line:FILE:LINE)", ref)
+	}
+	if err := checkName(file); err != nil {
+		return Probe{}, fmt.Errorf("probe %q: file: %w", ref, err)
+	}
+	bad := num == "" || num[0] == '0' || len(num) > 10
+	for i := 0; i < len(num) && !bad; i++ {
+		bad = num[i] < '0' || num[i] > '9'
+	}
+	n := 0
+	if !bad {
+		v, err := strconv.ParseUint(num, 10, 64)
+		bad = err != nil || v > MaxLine
+		n = int(v)
+	}
+	if bad {
+		return Probe{}, fmt.Errorf("probe %q: line %q is not a line number (want 1 to %d, decimal)", ref, num, MaxLine)
+	}
+	return Probe{Kind: KindLine, File: file, Line: n}, nil
 }
 
 // parseOffset reads a decimal number without leading zeros, or a 0x hex

@@ -30,6 +30,9 @@ func TestParseProbeValid(t *testing.T) {
 		{"uretprobe:f", Probe{Kind: KindUretprobe, Symbol: "f"}, "uretprobe:f"},
 		{"ret:f", Probe{Kind: KindRet, Symbol: "f"}, "ret:f"},
 		{"uretprobe:palloc", Probe{Kind: KindUretprobe, Symbol: "palloc"}, "uretprobe:palloc"},
+		{"line:prog.c:12", Probe{Kind: KindLine, File: "prog.c", Line: 12}, "line:prog.c:12"},
+		{"line:src/net/server.c:1", Probe{Kind: KindLine, File: "src/net/server.c", Line: 1}, "line:src/net/server.c:1"},
+		{"line:/abs/a:b.c:2147483647", Probe{Kind: KindLine, File: "/abs/a:b.c", Line: 2147483647}, "line:/abs/a:b.c:2147483647"},
 	} {
 		t.Run(c.in, func(t *testing.T) {
 			p, err := ParseProbe(c.in)
@@ -69,9 +72,22 @@ func TestParseProbeInvalid(t *testing.T) {
 		in   string
 		want string // a part of the error text
 	}{
-		{"", "want usdt:PROVIDER:NAME, uprobe:SYMBOL[+OFFSET], uretprobe:SYMBOL or ret:SYMBOL"},
-		{"palloc", "want usdt:PROVIDER:NAME, uprobe:SYMBOL[+OFFSET], uretprobe:SYMBOL or ret:SYMBOL"},
-		{"kprobe:x", `unknown probe kind "kprobe" (want usdt, uprobe, uretprobe or ret)`},
+		{"", "want usdt:PROVIDER:NAME, uprobe:SYMBOL[+OFFSET], uretprobe:SYMBOL, ret:SYMBOL or line:FILE:LINE"},
+		{"palloc", "want usdt:PROVIDER:NAME, uprobe:SYMBOL[+OFFSET], uretprobe:SYMBOL, ret:SYMBOL or line:FILE:LINE"},
+		{"kprobe:x", `unknown probe kind "kprobe" (want usdt, uprobe, uretprobe, ret or line)`},
+		{"line:", "want line:FILE:LINE"},
+		{"line:prog.c", "want line:FILE:LINE"},
+		{"line::12", "empty file name"},
+		{"line:prog.c:", `line "" is not a line number`},
+		{"line:prog.c:0", `line "0" is not a line number (want 1 to 2147483647, decimal)`},
+		{"line:prog.c:012", `line "012" is not a line number`},
+		{"line:prog.c:0x10", `line "0x10" is not a line number`},
+		{"line:prog.c:-1", `line "-1" is not a line number`},
+		{"line:prog.c:+1", `line "+1" is not a line number`},
+		{"line:prog.c:2147483648", `line "2147483648" is not a line number`},
+		{"line:prog.c:99999999999999999999", `line "99999999999999999999" is not a line number`},
+		{"line:prog.c:12 ", `line "12 " is not a line number`},
+		{"line:my prog.c:12", "file:"},
 		{"USDT:p:n", `unknown probe kind "USDT"`},
 		{"Uprobe:f", `unknown probe kind "Uprobe"`},
 		{" uprobe:f", `unknown probe kind " uprobe"`},
@@ -119,6 +135,8 @@ func TestProbeKindString(t *testing.T) {
 	assert.Equal(t, "usdt", KindUSDT.String())
 	assert.Equal(t, "uprobe", KindUprobe.String())
 	assert.Equal(t, "uretprobe", KindUretprobe.String())
+	assert.Equal(t, "ret", KindRet.String())
+	assert.Equal(t, "line", KindLine.String())
 	assert.Equal(t, "unknown", ProbeKind(0).String())
 	assert.Equal(t, "unknown", ProbeKind(99).String())
 	assert.Equal(t, "", Probe{}.String())
@@ -129,7 +147,8 @@ func FuzzParseProbe(f *testing.F) {
 		"usdt:p:n", "usdt:postgresql:query__start", "uprobe:f", "uprobe:f+0x10", "uprobe:f+16",
 		"uprobe:f+0", "uretprobe:f", "kprobe:x", "usdt:p", "uretprobe:f+1", "uprobe:f+", "uprobe:a:b+0x1",
 		"uprobe:f+1_0", "uprobe:f+0b11", "uprobe:f+0o17", "usdt:a:b:c", "",
-		"uprobe:0x401a2c", "uprobe:0x0", "uprobe:0xzz", "uprobe:0x10+0x4",
+		"uprobe:0x401a2c", "uprobe:0x0", "uprobe:0xzz", "uprobe:0x10+0x4", "ret:f",
+		"line:prog.c:12", "line:a:b:3", "line::1", "line:x.c:0", "line:x.c:01", "line:x.c:4294967296",
 	} {
 		f.Add(s)
 	}
@@ -152,8 +171,12 @@ func FuzzParseProbe(f *testing.F) {
 			if !(bySymbol || byAddress) || p.Provider != "" || p.Name != "" {
 				t.Fatalf("ParseProbe(%q) = %#v", ref, p)
 			}
-		case KindUretprobe:
+		case KindUretprobe, KindRet:
 			if p.Symbol == "" || p.Offset != 0 || p.Provider != "" || p.Name != "" {
+				t.Fatalf("ParseProbe(%q) = %#v", ref, p)
+			}
+		case KindLine:
+			if p.File == "" || p.Line < 1 || p.Line > MaxLine || p.Symbol != "" || p.Provider != "" {
 				t.Fatalf("ParseProbe(%q) = %#v", ref, p)
 			}
 		default:

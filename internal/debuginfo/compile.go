@@ -321,7 +321,7 @@ func selectBytes(pl place, off, size int64, t dwarf.Type) (place, error) {
 				case LocValue:
 					return place{addr: p.Addr, typ: t}, nil
 				}
-				return place{}, fmt.Errorf("that part is optimized out here: %w", ErrOptimizedOut)
+				return place{}, fmt.Errorf("that part is %w", ErrOptimizedOut)
 			}
 			at += ps
 		}
@@ -458,9 +458,11 @@ func (s *Scope) finish(pl place, want *fetch.Type) (Access, error) {
 			} else if s.isGo {
 				a.Type = fetch.Type{Kind: fetch.KindBytes, MaxLen: uint16(n)}
 			} else {
-				if n < 2 {
-					n = 2
-				}
+				// string[N] holds N-1 bytes and a NUL: a char[n] takes
+				// n+1, so that an array filled to its end, with no NUL,
+				// shows whole. The read stops at the array's end all
+				// the same (at most N-1 bytes are read).
+				n = min(n+1, max(n, fetch.DefaultStringLen))
 				a.Type = fetch.Type{Kind: fetch.KindString, MaxLen: uint16(n)}
 			}
 			return s.addressOf(a, pl)

@@ -125,7 +125,22 @@ func Open(ctx context.Context, path string, opts Options) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
-	f := &File{Path: path, DebugPath: path, exe: exe, closers: []io.Closer{exe}, order: exe.ByteOrder, Type: exe.Type}
+	f, err := OpenELF(ctx, path, exe, opts)
+	if err != nil {
+		return nil, errors.Join(err, exe.Close())
+	}
+	f.closers = append([]io.Closer{exe}, f.closers...)
+	return f, nil
+}
+
+// OpenELF is Open for a traced file the caller has already opened: exe is
+// read (its build id, .gnu_debuglink, .eh_frame and, when it has them, its
+// DWARF sections), so the debuginfo describes exactly the file the caller
+// read, and path only names it in messages and locates the debuglink
+// candidates next to it. The caller keeps owning exe: Close does not close
+// it, and exe must stay open until the File is closed.
+func OpenELF(ctx context.Context, path string, exe *elf.File, opts Options) (*File, error) {
+	f := &File{Path: path, DebugPath: path, exe: exe, order: exe.ByteOrder, Type: exe.Type}
 	if err := f.init(ctx, opts); err != nil {
 		return nil, errors.Join(err, f.Close())
 	}

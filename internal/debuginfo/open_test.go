@@ -78,7 +78,7 @@ func checkUsable(t *testing.T, f *File) {
 	require.NoError(t, err)
 	a, err := s.Compile(p)
 	require.NoError(t, err)
-	assert.Equal(t, "+4(+16(%rdi))&:string[16]", a.String())
+	assert.Equal(t, "+4(+16(%rdi))&:string[17]", a.String())
 }
 
 func TestOpenEmbedded(t *testing.T) {

@@ -577,7 +577,12 @@ func (s *Scope) Lookup(name string) (*Variable, error) {
 	} else if !errors.Is(err, ErrNotFound) {
 		return nil, err
 	}
-	return nil, fmt.Errorf("%s: no variable %q (%s): %w", s.where(), name, s.InScope(), ErrNotFound)
+	hint := ""
+	if name == "params" {
+		// The collector's configuration turns $$ into $.
+		hint = "; for every parameter write $$$$params in the collector's configuration, where $$ stands for $"
+	}
+	return nil, fmt.Errorf("%s: no variable %q (%s)%s: %w", s.where(), name, s.InScope(), hint, ErrNotFound)
 }
 
 // where names the function and site for messages.

@@ -3,6 +3,11 @@
 // snapshots of the engine's counters. It has no BPF or pdata types.
 package event
 
+import (
+	"math/big"
+	"math/bits"
+)
+
 // Span is one completed span as the engine recorded it. Times are
 // CLOCK_MONOTONIC nanoseconds; ids index the Plan the tracer was opened with.
 type Span struct {
@@ -144,6 +149,9 @@ type SpanCounts struct {
 	// Unsampled and Short count completed spans the engine did not record:
 	// their trace was not sampled, or they were shorter than the minimum.
 	Unsampled, Short uint64
+	// Filtered counts calls whose filter or exit_filter did not hold: not
+	// recorded, not in Buckets.
+	Filtered uint64
 	// Buckets[i] counts durations in (2^i, 2^(i+1)] ns; Buckets[0] also
 	// holds durations of 0 and 1 ns.
 	Buckets []uint64
@@ -153,4 +161,52 @@ type SpanCounts struct {
 type Stats struct {
 	Probes []ProbeCounts
 	Spans  []SpanCounts
+	// Values are the value histograms, indexed like the plan's Histograms.
+	Values []ValueCounts
+	// ContainerHits are the hits of probes in files found through a
+	// process's root, per container, cumulative; they are part of the
+	// probes' Hits.
+	ContainerHits []ContainerHits
+	// DroppedContainerHits are, per probe id, hits of containers no longer
+	// reported apart (the bound on series): part of Hits, in no container.
+	DroppedContainerHits map[int]uint64
+}
+
+// ContainerHits is the cumulative count of one probe's hits in one
+// container.
+type ContainerHits struct {
+	Probe       int
+	ContainerID string
+	Hits        uint64
+}
+
+// ValueCounts is one counter's histogram of values, on the buckets of an
+// exponential histogram of scale 0 shifted by one: Positive[0] counts the
+// value 1 and Positive[i] for i > 0 the values in (2^(i-1), 2^i]; Negative[i]
+// their negations; Zero the zeros. The sum of the values is the 128-bit
+// two's complement integer SumHi:SumLo. Unread counts hits whose value could
+// not be read (not in the histogram).
+type ValueCounts struct {
+	Count, Zero, Unread uint64
+	SumLo               uint64
+	SumHi               int64
+	Positive, Negative  []uint64
+}
+
+// AddSum adds the 128-bit sum hi:lo to the histogram's.
+func (v *ValueCounts) AddSum(lo uint64, hi int64) {
+	var carry uint64
+	v.SumLo, carry = bits.Add64(v.SumLo, lo, 0)
+	v.SumHi += hi + int64(carry)
+}
+
+// Sum returns the sum of the values, rounded to a float64.
+func (v ValueCounts) Sum() float64 {
+	switch {
+	case v.SumHi == 0 && v.SumLo < 1<<63, v.SumHi == -1 && v.SumLo >= 1<<63:
+		return float64(int64(v.SumLo)) // fits an int64: exact as far as a float64 is
+	}
+	hi := new(big.Int).Lsh(big.NewInt(v.SumHi), 64)
+	f, _ := new(big.Float).SetInt(hi.Add(hi, new(big.Int).SetUint64(v.SumLo))).Float64()
+	return f
 }

@@ -6,8 +6,9 @@
 // An expression starts from a root, optionally wrapped in dereferences, and
 // optionally ends with a type:
 //
-//	expr  = term [ ":" type ]
+//	expr  = ( term | name ) [ ":" type ]
 //	term  = "arg" N | "retval" | "%" register | OFF "(" term ")"
+//	name  = "$" { any byte but ":" }
 //	OFF   = [ "+" | "-" ] ( decimal | "0x" hex )
 //	type  = "u8" | "u16" | "u32" | "u64"
 //	      | "s8" | "s16" | "s32" | "s64"
@@ -17,10 +18,21 @@
 //
 // The roots are argN, the Nth argument (0 to 999; the caller decides whether
 // that is a USDT argument or an argument of the calling convention), retval,
-// the return value, and %REG, a whole 64-bit register named as the kernel's
-// probe syntax names it (%di, %ax, %ip, …) or by its 64-bit AT&T name (%rdi,
-// %rax, %r15, %rip); %ax means all of RAX, not its low 16 bits. Register names
+// the return value, and %REG, a whole 64-bit register. An x86-64 register is
+// named as the kernel's probe syntax names it (%di, %ax, %ip, …) or by its
+// 64-bit AT&T name (%rdi, %rax, %r15, %rip); %ax means all of RAX, not its
+// low 16 bits. An arm64 register is named %x0 to %x30, %fp (x29), %lr (x30)
+// or %pc; %sp is the stack pointer of either architecture. Which
+// architecture's registers an expression may name is the traced file's
+// business: the caller refuses a register of the other one. Register names
 // are case-insensitive; arg, retval and the types are lowercase.
+//
+// A name ($req->hdr->len, $return, $$params) is a path through the traced
+// file's debuginfo in SystemTap's syntax; this package only separates it
+// from its type (everything up to the first ":" is the path) and leaves its
+// grammar to package debuginfo (debuginfo.ParsePath). A name stands alone:
+// it cannot be wrapped in OFF(...), and its type is optional (the default
+// comes from the variable's declared type).
 //
 // OFF(EXPR) reads memory at the value of EXPR plus OFF. An offset is decimal
 // or hexadecimal with 0x, signed or not: +0x10(%di), -8(%bp) and 8(%di) are
@@ -44,6 +56,8 @@
 //	+16(%di):s32
 //	+0(+8(%ax)):string[64]
 //	arg1:bytes[16]
+//	$req->hdr->name
+//	$req->id:x32
 //
 // Blanks may surround any token, but not split one: "+8 ( %di ) : u32" is
 // fine, "+ 8(%di)" and "% di" are not.
@@ -70,6 +84,9 @@ const (
 	RootRetval
 	// RootRegister is %REG: a whole 64-bit register.
 	RootRegister
+	// RootName is a $name path resolved through the traced file's
+	// debuginfo; Expr.Path holds it.
+	RootName
 )
 
 // String returns the name of the root: "arg", "retval" or "register".
@@ -81,6 +98,8 @@ func (r Root) String() string {
 		return "retval"
 	case RootRegister:
 		return "register"
+	case RootName:
+		return "name"
 	}
 	return "invalid"
 }
@@ -191,8 +210,13 @@ type Expr struct {
 	Root Root
 	// Arg is N of argN (0..MaxArg), for RootArg.
 	Arg int
-	// Register is the register, for RootRegister.
+	// Register is the register, for RootRegister: an x86-64 register for
+	// an x86-64 name (regs.RSP for %sp, the stack pointer of both
+	// architectures), an arm64 register for an arm64 name.
 	Register regs.Register
+	// Path is the $name path without its type and surrounding blanks, for
+	// RootName: "$req->hdr->len", "$return", "$$params".
+	Path string
 	// Derefs are the offsets of the dereferences, innermost first:
 	// "+0(+8(%ax))" gives [8, 0]. It is nil when there are none.
 	Derefs []int64
@@ -207,6 +231,13 @@ type Expr struct {
 // (except for Text).
 func (e Expr) String() string {
 	var b strings.Builder
+	if e.Root == RootName {
+		b.WriteString(e.Path)
+		if e.Typed {
+			b.WriteString(":" + e.Type.String())
+		}
+		return b.String()
+	}
 	for i := len(e.Derefs) - 1; i >= 0; i-- {
 		if e.Derefs[i] >= 0 {
 			b.WriteByte('+')
@@ -249,7 +280,7 @@ func (e *SyntaxError) Error() string {
 }
 
 const (
-	wantTerm = `want argN, retval, %register or OFF(EXPR)`
+	wantTerm = `want argN, retval, %register, OFF(EXPR) or a $name`
 	wantType = `want u8..u64, s8..s64, x8..x64, string, string[N], bytes[N], gostring, gostring[N]`
 )
 
@@ -260,6 +291,9 @@ func Parse(text string) (Expr, error) {
 	p.skipSpace()
 	if p.eof() {
 		return Expr{}, p.errAt(0, "empty expression")
+	}
+	if p.peek() == '$' {
+		return p.name(e)
 	}
 
 	// Offsets, outermost first, up to the root.
@@ -287,6 +321,9 @@ func Parse(text string) (Expr, error) {
 		if c == '(' {
 			return Expr{}, p.errAt(p.pos, `missing offset before "(" (write +0(...))`)
 		}
+		if c == '$' {
+			return Expr{}, p.errAt(p.pos, "a $name stands alone: it cannot be wrapped in OFF(...); write the path ($p->field, $a[N])")
+		}
 		if err := p.root(&e); err != nil {
 			return Expr{}, err
 		}
@@ -311,6 +348,42 @@ func Parse(text string) (Expr, error) {
 	}
 
 	p.skipSpace()
+	if p.peek() == ':' {
+		p.pos++
+		t, err := p.typ()
+		if err != nil {
+			return Expr{}, err
+		}
+		e.Type, e.Typed = t, true
+		p.skipSpace()
+	}
+	if !p.eof() {
+		return Expr{}, p.errAt(p.pos, "unexpected "+p.quoteAt(p.pos))
+	}
+	return e, nil
+}
+
+// name parses a $name path and its optional type: the path is everything
+// up to the first ":" (its own grammar is package debuginfo's).
+func (p *parser) name(e Expr) (Expr, error) {
+	start := p.pos
+	end := strings.IndexByte(p.text[start:], ':')
+	if end < 0 {
+		end = len(p.text)
+	} else {
+		end += start
+	}
+	e.Root = RootName
+	e.Path = strings.TrimRight(p.text[start:end], " \t\n\r\v\f")
+	if e.Path == "$" {
+		return Expr{}, p.errAt(start+1, `expected a name after "$"`)
+	}
+	for i := start; i < start+len(e.Path); i++ {
+		if c := p.text[i]; c == '(' || c == ')' {
+			return Expr{}, p.errAt(i, "a $name stands alone: it cannot be wrapped in OFF(...) or hold parentheses")
+		}
+	}
+	p.pos = end
 	if p.peek() == ':' {
 		p.pos++
 		t, err := p.typ()
@@ -449,10 +522,16 @@ func (p *parser) root(e *Expr) error {
 		full := p.text[start:p.pos]
 		r, ok := regs.ParseWhole(name)
 		if !ok {
+			r, ok = arm64Register(name)
+		}
+		if !ok {
 			if op, ok := regs.ParseOperand(name); ok {
 				return p.errAt(start, fmt.Sprintf("partial register %q (want the whole register %%%s)", full, op.Reg))
 			}
-			return p.errAt(start, fmt.Sprintf("unknown register %q (want one of %s)", full, strings.Join(regs.WholeNames(), ", ")))
+			if op, ok := regs.ArchARM64.ParseOperand(name); ok && op.Size < 8 {
+				return p.errAt(start, fmt.Sprintf("partial register %q (want the whole register %%%s)", full, op.Reg))
+			}
+			return p.errAt(start, fmt.Sprintf("unknown register %q (want one of %s; on arm64 %s)", full, strings.Join(regs.WholeNames(), ", "), arm64Names))
 		}
 		e.Root, e.Register = RootRegister, r
 		return nil
@@ -473,11 +552,37 @@ func (p *parser) root(e *Expr) error {
 		if _, ok := regs.ParseWhole(w); ok {
 			return p.errAt(start, fmt.Sprintf("unknown name %q (registers take a %%: %q)", w, "%"+w))
 		}
+		if _, ok := arm64Register(w); ok {
+			return p.errAt(start, fmt.Sprintf("unknown name %q (registers take a %%: %q)", w, "%"+w))
+		}
 		return p.errAt(start, fmt.Sprintf("unknown name %q (%s)", w, wantTerm))
 	case p.eof():
 		return p.errAt(p.pos, `expected argN, retval, %register or OFF(EXPR)`)
 	}
 	return p.errAt(p.pos, "unexpected "+p.quoteAt(p.pos)+" ("+wantTerm+")")
+}
+
+// arm64Names lists the arm64 register names of fetch expressions, for
+// messages.
+const arm64Names = "x0…x30, fp, lr, sp, pc"
+
+// arm64Register returns the arm64 register a fetch expression names with
+// an arm64 name: x0 to x30, fp (x29), lr (x30) and pc, case-insensitively;
+// sp is the x86-64 kernel name of the stack pointer as well, which
+// ParseWhole takes first. Go's register names (R0, RSP) are not fetch
+// names: R8 to R15 are x86-64 registers too.
+func arm64Register(name string) (regs.Register, bool) {
+	n := strings.ToLower(name)
+	switch {
+	case n == "fp", n == "lr", n == "pc":
+	case len(n) >= 2 && n[0] == 'x' && (n == "x0" || n[1] != '0'):
+		if _, err := strconv.Atoi(n[1:]); err != nil {
+			return regs.None, false
+		}
+	default:
+		return regs.None, false
+	}
+	return regs.ArchARM64.ParseWhole(n)
 }
 
 // argNum checks the digits of argN, which start at byte pos.

@@ -21,6 +21,7 @@ func byt(n uint16) Type { return Type{Kind: KindBytes, MaxLen: n} }
 func arg(n int) Expr             { return Expr{Root: RootArg, Arg: n} }
 func reg(r regs.Register) Expr   { return Expr{Root: RootRegister, Register: r} }
 func retval() Expr               { return Expr{Root: RootRetval} }
+func name(p string) Expr         { return Expr{Root: RootName, Path: p} }
 func (e Expr) typed(t Type) Expr { e.Type, e.Typed = t, true; return e }
 func (e Expr) deref(offs ...int64) Expr {
 	e.Derefs = offs
@@ -38,6 +39,13 @@ func TestParseValid(t *testing.T) {
 		{"arg999", arg(999), "arg999"},
 		{"retval", retval(), "retval"},
 		{"%di", reg(regs.RDI), "%rdi"},
+		{"$req", name("$req"), "$req"},
+		{"  $req->hdr->name  ", name("$req->hdr->name"), "$req->hdr->name"},
+		{"$req->id:x32", name("$req->id").typed(x(4)), "$req->id:x32"},
+		{"$r.URL.Path : string[64]", name("$r.URL.Path").typed(str(64)), "$r.URL.Path:string[64]"},
+		{"$return", name("$return"), "$return"},
+		{"$$params", name("$$params"), "$$params"},
+		{"$a [ 2 ]", name("$a [ 2 ]"), "$a [ 2 ]"},
 		{"%rdi", reg(regs.RDI), "%rdi"},
 		{"%ax", reg(regs.RAX), "%rax"},
 		{"%RAX", reg(regs.RAX), "%rax"},
@@ -46,6 +54,15 @@ func TestParseValid(t *testing.T) {
 		{"%ip", reg(regs.RIP), "%rip"},
 		{"%rip", reg(regs.RIP), "%rip"},
 		{"%r8", reg(regs.R8), "%r8"},
+		// arm64 names: x0 to x30, fp, lr, pc; %sp is the stack pointer of both.
+		{"%x0", reg(regs.X0), "%x0"},
+		{"%X7", reg(regs.X7), "%x7"},
+		{"%x30", reg(regs.X30), "%x30"},
+		{"%fp", reg(regs.X29), "%x29"},
+		{"%lr", reg(regs.X30), "%x30"},
+		{"%pc", reg(regs.PC), "%pc"},
+		{"+8(%x1):s32", reg(regs.X1).deref(8).typed(s(4)), "+8(%x1):s32"},
+		{"+0(+16(%sp)):string", reg(regs.RSP).deref(16, 0).typed(str(DefaultStringLen)), "+0(+16(%rsp)):string"},
 		{"+0x10(%di)", reg(regs.RDI).deref(16), "+16(%rdi)"},
 		{"-8(%bp)", reg(regs.RBP).deref(-8), "-8(%rbp)"},
 		{"8(%di)", reg(regs.RDI).deref(8), "+8(%rdi)"},
@@ -115,7 +132,7 @@ func TestParseInvalid(t *testing.T) {
 		{"arg01", 4, "leading zero in argument number"},
 		{"arg1000", 4, "argument number out of range (want 0..999)"},
 		{"arg99999999999999999999999", 4, "argument number out of range (want 0..999)"},
-		{"ret", 1, `unknown name "ret" (want argN, retval, %register or OFF(EXPR))`},
+		{"ret", 1, `unknown name "ret" (want argN, retval, %register, OFF(EXPR) or a $name)`},
 		{"retval2", 1, `unknown name "retval2" …`},
 		{"rdi", 1, `unknown name "rdi" (registers take a %: "%rdi")`},
 		{"ARG0", 1, `unknown name "ARG0" …`},
@@ -126,6 +143,11 @@ func TestParseInvalid(t *testing.T) {
 		{"%eax", 1, `partial register "%eax" (want the whole register %rax)`},
 		{"%ah", 1, `partial register "%ah" (want the whole register %rax)`},
 		{"%r15d", 1, `partial register "%r15d" (want the whole register %r15)`},
+		{"%w3", 1, `partial register "%w3" (want the whole register %x3)`},
+		{"%x31", 1, `unknown register "%x31" …`},
+		{"%x01", 1, `unknown register "%x01" …`},
+		{"%r0", 1, `unknown register "%r0" …`},
+		{"x0", 1, `unknown name "x0" (registers take a %: "%x0")`},
 		{"+0(%ax", 7, `expected ")"`},
 		{"+0(+8(%ax)", 11, `expected ")"`},
 		{"+0(%ax))", 8, `unexpected ")"`},
@@ -174,7 +196,13 @@ func TestParseInvalid(t *testing.T) {
 		{"arg0:bytes[0]", 12, "bytes length out of range (want 1..65535)"},
 		{"arg0:bytes[65536]", 12, "bytes length out of range (want 1..65535)"},
 		{"arg0:u32[4]", 9, `unexpected "["`},
-		{"$arg0", 1, `unexpected "$" (want argN, retval, %register or OFF(EXPR))`},
+		{"$", 2, `expected a name after "$"`},
+		{"$ :u32", 2, `expected a name after "$"`},
+		{"+8($req)", 4, "a $name stands alone: it cannot be wrapped in OFF(...); write the path ($p->field, $a[N])"},
+		{"$f(x)", 3, "a $name stands alone: it cannot be wrapped in OFF(...) or hold parentheses"},
+		{"$req->id:u7", 10, `unknown type "u7" …`},
+		{"$req->id:u32 x", 14, `unexpected "x"`},
+		{"$a:u8:u8", 6, `unexpected ":"`},
 		{"+8(", 4, `expected argN, retval, %register or OFF(EXPR)`},
 		{"arg0:strïng", 6, `unknown type "str" …`},
 		{"arg0:u8ï", 8, `unexpected "ï"`},
@@ -210,11 +238,12 @@ func TestUnknownRegisterListsAllNames(t *testing.T) {
 	_, err := Parse("%xz")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), strings.Join(regs.WholeNames(), ", "))
+	assert.Contains(t, err.Error(), "on arm64 x0…x30, fp, lr, sp, pc")
 }
 
 func TestRoundTrip(t *testing.T) {
 	texts := []string{
-		"arg0", "arg999", "retval", "%di", "%R15", "%ip",
+		"arg0", "arg999", "retval", "%di", "%R15", "%ip", "%x0", "%FP", "%pc", "+16(%x30):s8",
 		"+0(+8(%ax)):string", "-8(%bp):s64", "0x10(arg0):x16",
 		"-0x8000000000000000(retval):bytes[3]", "+0x7fffffffffffffff(%sp)",
 		" +1 ( -2 ( 3 ( arg7 ) ) ) : string [ 2 ] ",
@@ -255,6 +284,7 @@ func TestNames(t *testing.T) {
 	assert.Equal(t, "arg", RootArg.String())
 	assert.Equal(t, "retval", RootRetval.String())
 	assert.Equal(t, "register", RootRegister.String())
+	assert.Equal(t, "name", RootName.String())
 	assert.Equal(t, "invalid", Root(0).String())
 	assert.Equal(t, "unsigned", KindUnsigned.String())
 	assert.Equal(t, "signed", KindSigned.String())
@@ -269,12 +299,13 @@ func FuzzParse(f *testing.F) {
 	for _, seed := range []string{
 		"", " ", "arg0", "arg12", "arg999", "arg1000", "arg", "argX", "arg01", "retval", "retval:x64",
 		"%di", "%rdi", "%ax", "%r15", "%sp", "%ip", "%eax", "%ah", "%xz", "%", "rdi",
+		"%x0", "%x30", "%x31", "%fp", "%lr", "%pc", "%w1", "%X9", "+8(%x2):u32", "x3",
 		"+0x10(%di)", "-8(%bp)", "8(%di)", "0x10(arg0)", "+0(+8(%ax))", "+0(+8(%ax)):string",
 		"+16(%di):s32", "arg1:bytes[16]", "arg0:string[64]", "arg0:string[1]", "arg0:string[0]",
 		"arg0:bytes[0]", "arg0:string[70000]", "+8(%di:u32)", "+0(%ax", "+0(%ax))", "(%di)",
 		"-0x8000000000000000(%di)", "+0x8000000000000000(%di)", "+99999999999999999999(%di)",
 		" +8 ( %di ) : u32 ", "arg0:u7", "arg0:", "arg0:bytes", "+010(%di)", "+0x(%di)",
-		"arg0:string [ 8 ]", "\xff", "arg0:strïng", strings.Repeat("+0(", 70) + "%di" + strings.Repeat(")", 70),
+		"arg0:string [ 8 ]", "\xff", "$req->hdr->name", "$req->id:x32", "$$params", "$return:s64", "$", "+0($a)", "$a:", "arg0:strïng", strings.Repeat("+0(", 70) + "%di" + strings.Repeat(")", 70),
 	} {
 		f.Add(seed)
 	}

@@ -211,7 +211,7 @@ func TestDecodeARM64(t *testing.T) {
 	require.NoError(t, Boundary(insts, 0))
 	require.NoError(t, Boundary(insts, 0x1c))
 	err = Boundary(insts, 6)
-	require.EqualError(t, err, "offset 0x6 is inside the instruction at 0x4 (4 bytes: mov x29, sp); nearest instruction boundaries: 0x4, 0x8")
+	require.EqualError(t, err, "offset 0x6 is not a multiple of 4 (arm64 instructions are 4 bytes and aligned): it is inside the instruction at 0x4 (mov x29, sp); nearest instruction boundaries: 0x4, 0x8")
 	err = Boundary(insts, 0x20)
 	require.EqualError(t, err, "offset 0x20 is past the decoded code, which ends at 0x20; last instruction boundary: 0x1c")
 
@@ -429,4 +429,28 @@ func FuzzDecodeARM64(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCallsSelfARM64 finds a bl to the function's own first instruction,
+// and nothing else: a bl elsewhere, a b back to the start (a loop) and an
+// x86-64 call's bytes are not recursion.
+func TestCallsSelfARM64(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		words []uint32
+		want  bool
+	}{
+		// stp x29, x30, [sp, #-16]!; nop; bl 0 (imm26 = -2); ret
+		{"bl to the start", []uint32{0xa9bf7bfd, 0xd503201f, 0x97fffffe, 0xd65f03c0}, true},
+		// the same bl one instruction later targets +0x4
+		{"bl elsewhere", []uint32{0xa9bf7bfd, 0xd503201f, 0xd503201f, 0x97fffffe, 0xd65f03c0}, false},
+		// b 0: a loop, not a call
+		{"b to the start", []uint32{0xa9bf7bfd, 0xd503201f, 0x17fffffe, 0xd65f03c0}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			insts, err := DecodeARM64(words(c.words...))
+			require.NoError(t, err)
+			assert.Equal(t, c.want, CallsSelf(insts))
+		})
+	}
 }

@@ -153,7 +153,8 @@ func find(insts []Inst, off uint64) int {
 }
 
 // Boundary checks that off is the start of one of insts, which must come
-// from Decode. Otherwise the error names off, the instruction that contains
+// from Decode or DecodeARM64 (where the boundaries are the multiples of 4).
+// Otherwise the error names off, the instruction that contains
 // it and the nearest instruction boundaries before and after it, e.g.
 // "offset 0x5 is inside the instruction at 0x4 (4 bytes: sub $0x10,%rsp);
 // nearest instruction boundaries: 0x4, 0x8".
@@ -171,6 +172,10 @@ func Boundary(insts []Inst, off uint64) error {
 			off, last.End(), last.Offset)
 	}
 	in := insts[i]
+	if in.arm64 {
+		return fmt.Errorf("offset %#x is not a multiple of 4 (arm64 instructions are 4 bytes and aligned): it is inside the instruction at %#x (%s); nearest instruction boundaries: %#x, %#x",
+			off, in.Offset, in.Text, in.Offset, in.End())
+	}
 	return fmt.Errorf("offset %#x is inside the instruction at %#x (%d bytes: %s); nearest instruction boundaries: %#x, %#x",
 		off, in.Offset, in.Len, in.Text, in.Offset, in.End())
 }

@@ -118,10 +118,15 @@ func Returns(insts []Inst) []uint64 {
 }
 
 // CallsSelf reports whether a function calls its own first instruction
-// directly: it recurses, so its activations can nest deeply.
+// directly (call on x86-64, bl on arm64): it recurses, so its activations
+// can nest deeply.
 func CallsSelf(insts []Inst) bool {
 	for _, in := range insts {
-		if in.Op == x86asm.CALL && in.hasTarget && in.target == 0 {
+		isCall := in.Op == x86asm.CALL
+		if in.arm64 {
+			isCall = a64IsBl(in.word)
+		}
+		if isCall && in.hasTarget && in.target == 0 {
 			return true
 		}
 	}

@@ -97,12 +97,14 @@ func (a Arch) Registers() []Register {
 // 8-byte word at byte offset 8*slot of it.
 //
 // On x86-64 the slots are those of struct pt_regs (arch/x86/include/asm/
-// ptrace.h, also bpf/abi.h's enum reg_slot): r15, r14, r13, r12, bp, bx,
+// ptrace.h, also bpf/abi.h's enum reg_slot_x86): r15, r14, r13, r12, bp, bx,
 // r11, r10, r9, r8, ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss.
 //
 // On arm64 the kernel's struct pt_regs starts with struct user_pt_regs
 // (arch/arm64/include/uapi/asm/ptrace.h): u64 regs[31] (x0…x30), sp, pc,
-// pstate, so x0…x30 are slots 0…30, sp is 31, pc 32 and pstate 33. (In an
+// pstate, so x0…x30 are slots 0…30, sp is 31, pc 32 and pstate 33 (bpf/abi.h's
+// enum reg_slot_arm64; internal/bpfobj's layout test checks both enums
+// against Slot). (In an
 // instruction, register number 31 means sp or the zero register depending
 // on the instruction; in pt_regs, slot 31 is always sp.)
 var amd64Slots = map[Register]int{
@@ -131,7 +133,7 @@ func (a Arch) SlotCount() int {
 }
 
 // Slot returns the index of r's 8-byte word in a's struct pt_regs: for
-// amd64 the value of bpf/abi.h's enum reg_slot (RAX is 10, RIP 16, RSP 19),
+// amd64 the value of bpf/abi.h's enum reg_slot_x86 (RAX is 10, RIP 16, RSP 19),
 // for arm64 the index into user_pt_regs (X0 is 0, X30 30, SP 31, PC 32,
 // PSTATE 33). It reports false when r is not a register of a (an arm64
 // register asked of amd64, or None).

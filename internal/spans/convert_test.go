@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
+	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/otel-uprobe/uprobereceiver/internal/target"
@@ -46,6 +47,9 @@ func TestExtend(t *testing.T) {
 		})
 	}
 }
+
+// flags is the enum of testdata/names/names.c.
+var flags = []debuginfo.Enumerator{{Name: "FLAG_NONE", Value: 0}, {Name: "FLAG_READ", Value: 1}, {Name: "FLAG_WRITE", Value: 2}, {Name: "FLAG_SYNC", Value: 4}}
 
 func TestPutInt(t *testing.T) {
 	u := func(n uint8) fetch.Type { return uType(n) }
@@ -107,6 +111,13 @@ func TestPutInt(t *testing.T) {
 		{"arg 4 unsigned as s64", arg(s(8), 4, false, 0), 0x1_8000_0000, int64(0x8000_0000)},
 		{"arg 8 as u8", arg(u(1), 8, false, 0), 0x1234, int64(0x34)},
 		{"ah signed as u16", arg(u(2), 1, true, 8), 0x80ff, int64(0xff80)},
+
+		// Enums of $names: by name, flags joined with "|", else the number.
+		{"enum value", target.Value{Type: u(4), Enum: flags}, 2, "FLAG_WRITE"},
+		{"enum zero", target.Value{Type: u(4), Enum: flags}, 0, "FLAG_NONE"},
+		{"enum flags", target.Value{Type: u(4), Enum: flags}, 0x1_0000_0005, "FLAG_READ|FLAG_SYNC"},
+		{"enum unknown", target.Value{Type: u(4), Enum: flags}, 9, "9"},
+		{"signed enum", target.Value{Type: s(4), Enum: []debuginfo.Enumerator{{Name: "ERR", Value: -1}, {Name: "OK", Value: 0}}}, 0xffff_ffff, "ERR"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

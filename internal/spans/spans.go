@@ -20,6 +20,7 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/otel-uprobe/uprobereceiver/internal/target"
@@ -407,6 +408,10 @@ func intValue(v target.Value, raw uint64) int64 {
 // putInt converts a stored integer as v describes and puts it.
 func putInt(attrs pcommon.Map, key string, v target.Value, raw uint64, text *arena) {
 	x := intValue(v, raw)
+	if v.Enum != nil {
+		attrs.PutStr(key, debuginfo.FormatEnum(v.Enum, x))
+		return
+	}
 	if v.Type.Kind == fetch.KindHex {
 		attrs.PutStr(key, text.str(func(b []byte) []byte { return strconv.AppendUint(append(b, "0x"...), uint64(x), 16) }))
 		return

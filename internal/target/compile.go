@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
@@ -23,42 +24,36 @@ const (
 // u64 is the type of untyped values that are not USDT arguments.
 var u64 = fetch.Type{Kind: fetch.KindUnsigned, Size: 8}
 
-func compileAll(specs []fetchSpec, p config.Probe, loc location, r role) ([]Fetch, error) {
-	out := make([]Fetch, 0, len(specs))
-	var errs []error
-	for _, s := range specs {
-		f, err := compile(s.Attribute, p, loc, r)
-		if err != nil {
-			what := fmt.Sprintf("attribute %q", s.Key)
-			if s.Role != RoleAttribute {
-				what = s.Key
-			}
-			errs = append(errs, fmt.Errorf("%s: %w", what, err))
-			continue
-		}
-		f.Role = s.Role
-		out = append(out, f)
-	}
-	return out, errors.Join(errs...)
-}
-
 // compile turns one fetch expression into the engine's terms for one
-// location: argN of a USDT probe is that site's argument spec, argN of a
-// uprobe the SysV x86-64 integer argument, retval RAX at a return probe.
+// location, in the registers of the location's file's architecture: argN of
+// a USDT probe is that site's argument spec, argN of a uprobe the integer
+// argument of the C calling convention (SysV x86-64, AAPCS64) or of Go's
+// register ABI, retval the register of the return value at a return probe,
+// %REG a register of the file's architecture.
 func compile(a config.Attribute, p config.Probe, loc location, r role) (Fetch, error) {
 	e := a.Expr
 	f := Fetch{Key: a.Key, Text: e.Text, Base: BaseRegister}
+	arch := regs.ArchAMD64
+	if loc.file != nil {
+		arch = loc.file.arch
+	}
 	var own []int64 // dereferences that read the argument itself
 	switch e.Root {
 	case fetch.RootRegister:
-		f.Register = e.Register
+		reg, ok := registerOn(e.Register, arch)
+		if !ok {
+			return Fetch{}, fmt.Errorf("%q: %%%s is %s register, and the file is %s (registers: %s)",
+				e.Text, e.Register, archArticle(e.Register.Arch()), archName(arch), registerList(arch))
+		}
+		f.Register = reg
 	case fetch.RootRetval:
 		if !p.Returns() {
 			return Fetch{}, fmt.Errorf("%q: retval needs a uretprobe: or ret: exit", e.Text)
 		}
-		f.Register = regs.SysVReturn // also Go's first result
+		f.Register = arch.CReturn() // also Go's first result: rax, x0 (R0)
 	case fetch.RootArg:
 		isGo := loc.file != nil && loc.file.isGo
+		goArgs, cArgs := arch.GoIntArgs(), arch.CIntArgs()
 		switch {
 		case p.Kind == config.KindUSDT:
 			var err error
@@ -67,26 +62,27 @@ func compile(a config.Attribute, p config.Probe, loc location, r role) (Fetch, e
 			}
 		case p.Returns():
 			return Fetch{}, fmt.Errorf("%q: arguments are gone when a function returns", e.Text)
-		case isGo && e.Arg < len(regs.GoIntArgs):
-			f.Register = regs.GoIntArgs[e.Arg]
+		case isGo && e.Arg < len(goArgs):
+			f.Register = goArgs[e.Arg]
 			if e.Type.Kind == fetch.KindGoString {
-				if e.Arg+1 >= len(regs.GoIntArgs) {
+				if e.Arg+1 >= len(goArgs) {
 					return Fetch{}, fmt.Errorf("%q: a Go string in arg%d would have its length on the stack", e.Text, e.Arg)
 				}
-				f.LenRegister = regs.GoIntArgs[e.Arg+1]
+				f.LenRegister = goArgs[e.Arg+1]
 			}
 		case isGo:
-			return Fetch{}, fmt.Errorf("%q: Go passes %d integer arguments in registers; arg%d is on the stack", e.Text, len(regs.GoIntArgs), e.Arg)
-		case e.Arg < len(regs.SysVIntArgs):
-			f.Register = regs.SysVIntArgs[e.Arg]
-			if e.Type.Kind == fetch.KindGoString && e.Arg+1 < len(regs.SysVIntArgs) {
-				f.LenRegister = regs.SysVIntArgs[e.Arg+1]
+			return Fetch{}, fmt.Errorf("%q: Go passes %d integer arguments in registers on %s; arg%d is on the stack", e.Text, len(goArgs), archName(arch), e.Arg)
+		case e.Arg < len(cArgs):
+			f.Register = cArgs[e.Arg]
+			if e.Type.Kind == fetch.KindGoString && e.Arg+1 < len(cArgs) {
+				f.LenRegister = cArgs[e.Arg+1]
 			}
 		case loc.AtEntry:
-			// At the first instruction, 0(%rsp) is the return address and
-			// stack argument 6 is at 8(%rsp).
-			f.Register = regs.RSP
-			own = []int64{int64(8 * (e.Arg - len(regs.SysVIntArgs) + 1))}
+			// At the first instruction the stack arguments are above the
+			// stack pointer: on x86-64 past the return address (stack
+			// argument 6 at 8(%rsp)), on arm64 from [sp] on (argument 8).
+			f.Register = arch.StackPointer()
+			own = []int64{arch.CStackArgsOffset() + int64(8*(e.Arg-len(cArgs)))}
 		default:
 			return Fetch{}, fmt.Errorf("%q: stack argument arg%d is only known at the function's first instruction", e.Text, e.Arg)
 		}
@@ -178,9 +174,18 @@ func usdtArg(f *Fetch, n int, loc location) ([]int64, error) {
 		if op.Symbol != "" {
 			symAddr, err := loc.file.symbolAddress(op.Symbol)
 			if err != nil {
+				if strings.HasPrefix(op.Symbol, ".L") {
+					err = fmt.Errorf("%w: it is an assembler-local label (a gcc section anchor) that only the object file knew, so the variable's address cannot be had; building the program with -fno-section-anchors makes gcc name the variable itself", err)
+				}
 				return nil, fmt.Errorf("site at %#x: arg%d (%q): %w", l.Address, n, arg.Text, err)
 			}
 			switch {
+			case op.SymbolLow12:
+				// arm64 "[x0, #:lo12:sym]": the base register holds the
+				// symbol's 4 KiB page (adrp), and a load bias is a
+				// multiple of the page size, so the low 12 bits of the
+				// link-time address are those at run time.
+				disp = int64((symAddr + uint64(op.Disp)) & 0xfff)
 			case op.Base == regs.RIP:
 				// At the probe, %rip holds the runtime address of the
 				// instruction the uprobe is on (which may be the nop5 after
@@ -205,4 +210,41 @@ func usdtArg(f *Fetch, n int, loc location) ([]int64, error) {
 		return []int64{disp}, nil
 	}
 	return nil, fmt.Errorf("site at %#x: arg%d (%q): unknown operand", l.Address, n, arg.Text)
+}
+
+// registerOn returns register r of a fetch expression as a register of
+// architecture a: r itself when it is one of a's, the stack pointer for the
+// stack pointer of the other architecture (%sp names it on both); false
+// for a register a does not have.
+func registerOn(r regs.Register, a regs.Arch) (regs.Register, bool) {
+	switch {
+	case r.Arch() == a:
+		return r, true
+	case r == regs.RSP && a == regs.ArchARM64:
+		return regs.SP, true
+	case r == regs.SP && a == regs.ArchAMD64:
+		return regs.RSP, true
+	}
+	return regs.None, false
+}
+
+// archName names an architecture in messages: "x86-64" or "arm64".
+func archName(a regs.Arch) string {
+	if a == regs.ArchAMD64 {
+		return "x86-64"
+	}
+	return a.String()
+}
+
+// archArticle says "an x86-64" or "an arm64".
+func archArticle(a regs.Arch) string {
+	return "an " + archName(a)
+}
+
+// registerList lists the register names fetch expressions take for a.
+func registerList(a regs.Arch) string {
+	if a == regs.ArchARM64 {
+		return "%x0…%x30, %fp, %lr, %sp, %pc"
+	}
+	return "%ax, %bx, %cx, %dx, %si, %di, %bp, %sp, %ip, %r8…%r15 and their 64-bit AT&T names"
 }

@@ -3,9 +3,13 @@ package target
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
+	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
+	"github.com/otel-uprobe/uprobereceiver/internal/regs"
 )
 
 // Options say what the running kernel can do, as far as placing probes
@@ -15,9 +19,27 @@ type Options struct {
 	// calls (Linux 6.17 on x86-64): USDT sites of the "nop; nop5" form are
 	// then probed on their nop5.
 	OptimizedUprobes bool
+	// ARM64StepsNop says the kernel single-steps a uprobe on an arm64 nop
+	// (Linux before 6.13, which simulates it): USDT sites on arm64 are
+	// then reported as single-stepped.
+	ARM64StepsNop bool
+	// Arch is the architecture whose files the plan may hold: the one the
+	// collector runs on, since the kernel runs uprobes only in programs of
+	// its own architecture. A file of another architecture is refused with
+	// a sentence saying so. ArchUnknown reads files of every supported
+	// architecture (x86-64, arm64), as tools and tests on any host do.
+	Arch regs.Arch
 	// Locator finds the files of a target; nil takes an absolute path as
 	// the one file and refuses names.
 	Locator Locator
+	// DebugDirs are the roots of separate debug files
+	// (DIR/.build-id/xx/rest.debug, DIR/<directory>/<debuglink name>),
+	// searched when a target needs debuginfo: nil means /usr/lib/debug, an
+	// empty non-nil slice none.
+	DebugDirs []string
+	// Debuginfod, when set, fetches a debug file by build id when no local
+	// one is found (debuginfo.NewDebuginfodFromEnv reads DEBUGINFOD_URLS).
+	Debuginfod *debuginfo.Debuginfod
 }
 
 // Candidate is one file a target may trace.
@@ -103,8 +125,7 @@ func Resolve(targets []config.Target, opts ...Options) (*Plan, error) {
 		}
 		tg.Executable = first == nil || first.executable()
 		plan.Targets = append(plan.Targets, tg)
-		def, err := plan.define(i, t, first)
-		plan.defs = append(plan.defs, def)
+		_, err = plan.define(i, t, first)
 		if err != nil {
 			errs = append(errs, err)
 			if first != nil {
@@ -146,66 +167,211 @@ func Resolve(targets []config.Target, opts ...Options) (*Plan, error) {
 type targetDef struct {
 	target config.Target
 	probes []*probeDef
+	noted  map[string]bool
 }
 
-// probeDef is one probe of a target, as the configuration defines it.
+// note adds a sentence to target ti's notes, once.
+func (plan *Plan) note(ti int, format string, args ...any) {
+	def := plan.defs[ti]
+	n := fmt.Sprintf(format, args...)
+	if !def.noted[n] {
+		def.noted[n] = true
+		plan.Targets[ti].Notes = append(plan.Targets[ti].Notes, n)
+	}
+}
+
+// probeDef is one probe of a target, as the configuration (and, for a
+// function pattern, the first file) defines it.
 type probeDef struct {
-	id        int
-	probe     config.Probe
+	id    int // -1 until it is in the plan
+	key   string
+	ref   string
+	probe config.Probe
+	// fns restricts a function probe to the functions of these names (a
+	// pattern's match); nil means every function of the probe's symbol.
+	fns []string
+	// locs are its locations in the file it was defined from.
+	locs      []location
 	entrySpan int
 	exitSpan  int
 	entry     []fetchSpec
 	exit      []fetchSpec
+	// entryLenient and exitLenient say the span it opens or closes was
+	// expanded from a function pattern: a name its function lacks is left
+	// out (with a note) instead of failing the plan.
+	entryLenient, exitLenient bool
+	// entryFilter and exitFilter are the conditions of the span it opens
+	// and of the span it closes.
+	entryFilter, exitFilter []config.Condition
+	// counted are the conditions of a filtered counter (filtered set): its
+	// hits are those that pass them.
+	counted  []config.Condition
+	filtered bool
+	// hist is the value a counter's histogram records, and histID 1 + its
+	// index in the plan's Histograms.
+	hist   *config.Attribute
+	histID int
+}
+
+// site says whether the probe needs the site program (spans, conditions,
+// a histogram) rather than the bare counter.
+func (pd *probeDef) site() bool {
+	return pd.entrySpan >= 0 || pd.exitSpan >= 0 || pd.filtered || pd.hist != nil
 }
 
 // define adds the probes and spans of target ti to the plan. fl is the
-// target's first file, or nil when it has none yet: returns: auto then
-// takes the kernel's return probes.
+// target's first file, or nil when it has none yet: what only a file can
+// tell (the functions a pattern matches, the return probes of returns:
+// auto) is then decided without it, and function patterns are refused.
 func (plan *Plan) define(ti int, t config.Target, fl *file) (*targetDef, error) {
-	def := &targetDef{target: t}
+	def := &targetDef{target: t, noted: map[string]bool{}}
+	plan.defs = append(plan.defs, def)
+	note := func(format string, args ...any) { plan.note(ti, format, args...) }
 	var errs []error
-	byRef := map[string]*probeDef{}
-	probe := func(ref string) *probeDef {
+	byKey := map[string]*probeDef{}
+	// find defines a reference once; fns restricts a function probe to
+	// some functions of its name (a pattern's match). register adds a
+	// found probe to the plan.
+	// findAs is find with a key suffix and reference of its own: a
+	// filtered counter is a probe apart from its unfiltered probe.
+	findAs := func(ref string, fns []function, suffix, as string) (*probeDef, error) {
 		p, err := config.ParseProbe(ref)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("target %s: %w", t.Path, err))
-			return nil
+			return nil, fmt.Errorf("target %s: %w", t.Path, err)
 		}
-		if pd, ok := byRef[p.String()]; ok {
-			return pd
+		key := p.String()
+		if fl != nil && fns != nil && addresses(fns) != addresses(fl.functions[p.Symbol]) {
+			key += "@" + addresses(fns)
 		}
-		pd := &probeDef{id: len(plan.Probes), probe: p, entrySpan: -1, exitSpan: -1}
-		plan.Probes = append(plan.Probes, Probe{Target: ti, Ref: ref, Kind: p.Kind})
-		byRef[p.String()] = pd
-		def.probes = append(def.probes, pd)
-		return pd
+		key += suffix
+		if pd, ok := byKey[key]; ok {
+			return pd, nil
+		}
+		if as == "" {
+			as = ref
+		}
+		pd := &probeDef{id: -1, key: key, ref: as, probe: p, entrySpan: -1, exitSpan: -1}
+		for _, fn := range fns {
+			pd.fns = append(pd.fns, fn.Name)
+		}
+		if fl != nil {
+			if pd.locs, err = fl.locate(p, fns); err != nil {
+				return nil, err
+			}
+		}
+		byKey[key] = pd
+		return pd, nil
 	}
-	for _, s := range t.Spans {
+	find := func(ref string, fns []function) (*probeDef, error) { return findAs(ref, fns, "", "") }
+	register := func(pd *probeDef) {
+		if pd.id >= 0 {
+			return
+		}
+		pd.id = len(plan.Probes)
+		plan.Probes = append(plan.Probes, Probe{Target: ti, Ref: pd.ref, Kind: pd.probe.Kind, Filtered: pd.filtered})
+		def.probes = append(def.probes, pd)
+	}
+
+	var jobs []spanJob
+	if fl != nil {
+		var err error
+		if jobs, err = fl.spanJobs(t.Spans, note); err != nil {
+			errs = append(errs, fmt.Errorf("target %s: %w", t.Path, err))
+		}
+	} else {
+		for _, s := range t.Spans {
+			if s.IsPattern() {
+				errs = append(errs, fmt.Errorf("target %s: function pattern %q: a pattern needs the target's file at Start", t.Path, s.Function))
+				continue
+			}
+			jobs = append(jobs, spanJob{span: s})
+		}
+	}
+	claimed := map[uint64]int{} // virtual address of a span's probe → the span
+	for _, j := range jobs {
+		s := j.span
 		entryRef, exitRef := s.Probes()
 		if fl != nil {
-			entryRef, exitRef = fl.spanProbes(s)
+			entryRef, exitRef = fl.spanProbes(s, j.fns)
 		}
-		entry, exit := probe(entryRef), probe(exitRef)
-		if entry == nil || exit == nil {
+		entry, err1 := find(entryRef, j.fns)
+		exit, err2 := find(exitRef, j.fns)
+		if err1 != nil || err2 != nil {
+			if j.pattern != "" {
+				note("function pattern %q: %s left out: %v", j.pattern, s.Function, errors.Join(err1, err2))
+			} else {
+				errs = append(errs, err1, err2)
+			}
 			continue
+		}
+		if j.pattern != "" {
+			// A function another span already traces keeps that span: a
+			// span as configured, or the first pattern that matched it.
+			if other, ok := claimedBy(claimed, entry, exit); ok {
+				note("function pattern %q: %s left out: span %q already traces it", j.pattern, s.Function, plan.Spans[other].Name)
+				continue
+			}
 		}
 		entryFetches, exitFetches, err := spanFetches(s)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("target %s: span %q: %w", t.Path, s.Name, err))
+			errs = append(errs, fmt.Errorf("target %s: span %q: %w", t.Path, s.SpanName(""), err))
 			continue
 		}
+		entryFilter, err1 := config.ParseConditions(s.Filter)
+		exitFilter, err2 := config.ParseConditions(s.ExitFilter)
+		if err := errors.Join(err1, err2); err != nil {
+			errs = append(errs, fmt.Errorf("target %s: span %q: %w", t.Path, s.SpanName(""), err))
+			continue
+		}
+		register(entry)
+		register(exit)
 		sd, err := spanDef(ti, s, entryRef, exitRef, entry.id, exit.id)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("target %s: span %q: %w", t.Path, s.Name, err))
+			errs = append(errs, fmt.Errorf("target %s: span %q: %w", t.Path, s.SpanName(""), err))
 			continue
 		}
+		sd.Pattern = j.pattern
 		id := len(plan.Spans)
 		plan.Spans = append(plan.Spans, sd)
-		entry.entrySpan, entry.entry = id, entryFetches
-		exit.exitSpan, exit.exit = id, exitFetches
+		for _, pd := range []*probeDef{entry, exit} {
+			for _, l := range pd.locs {
+				if _, ok := claimed[l.Address]; !ok {
+					claimed[l.Address] = id
+				}
+			}
+		}
+		entry.entrySpan, entry.entry, entry.entryLenient, entry.entryFilter = id, entryFetches, j.pattern != "", entryFilter
+		exit.exitSpan, exit.exit, exit.exitLenient, exit.exitFilter = id, exitFetches, j.pattern != "", exitFilter
 	}
 	for _, c := range t.Counters {
-		probe(c)
+		conds, err := config.ParseConditions(c.Filter)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("target %s: counter %s: %w", t.Path, c.Probe, err))
+			continue
+		}
+		suffix := ""
+		for _, cond := range conds {
+			suffix += " && " + cond.String()
+		}
+		pd, err := findAs(c.Probe, nil, suffix, c.Ref())
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		pd.counted, pd.filtered = conds, len(conds) > 0
+		if c.Histogram != "" {
+			e, err := fetch.Parse(c.Histogram)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("target %s: counter %s: histogram: %w", t.Path, c.Ref(), err))
+				continue
+			}
+			pd.hist = &config.Attribute{Key: "histogram", Expr: e}
+		}
+		register(pd)
+		if pd.hist != nil {
+			plan.Histograms = append(plan.Histograms, Histogram{Probe: pd.id, Expr: c.Histogram})
+			pd.histID = len(plan.Histograms)
+		}
 	}
 	return def, errors.Join(errs...)
 }
@@ -248,9 +414,9 @@ func (plan *Plan) readFile(ti int, c Candidate, fl *file) (_ *FileSpec, err erro
 	tg := plan.Targets[ti]
 	spec := &FileSpec{
 		File: File{
-			Target: ti, Path: c.Path, SeenAs: c.SeenAs, ID: fl.id, Executable: fl.executable(),
+			Target: ti, Path: c.Path, SeenAs: c.SeenAs, ID: fl.id, Executable: fl.executable(), Arch: fl.arch,
 			Go: fl.isGo, GoVersion: fl.goVersion, GoIDOffset: fl.goIDOff,
-			BuildID: fl.buildID, GoBuildID: fl.goBuildID,
+			BuildID: fl.buildID, GoBuildID: fl.goBuildID, ThroughRoot: c.Path != c.SeenAs,
 		},
 		Locations: map[int]int{},
 	}
@@ -258,8 +424,17 @@ func (plan *Plan) readFile(ti int, c Candidate, fl *file) (_ *FileSpec, err erro
 		return nil, fmt.Errorf("target %s: %s: %w (the file has %q, the target wants %q)", t.Path, c.Path, ErrBuildIDMismatch, fl.buildID, tg.BuildID)
 	}
 	var errs []error
+	note := func(format string, args ...any) { plan.note(ti, format, args...) }
 	for _, pd := range def.probes {
-		locs, err := fl.locate(pd.probe)
+		var fns []function
+		for _, name := range pd.fns {
+			fns = append(fns, fl.functions[name]...)
+		}
+		if pd.fns != nil && len(fns) == 0 {
+			errs = append(errs, fmt.Errorf("target %s: %s: %s: no function %s in this file", t.Path, c.Path, pd.probe, strings.Join(pd.fns, ", ")))
+			continue
+		}
+		locs, err := fl.locate(pd.probe, fns)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -274,27 +449,37 @@ func (plan *Plan) readFile(ti int, c Candidate, fl *file) (_ *FileSpec, err erro
 				Probe:        pd.id,
 				Class:        loc.Class,
 			}
-			if pd.entrySpan < 0 && pd.exitSpan < 0 && !tg.Chosen {
+			if !pd.site() && !tg.Chosen {
 				a.Program, a.Cookie = ProgramCount, uint64(pd.id)
+				if spec.File.ThroughRoot {
+					a.Program = ProgramCountPerProcess
+				}
 				spec.Attachments = append(spec.Attachments, a)
 				continue
 			}
-			site := Site{Probe: pd.id, EntrySpan: pd.entrySpan, ExitSpan: pd.exitSpan}
+			site := Site{Probe: pd.id, EntrySpan: pd.entrySpan, ExitSpan: pd.exitSpan, PerProcess: spec.File.ThroughRoot}
+			cc := compiler{file: fl, probe: pd.probe, loc: loc}
 			if pd.entrySpan >= 0 {
-				if site.Entry, err = compileAll(pd.entry, pd.probe, loc, atEntry); err != nil {
-					errs = append(errs, fmt.Errorf("target %s: span %q: %s: %w", t.Path, plan.Spans[pd.entrySpan].Name, pd.probe, err))
+				cc.role, cc.lenient, cc.span = atEntry, pd.entryLenient, plan.Spans[pd.entrySpan].Name
+				if site.Entry, err = cc.all(pd.entry, note); err != nil {
+					errs = append(errs, fmt.Errorf("target %s: span %q: %s: %w", t.Path, cc.span, pd.probe, err))
 				}
 			}
 			if pd.exitSpan >= 0 {
-				if site.Exit, err = compileAll(pd.exit, pd.probe, loc, atExit); err != nil {
-					errs = append(errs, fmt.Errorf("target %s: span %q: %s: %w", t.Path, plan.Spans[pd.exitSpan].Name, pd.probe, err))
+				cc.role, cc.lenient, cc.span = atExit, pd.exitLenient, plan.Spans[pd.exitSpan].Name
+				if site.Exit, err = cc.all(pd.exit, note); err != nil {
+					errs = append(errs, fmt.Errorf("target %s: span %q: %s: %w", t.Path, cc.span, pd.probe, err))
 				}
+			}
+			if err := cc.conditions(pd, &site, note); err != nil {
+				errs = append(errs, fmt.Errorf("target %s: %s: %w", t.Path, pd.ref, err))
 			}
 			a.Program, a.Cookie = ProgramSite, uint64(len(spec.Sites))
 			spec.Sites = append(spec.Sites, site)
 			spec.Attachments = append(spec.Attachments, a)
 		}
 	}
+	spec.File.DebugInfo = fl.debugSource()
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

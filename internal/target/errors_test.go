@@ -13,12 +13,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/regs"
 	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 )
 
 // counting is a target that only counts refs.
 func counting(path string, refs ...string) config.Target {
-	return config.Target{Path: path, Counters: refs}
+	return config.Target{Path: path, Counters: config.CountersOf(refs...)}
 }
 
 // resolveErr resolves targets, which must fail, and returns the error lines.
@@ -30,14 +31,14 @@ func resolveErr(t *testing.T, targets ...config.Target) []string {
 	return strings.Split(err.Error(), "\n")
 }
 
-// aarch64Copy copies path with e_machine patched to EM_AARCH64.
-func aarch64Copy(t *testing.T, path string) string {
+// machineCopy copies path with e_machine patched to machine.
+func machineCopy(t *testing.T, path string, machine byte) string {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	require.Equal(t, []byte{0x3e, 0x00}, data[18:20], "EM_X86_64, little-endian")
-	data[18], data[19] = 0xb7, 0x00
-	out := filepath.Join(t.TempDir(), "demo-aarch64")
+	data[18], data[19] = machine, 0x00
+	out := filepath.Join(t.TempDir(), fmt.Sprintf("demo-machine-%d", machine))
 	require.NoError(t, os.WriteFile(out, data, 0o755))
 	return out
 }
@@ -51,7 +52,7 @@ func TestResolveFileErrors(t *testing.T) {
 	empty := filepath.Join(dir, "empty")
 	require.NoError(t, os.WriteFile(empty, nil, 0o644))
 	missing := filepath.Join(dir, "missing")
-	arm := aarch64Copy(t, b.Program)
+	ppc := machineCopy(t, b.Program, 0x15) // EM_PPC64
 
 	// A relocatable object is an ELF file, but nothing runs it.
 	src := filepath.Join(dir, "obj.c")
@@ -67,7 +68,7 @@ func TestResolveFileErrors(t *testing.T) {
 		{"missing file", missing, fmt.Sprintf("target %s: no such file", missing)},
 		{"text file", text, fmt.Sprintf("target %s: not an ELF file (", text)},
 		{"empty file", empty, fmt.Sprintf("target %s: not an ELF file (", empty)},
-		{"aarch64 file", arm, fmt.Sprintf("target %s: ELFCLASS64 EM_AARCH64 file; only x86-64 files (ELFCLASS64, EM_X86_64) can be traced", arm)},
+		{"ppc64 file", ppc, fmt.Sprintf("target %s: ELFCLASS64 ELFDATA2LSB EM_PPC64 file; only x86-64 and little-endian arm64 files (ELFCLASS64, ELFDATA2LSB, EM_X86_64 or EM_AARCH64) can be traced", ppc)},
 		{"relocatable object", obj, fmt.Sprintf("target %s: ET_REL is neither an executable nor a shared library", obj)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -76,6 +77,23 @@ func TestResolveFileErrors(t *testing.T) {
 			assert.True(t, strings.HasPrefix(lines[0], c.want), "got %q, want it to start with %q", lines[0], c.want)
 		})
 	}
+}
+
+// A file of another architecture than the collector's is refused with one
+// sentence when the plan is for the host (Options.Arch), and read
+// otherwise.
+func TestResolveOtherArchitecture(t *testing.T) {
+	b := testutil.BuildDemo(t, "-O2")
+	arm := machineCopy(t, b.Program, 0xb7) // EM_AARCH64
+	_, err := Resolve([]config.Target{counting(arm, "uprobe:f")}, Options{Arch: regs.ArchAMD64})
+	require.Error(t, err)
+	assert.Equal(t, fmt.Sprintf("target %s: an arm64 file (EM_AARCH64); this collector runs on amd64 and attaches uprobes only to amd64 files: run the arm64 build of the collector for it", arm), err.Error())
+
+	plan, err := Resolve([]config.Target{counting(b.Program, "uprobe:work")}, Options{Arch: regs.ArchAMD64})
+	require.NoError(t, err)
+	assert.Equal(t, regs.ArchAMD64, plan.Files[0].Arch)
+	_, err = Resolve([]config.Target{counting(b.Program, "uprobe:work")}, Options{Arch: regs.ArchARM64})
+	require.ErrorContains(t, err, "an amd64 file (EM_X86_64); this collector runs on arm64 and attaches uprobes only to arm64 files")
 }
 
 func TestResolveNotFound(t *testing.T) {
@@ -142,7 +160,7 @@ func TestResolveNotFound(t *testing.T) {
 	})
 	t.Run("a bad reference", func(t *testing.T) {
 		lines := resolveErr(t, counting(prog, "kprobe:work"))
-		assert.Equal(t, []string{fmt.Sprintf(`target %s: probe "kprobe:work": unknown probe kind "kprobe" (want usdt, uprobe, uretprobe or ret)`, prog)}, lines)
+		assert.Equal(t, []string{fmt.Sprintf(`target %s: probe "kprobe:work": unknown probe kind "kprobe" (want usdt, uprobe, uretprobe, ret or line)`, prog)}, lines)
 	})
 }
 
@@ -165,7 +183,7 @@ func TestResolveAllErrors(t *testing.T) {
 				{Name: "w", Function: "wrok"},
 				{Name: "ok", Function: "work", Attributes: map[string]string{"x": "arg0"}},
 			},
-			Counters: []string{"usdt:demo:tock", "uprobe:inner+0x1000"},
+			Counters: config.CountersOf("usdt:demo:tock", "uprobe:inner+0x1000"),
 		},
 		counting(text, "uprobe:f"),
 		config.Target{
@@ -199,7 +217,7 @@ func TestResolveRefusesSpecialFiles(t *testing.T) {
 	fifo := filepath.Join(dir, "fifo")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
 	for path, kind := range map[string]string{fifo: "a FIFO", dir: "a directory", "/dev/null": "a character device"} {
-		_, err := Resolve([]config.Target{{Path: path, Counters: []string{"uprobe:main"}}})
+		_, err := Resolve([]config.Target{{Path: path, Counters: config.CountersOf("uprobe:main")}})
 		assert.EqualError(t, err, "target "+path+": not a regular file ("+kind+")")
 	}
 }
@@ -219,7 +237,7 @@ func TestDemangledNameSuggestsMangled(t *testing.T) {
 		"uprobe:app::handle(int)":      "use the mangled name: uprobe:_ZN3app6handleEi (app::handle(int))",
 		"uretprobe:app::Server::serve": "use the mangled name: uretprobe:_ZN3app6Server5serveEi (app::Server::serve(int))",
 	} {
-		_, err := Resolve([]config.Target{{Path: bin, Counters: []string{ref}}})
+		_, err := Resolve([]config.Target{{Path: bin, Counters: config.CountersOf(ref)}})
 		require.Error(t, err, ref)
 		assert.Contains(t, err.Error(), want, ref)
 	}

@@ -7,12 +7,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+	"github.com/otel-uprobe/uprobereceiver/internal/testutil/testconfig"
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
 )
 
 // demoTargets is the configuration of receiver/e2e_test.go.
-var demoTargets = testutil.DemoTargets
+var demoTargets = testconfig.DemoTargets
 
 // symbol is a symbol of an ELF file, with the file offset of its first byte
 // computed through its section (not through the program headers, as the

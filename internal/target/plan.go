@@ -3,6 +3,15 @@
 // from the traced ELF files (their own class, byte order and machine, never
 // the host's) and the configuration. It opens files but never touches the
 // kernel: internal/tracer turns a Plan into kernel objects.
+//
+// A target that uses $names, line: probes or function patterns has its
+// debuginfo opened (package debuginfo) once, from the very file read, and
+// closed when its plan is made; other targets never look for it. Names are
+// compiled per location into the same fetches register expressions give;
+// line: probes are placed on the line table's statement starts with the
+// checks of uprobe:SYMBOL+0xOFF; a function pattern becomes one span
+// definition per matched function. Inspect reads a file the same way for
+// the probe browser (cmd/uprobe-list).
 package target
 
 import (
@@ -13,6 +22,7 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
 	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
@@ -32,6 +42,9 @@ type Plan struct {
 	Spans       []Span
 	Sites       []Site
 	Attachments []Attachment
+	// Histograms are the value histograms of counters (histogram:); a
+	// site's ValueHist selects one.
+	Histograms []Histogram
 	// Refused says which files Resolve found and did not read, and why
 	// (another build than the target's build_id).
 	Refused []error
@@ -65,6 +78,10 @@ type Target struct {
 	// interpreter): processes that map it run it. False for a shared
 	// library. Taken from the first file read.
 	Executable bool
+	// Notes are what the plan leaves out on purpose, one sentence each, for
+	// the log: functions a pattern matched that cannot be probed, names a
+	// pattern's function does not have, parameters $$params cannot read.
+	Notes []string
 }
 
 // File is one traced file of a target. Several files serve one target when
@@ -82,6 +99,9 @@ type File struct {
 	ID FileID
 	// Executable is true for a program, false for a shared library.
 	Executable bool
+	// Arch is the file's architecture (its ELF machine): register numbers
+	// in its sites' fetches are registers of Arch.
+	Arch regs.Arch
 	// Go is true for a Go binary: its spans pair by goroutine, its returns
 	// are probed on RET instructions and its arguments follow the Go ABI.
 	Go bool
@@ -93,6 +113,15 @@ type File struct {
 	// BuildID is the file's GNU build id (hex), GoBuildID its Go build id;
 	// empty when it has none.
 	BuildID, GoBuildID string
+	// ThroughRoot says the file was found through a process's root (it
+	// lives in another mount namespace: a container's): its hits are also
+	// counted per process, so that metrics carry container.id.
+	ThroughRoot bool
+	// DebugInfo says where the DWARF the file was read with came from, as
+	// "embedded", "build-id PATH", "debuglink PATH" or "debuginfod PATH";
+	// "" when the target needed none (no $names, line: probes or function
+	// patterns).
+	DebugInfo string
 	// Sites and Attachments are the ranges [Start, End) of the plan's
 	// sites and attachments that belong to the file.
 	Sites, Attachments Range
@@ -131,6 +160,17 @@ type Probe struct {
 	Kind config.ProbeKind
 	// Locations is the number of attach locations the probe resolved to.
 	Locations int
+	// Filtered says the probe is a filtered counter: its hits are those
+	// that pass its conditions, and Ref is "PROBE if CONDITION && …".
+	Filtered bool
+}
+
+// Histogram is the value histogram of one counter: the values of Expr, one
+// per counted hit of Probe, aggregated in the kernel.
+type Histogram struct {
+	Probe int
+	// Expr is the fetch expression as configured.
+	Expr string
 }
 
 // Span is one span definition.
@@ -145,6 +185,9 @@ type Span struct {
 	SampleRatio   float64
 	// Kind is the span kind.
 	Kind config.SpanKind
+	// Pattern is the function pattern (function: glob or source_file:)
+	// the definition was expanded from, "" for a span as configured.
+	Pattern string
 	// Function says the span is one activation of a function: entry at its
 	// first instruction, exit at its return. The engine then knows the span
 	// is over when the stack unwinds past it (longjmp, exceptions).
@@ -181,6 +224,12 @@ const (
 	RoleParentSpanID
 	// RoleStatus is the value of the span's status_error condition.
 	RoleStatus
+	// RoleFilter is the value of a condition, compared in the kernel and
+	// never stored.
+	RoleFilter
+	// RoleHistogram is a counter's histogram value, aggregated in the
+	// kernel and never stored.
+	RoleHistogram
 )
 
 // Site is one location that opens or closes spans, or counts hits for a
@@ -195,6 +244,31 @@ type Site struct {
 	EntrySpan, ExitSpan int
 	// Entry and Exit are the fetches run for each role, in attribute-key order.
 	Entry, Exit []Fetch
+	// Filters are the conditions of the site: of the span it opens
+	// (at entry), of the span it closes (AtExit), or of its filtered
+	// counter (FilteredHits).
+	Filters []Filter
+	// FilteredHits says only hits that pass Filters count: the site of a
+	// filtered counter.
+	FilteredHits bool
+	// PerProcess says the site's hits are also counted per process (a
+	// file found through a process's root).
+	PerProcess bool
+	// ValueHist is 1 + the index of the plan's Histogram the site feeds
+	// with HistValue, 0 for none.
+	ValueHist int
+	HistValue Fetch
+}
+
+// Filter is one compiled condition.
+type Filter struct {
+	// Value fetches what is compared: an integer, or the address of a
+	// string.
+	Value Fetch
+	// Cond is the condition as parsed from the configuration.
+	Cond config.Condition
+	// AtExit says it is evaluated where the site closes a span.
+	AtExit bool
 }
 
 // Program selects the engine program an attachment runs.
@@ -205,6 +279,9 @@ const (
 	ProgramCount Program = iota + 1
 	// ProgramSite runs a site's spec; the cookie is the site id.
 	ProgramSite
+	// ProgramCountPerProcess counts hits, also per process; the cookie is
+	// the probe id.
+	ProgramCountPerProcess
 )
 
 // Attachment is one uprobe or uretprobe to create.
@@ -309,6 +386,10 @@ type Fetch struct {
 type Value struct {
 	// Type is the attribute's type: the configured one, or the default.
 	Type fetch.Type
+	// Enum is the value-to-name table of a $name of an enum type: the
+	// attribute is the enumerator's name (debuginfo.FormatEnum: flags as
+	// "A|B", unknown values as the number). Nil for other values.
+	Enum []debuginfo.Enumerator
 	// FromArg is true when the stored integer is a USDT argument's own value:
 	// it is first cut to ArgSize bytes after a right shift of Shift bits and
 	// sign-extended when ArgSigned, then converted to Type.

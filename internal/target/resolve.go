@@ -2,6 +2,7 @@ package target
 
 import (
 	"bytes"
+	"context"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -13,10 +14,12 @@ import (
 	"github.com/ianlancetaylor/demangle"
 	"github.com/otel-uprobe/uprobereceiver/internal/buildid"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/elfaddr"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/otel-uprobe/uprobereceiver/internal/gobin"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
+	"github.com/otel-uprobe/uprobereceiver/internal/regs"
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
 	"golang.org/x/sys/unix"
 )
@@ -36,6 +39,7 @@ type file struct {
 	opts      Options
 	raw       *os.File
 	id        FileID
+	arch      regs.Arch // from the file's machine
 	isGo      bool
 	goVersion string
 	goIDOff   uint16
@@ -44,11 +48,18 @@ type file struct {
 	decoded   map[uint64][]insn.Inst
 	elf       *elf.File
 	functions map[string][]function
-	byAddress []function      // functions with a size, sorted by address, built on first use
-	fdes      []elfaddr.Range // .eh_frame function ranges, read on first use
+	byAddress []function            // functions with a size, sorted by address, built on first use
+	byStart   map[uint64][]function // functions by entry address, built on first use
+	fdes      []elfaddr.Range       // .eh_frame function ranges, read on first use
 	fdesRead  bool
 	probes    map[string]usdt.Probe // by "provider:name"
 	symbols   map[string]uint64     // every defined symbol's virtual address, read on first use
+
+	// The DWARF of the file, opened on first use (only for $names, line:
+	// probes and function patterns) and closed with the file.
+	dbg     *debuginfo.File
+	dbgErr  error
+	dbgDone bool
 }
 
 // openRegular opens path for reading, refusing anything that is not a
@@ -120,9 +131,15 @@ func openFile(path string, opts Options) (_ *file, err error) {
 			fl.close()
 		}
 	}()
-	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_X86_64 {
-		return nil, fmt.Errorf("target %s: %s %s file; only x86-64 files (ELFCLASS64, EM_X86_64) can be traced", path, f.Class, f.Machine)
+	arch, archErr := regs.ArchOf(f.Machine)
+	if f.Class != elf.ELFCLASS64 || f.Data != elf.ELFDATA2LSB || archErr != nil {
+		return nil, fmt.Errorf("target %s: %s %s %s file; only x86-64 and little-endian arm64 files (ELFCLASS64, ELFDATA2LSB, EM_X86_64 or EM_AARCH64) can be traced", path, f.Class, f.Data, f.Machine)
 	}
+	if opts.Arch != regs.ArchUnknown && arch != opts.Arch {
+		return nil, fmt.Errorf("target %s: an %s file (%s); this collector runs on %s and attaches uprobes only to %s files: run the %s build of the collector for it",
+			path, arch, f.Machine, opts.Arch, opts.Arch, arch)
+	}
+	fl.arch = arch
 	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
 		return nil, fmt.Errorf("target %s: %s is neither an executable nor a shared library", path, f.Type)
 	}
@@ -163,8 +180,38 @@ func openFile(path string, opts Options) (_ *file, err error) {
 }
 
 func (fl *file) close() {
+	if fl.dbg != nil {
+		fl.dbg.Close()
+	}
 	fl.elf.Close()
 	fl.raw.Close()
+}
+
+// debug returns the file's debuginfo, opened on the first call: from the
+// ELF file already read (so that it describes exactly that file), or a
+// separate file carrying its build id.
+func (fl *file) debug() (*debuginfo.File, error) {
+	if !fl.dbgDone {
+		fl.dbgDone = true
+		fl.dbg, fl.dbgErr = debuginfo.OpenELF(context.Background(), fl.path, fl.elf,
+			debuginfo.Options{DebugDirs: fl.opts.DebugDirs, Debuginfod: fl.opts.Debuginfod})
+		if fl.dbgErr != nil {
+			fl.dbgErr = fmt.Errorf("reading debuginfo: %w", fl.dbgErr)
+		}
+	}
+	return fl.dbg, fl.dbgErr
+}
+
+// debugSource describes where the debuginfo came from, "" if it was not
+// opened.
+func (fl *file) debugSource() string {
+	if fl.dbg == nil {
+		return ""
+	}
+	if fl.dbg.Source == debuginfo.SourceEmbedded {
+		return fl.dbg.Source.String()
+	}
+	return fl.dbg.Source.String() + " " + fl.dbg.DebugPath
 }
 
 func (fl *file) readFunctions() error {
@@ -291,13 +338,17 @@ func spanFetches(s config.Span) (entry, exit []fetchSpec, err error) {
 // spanProbes returns the entry and exit references of a span in this file:
 // a function span with returns "auto" closes at the RET instructions of a
 // C function that calls itself, since the kernel reports at most 64 nested
-// return probes per thread, and at its kernel return probe otherwise.
-func (fl *file) spanProbes(s config.Span) (entry, exit string) {
+// return probes per thread, and at its kernel return probe otherwise. fns
+// are the functions the span covers, nil for every function of its name.
+func (fl *file) spanProbes(s config.Span, fns []function) (entry, exit string) {
 	entry, exit = s.Probes()
 	if s.Function == "" || fl.isGo || (s.Returns != "" && s.Returns != config.ReturnsAuto) {
 		return entry, exit
 	}
-	for _, fn := range fl.functions[s.Function] {
+	if fns == nil {
+		fns = fl.functions[s.Function]
+	}
+	for _, fn := range fns {
 		insts, err := fl.decode(fn)
 		if err == nil && insn.CallsSelf(insts) && len(insn.Returns(insts)) > 0 {
 			return entry, "ret:" + s.Function
@@ -313,7 +364,7 @@ func spanDef(ti int, s config.Span, entryRef, exitRef string, entry, exit int) (
 		return Span{}, err
 	}
 	def := Span{
-		Target: ti, Name: s.Name, Entry: entry, Exit: exit,
+		Target: ti, Name: s.SpanName(""), Entry: entry, Exit: exit,
 		MinDurationNs: uint64(s.MinDuration.Nanoseconds()), SampleRatio: s.Ratio(), Kind: kind,
 	}
 	if ep, err := config.ParseProbe(entryRef); err == nil && ep.Kind == config.KindUprobe && ep.Offset == 0 {
@@ -337,9 +388,33 @@ func spanDef(ti int, s config.Span, entryRef, exitRef string, entry, exit int) (
 	return def, nil
 }
 
+// claimedBy returns the span that already probes one of the locations of
+// entry or exit.
+func claimedBy(claimed map[uint64]int, entry, exit *probeDef) (int, bool) {
+	for _, pd := range []*probeDef{entry, exit} {
+		for _, l := range pd.locs {
+			if id, ok := claimed[l.Address]; ok {
+				return id, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// addresses lists the entry addresses of fns, for keys.
+func addresses(fns []function) string {
+	parts := make([]string, len(fns))
+	for i, fn := range fns {
+		parts[i] = fmt.Sprintf("%#x", fn.Address)
+	}
+	return strings.Join(parts, ",")
+}
+
 // locate finds every location of a probe in the file and checks each is a
-// safe, and as cheap as possible, place for a uprobe.
-func (fl *file) locate(p config.Probe) ([]location, error) {
+// safe, and as cheap as possible, place for a uprobe. A function probe is
+// placed in every function of its symbol's name, or only in fns when fns
+// is not nil.
+func (fl *file) locate(p config.Probe, only []function) ([]location, error) {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("target %s: %s: "+format, append([]any{fl.path, p}, args...)...)
 	}
@@ -368,6 +443,8 @@ func (fl *file) locate(p config.Probe) ([]location, error) {
 				return nil, fail("virtual address %#x is in no function of the file; a uprobe must be inside a known function", p.Address)
 			}
 			fns, offset = []function{fn}, p.Address-fn.Address
+		} else if only != nil {
+			fns = only
 		} else if fns = fl.functions[p.Symbol]; len(fns) == 0 {
 			return nil, fl.notFound(p)
 		}
@@ -381,6 +458,8 @@ func (fl *file) locate(p config.Probe) ([]location, error) {
 		}
 		sort.Slice(locs, func(i, j int) bool { return locs[i].Address < locs[j].Address })
 		return locs, nil
+	case config.KindLine:
+		return fl.lineSites(p)
 	}
 	return nil, fail("unknown probe kind")
 }
@@ -396,9 +475,10 @@ func (fl *file) functionSites(p config.Probe, fn function, offset uint64) ([]loc
 	if err != nil {
 		return nil, err
 	}
-	site := func(off uint64, class insn.SiteClass, ret bool) (location, error) {
+	site := func(off uint64, ret bool) (location, error) {
+		i := insts[instAt(insts, off)]
+		class := fl.kernelClass(i)
 		if !class.Probeable() {
-			i := insts[instAt(insts, off)]
 			return location{}, fmt.Errorf("the instruction at %s+%#x (%s) is one the kernel %s; choose another offset",
 				fn.Name, off, i.Text, map[bool]string{true: "refuses to probe", false: "would run wrongly under a uprobe"}[class == insn.Unsupported])
 		}
@@ -409,7 +489,7 @@ func (fl *file) functionSites(p config.Probe, fn function, offset uint64) ([]loc
 		}
 		return location{
 			Address: addr, FileOffset: foff, Class: class, Function: fn.Name, FunctionOffset: off,
-			AtEntry: offset == 0 && p.Kind == config.KindUprobe, Return: ret, file: fl,
+			AtEntry: offset == 0 && (p.Kind == config.KindUprobe || p.Kind == config.KindLine), Return: ret, file: fl,
 		}, nil
 	}
 	switch {
@@ -418,7 +498,7 @@ func (fl *file) functionSites(p config.Probe, fn function, offset uint64) ([]loc
 		if err := insn.Boundary(insts, offset); err != nil {
 			return nil, fmt.Errorf("%s: %w", fn.Name, err)
 		}
-		l, err := site(offset, insts[instAt(insts, offset)].Class, p.Kind == config.KindUretprobe)
+		l, err := site(offset, p.Kind == config.KindUretprobe)
 		return []location{l}, err
 	case p.Kind == config.KindRet, fl.isGo && p.Kind == config.KindUretprobe:
 		// Every RET: asked for, or for Go, where kernel return probes
@@ -429,7 +509,7 @@ func (fl *file) functionSites(p config.Probe, fn function, offset uint64) ([]loc
 		}
 		locs := make([]location, 0, len(rets))
 		for _, r := range rets {
-			l, err := site(r, insts[instAt(insts, r)].Class, false)
+			l, err := site(r, false)
 			if err != nil {
 				return nil, err
 			}
@@ -437,12 +517,12 @@ func (fl *file) functionSites(p config.Probe, fn function, offset uint64) ([]loc
 		}
 		return locs, nil
 	case fl.isGo:
-		off, class := insn.GoEntry(insts)
-		l, err := site(off, class, false)
+		off, _ := insn.GoEntry(insts)
+		l, err := site(off, false)
 		return []location{l}, err
 	default:
-		off, class := insn.CheapEntry(insts)
-		l, err := site(off, class, p.Kind == config.KindUretprobe)
+		off, _ := insn.CheapEntry(insts)
+		l, err := site(off, p.Kind == config.KindUretprobe)
 		return []location{l}, err
 	}
 }
@@ -455,6 +535,16 @@ func instAt(insts []insn.Inst, off uint64) int {
 		return len(insts) - 1
 	}
 	return i
+}
+
+// kernelClass returns how the running kernel handles a uprobe on in: its
+// class, except that an arm64 nop is single-stepped, not simulated, by
+// kernels before Linux 6.13 (Options.ARM64StepsNop).
+func (fl *file) kernelClass(in insn.Inst) insn.SiteClass {
+	if fl.arch == regs.ArchARM64 && in.Nop && in.Class == insn.Emulated && fl.opts.ARM64StepsNop {
+		return insn.SingleStepped
+	}
+	return in.Class
 }
 
 // decode decodes a function's code from the file.
@@ -470,7 +560,7 @@ func (fl *file) decode(fn function) ([]insn.Inst, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", fn.Name, err)
 	}
-	insts, err := insn.Decode(code)
+	insts, err := insn.DecodeFor(fl.arch, code)
 	if err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", fn.Name, err)
 	}
@@ -556,11 +646,11 @@ func (fl *file) usdtSite(l *usdt.Location) (location, error) {
 	if err != nil {
 		return location{}, err
 	}
-	loc.Class = site.Class
+	loc.Class = fl.kernelClass(site)
 	if loc.Class == insn.Optimizable && !fl.opts.OptimizedUprobes {
 		loc.Class = insn.Emulated // a nop all the same, without the optimized path
 	}
-	if fl.opts.OptimizedUprobes && site.Len == 1 {
+	if fl.opts.OptimizedUprobes && fl.arch == regs.ArchAMD64 && site.Len == 1 {
 		// Move only onto a real nop5 right after the 1-byte nop, never
 		// onto whatever instruction comes next.
 		if next, err := fl.read(l.Address+1, uint64(len(nop5))); err == nil && bytes.Equal(next, nop5) {
@@ -592,11 +682,22 @@ func (fl *file) checkedNop(addr uint64) (insn.Inst, error) {
 		}
 		return in, nil
 	}
+	if fl.arch == regs.ArchARM64 && addr%insn.ARM64InstLen != 0 {
+		return insn.Inst{}, fmt.Errorf("the site %#x is not a multiple of 4, where arm64 instructions start; %s", addr, mismatch)
+	}
 	code, err := fl.readUpTo(addr, 15)
 	if err != nil {
 		return insn.Inst{}, fmt.Errorf("reading the site: %w", err)
 	}
-	in, err := insn.DecodeOne(code)
+	var in insn.Inst
+	if fl.arch == regs.ArchARM64 {
+		var insts []insn.Inst
+		if insts, err = insn.DecodeARM64(code[:min(len(code), insn.ARM64InstLen)]); err == nil {
+			in = insts[0]
+		}
+	} else {
+		in, err = insn.DecodeOne(code)
+	}
 	if err != nil {
 		return insn.Inst{}, fmt.Errorf("decoding the site: %w; %s", err, mismatch)
 	}

@@ -48,9 +48,9 @@ func TestResolveDemoPlan(t *testing.T) {
 			}, plan.Targets)
 			require.Len(t, plan.Files, 2)
 			for i, want := range []File{
-				{Target: 0, Path: b.Program, SeenAs: b.Program, ID: idOf(t, b.Program), Executable: true,
+				{Target: 0, Path: b.Program, SeenAs: b.Program, ID: idOf(t, b.Program), Executable: true, Arch: regs.ArchAMD64,
 					Sites: Range{0, 10}, Attachments: Range{0, 12}},
-				{Target: 1, Path: b.Library, SeenAs: b.Library, ID: idOf(t, b.Library),
+				{Target: 1, Path: b.Library, SeenAs: b.Library, ID: idOf(t, b.Library), Arch: regs.ArchAMD64,
 					Sites: Range{10, 12}, Attachments: Range{12, 15}},
 			} {
 				got := plan.Files[i]
@@ -202,7 +202,7 @@ func TestResolveDemoPlan(t *testing.T) {
 
 func TestResolvePID(t *testing.T) {
 	b := testutil.BuildDemo(t, "-O2")
-	plan, err := Resolve([]config.Target{{Path: b.Program, PID: 4242, Counters: []string{"usdt:demo:tick", "uprobe:main"}}})
+	plan, err := Resolve([]config.Target{{Path: b.Program, PID: 4242, Counters: config.CountersOf("usdt:demo:tick", "uprobe:main")}})
 	require.NoError(t, err)
 	assert.Equal(t, []Target{{Path: b.Program, PID: 4242, Chosen: true, ServiceName: "demo", Executable: true}}, plan.Targets)
 	require.Len(t, plan.Attachments, 3)
@@ -226,7 +226,7 @@ func TestResolveSameProbeSpelledTwice(t *testing.T) {
 	plan, err := Resolve([]config.Target{{
 		Path:     b.Program,
 		Spans:    []config.Span{{Name: "work", Function: "work"}},
-		Counters: []string{"uprobe:work+0x0", "uprobe:work+0"},
+		Counters: config.CountersOf("uprobe:work+0x0", "uprobe:work+0"),
 	}})
 	require.NoError(t, err)
 	require.Len(t, plan.Probes, 2)

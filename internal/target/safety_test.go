@@ -21,30 +21,30 @@ func symbolOf(t *testing.T, path, name string) elf.Symbol { return lookup(t, pat
 func TestUprobeOffsetsAreInstructionBoundaries(t *testing.T) {
 	b := testutil.BuildDemo(t, "-O0")
 	// At -O0, work starts: push %rbp (1 byte); mov %rsp,%rbp (3 bytes); …
-	_, err := Resolve([]config.Target{{Path: b.Program, Counters: []string{"uprobe:work+0x2"}}})
+	_, err := Resolve([]config.Target{{Path: b.Program, Counters: config.CountersOf("uprobe:work+0x2")}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "uprobe:work+0x2: work: offset 0x2 is inside the instruction at 0x1 (3 bytes: mov %rsp,%rbp); nearest instruction boundaries: 0x1, 0x4")
 
-	plan, err := Resolve([]config.Target{{Path: b.Program, Counters: []string{"uprobe:work+0x4"}}})
+	plan, err := Resolve([]config.Target{{Path: b.Program, Counters: config.CountersOf("uprobe:work+0x4")}})
 	require.NoError(t, err)
 	w := symbolOf(t, b.Program, "work")
 	assert.Equal(t, w.Value+4, plan.Attachments[0].Address)
 
-	_, err = Resolve([]config.Target{{Path: b.Program, Counters: []string{fmt.Sprintf("uprobe:work+%#x", w.Size)}}})
+	_, err = Resolve([]config.Target{{Path: b.Program, Counters: config.CountersOf(fmt.Sprintf("uprobe:work+%#x", w.Size))}})
 	assert.ErrorContains(t, err, fmt.Sprintf("offset %#x is beyond the end of work (%d bytes)", w.Size, w.Size))
 }
 
 func TestRawAddresses(t *testing.T) {
 	b := testutil.BuildDemo(t, "-O0")
 	w := symbolOf(t, b.Program, "work")
-	plan, err := Resolve([]config.Target{{Path: b.Program, Counters: []string{fmt.Sprintf("uprobe:%#x", w.Value+1)}}})
+	plan, err := Resolve([]config.Target{{Path: b.Program, Counters: config.CountersOf(fmt.Sprintf("uprobe:%#x", w.Value+1))}})
 	require.NoError(t, err)
 	assert.Equal(t, w.Value+1, plan.Attachments[0].Address)
 	assert.Equal(t, insn.SingleStepped, plan.Attachments[0].Class, "mov %rsp,%rbp is single-stepped")
 
-	_, err = Resolve([]config.Target{{Path: b.Program, Counters: []string{fmt.Sprintf("uprobe:%#x", w.Value+2)}}})
+	_, err = Resolve([]config.Target{{Path: b.Program, Counters: config.CountersOf(fmt.Sprintf("uprobe:%#x", w.Value+2))}})
 	assert.ErrorContains(t, err, "inside the instruction at 0x1")
-	_, err = Resolve([]config.Target{{Path: b.Program, Counters: []string{"uprobe:0x10"}}})
+	_, err = Resolve([]config.Target{{Path: b.Program, Counters: config.CountersOf("uprobe:0x10")}})
 	assert.ErrorContains(t, err, "virtual address 0x10 is in no function of the file; a uprobe must be inside a known function")
 }
 
@@ -57,7 +57,7 @@ func TestCETEntryMovesPastEndbr64(t *testing.T) {
 	plan, err := Resolve([]config.Target{{
 		Path:     prog,
 		Spans:    []config.Span{{Name: "cet", Function: "probed_cet"}},
-		Counters: []string{"uprobe:probed"},
+		Counters: config.CountersOf("uprobe:probed"),
 	}})
 	require.NoError(t, err)
 	cet, push := symbolOf(t, prog, "probed_cet"), symbolOf(t, prog, "probed")
@@ -72,7 +72,7 @@ func TestCETEntryMovesPastEndbr64(t *testing.T) {
 		}
 	}
 	// A probe explicitly at +0 is still allowed, and single-stepped.
-	plan, err = Resolve([]config.Target{{Path: prog, Counters: []string{fmt.Sprintf("uprobe:%#x", cet.Value)}}})
+	plan, err = Resolve([]config.Target{{Path: prog, Counters: config.CountersOf(fmt.Sprintf("uprobe:%#x", cet.Value))}})
 	require.NoError(t, err)
 	assert.Equal(t, insn.SingleStepped, plan.Attachments[0].Class)
 }
@@ -123,7 +123,7 @@ func TestUSDTSiteClasses(t *testing.T) {
 	prog := filepath.Join(dir, "nop5")
 	testutil.Gcc(t, dir, "-O2", "-no-pie", "-o", prog, testutil.Testdata("nop5", "nop5.c"))
 	site := symbolOf(t, prog, "nop5_site").Value
-	targets := []config.Target{{Path: prog, Counters: []string{"usdt:nop5:hit"}}}
+	targets := []config.Target{{Path: prog, Counters: config.CountersOf("usdt:nop5:hit")}}
 
 	plan, err := Resolve(targets, Options{OptimizedUprobes: true})
 	require.NoError(t, err)

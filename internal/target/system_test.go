@@ -11,6 +11,7 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+	"github.com/otel-uprobe/uprobereceiver/internal/testutil/testconfig"
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
 )
 
@@ -36,7 +37,7 @@ func TestResolvePython(t *testing.T) {
 			Name: "py.function", Entry: "usdt:python:function__entry", Exit: "usdt:python:function__return",
 			Attributes: map[string]string{"code.filepath": "arg0:string", "code.function": "arg1:string", "code.lineno": "arg2:s32"},
 		}},
-		Counters: []string{"usdt:python:gc__start", "usdt:python:import__find__load__start"},
+		Counters: config.CountersOf("usdt:python:gc__start", "usdt:python:import__find__load__start"),
 	}}
 	require.NoError(t, config.Validate(targets))
 	plan, err := Resolve(targets)
@@ -61,7 +62,7 @@ func TestResolvePython(t *testing.T) {
 
 func TestResolvePostgres(t *testing.T) {
 	requireFile(t, postgres)
-	targets := []config.Target{testutil.PostgresContract(postgres)}
+	targets := []config.Target{testconfig.PostgresContract(postgres)}
 	require.NoError(t, config.Validate(targets))
 	plan, err := Resolve(targets)
 	require.NoError(t, err)
@@ -87,7 +88,7 @@ func TestResolveEveryPostgresProbe(t *testing.T) {
 		counters = append(counters, "usdt:"+p.String())
 		locations += len(p.Locations)
 	}
-	plan, err := Resolve([]config.Target{{Path: postgres, Counters: counters}})
+	plan, err := Resolve([]config.Target{{Path: postgres, Counters: config.CountersOf(counters...)}})
 	require.NoError(t, err)
 	require.Len(t, plan.Probes, len(probes))
 	assert.Len(t, plan.Attachments, locations)

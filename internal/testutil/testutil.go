@@ -38,8 +38,13 @@ func RepoRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// Testdata returns the path of a file under testdata/.
+// Testdata returns the path of a file under testdata/: in the repository,
+// or in the arm64 VM among the prebuilt fixtures (the files the tests run
+// there need).
 func Testdata(parts ...string) string {
+	if dir := Prebuilt(); dir != "" {
+		return filepath.Join(append([]string{dir, PrebuiltTestdataDir}, parts...)...)
+	}
 	return filepath.Join(append([]string{RepoRoot(), "testdata"}, parts...)...)
 }
 
@@ -65,9 +70,15 @@ type DemoBuild struct {
 }
 
 // BuildDemo builds testdata/demo into a temporary directory with the given
-// optimization flag ("-O2" gives register arguments, "-O0" stack ones).
+// optimization flag ("-O2" gives register arguments, "-O0" stack ones); in
+// the arm64 VM it copies the demo internal/armvm built with that flag.
 func BuildDemo(t testing.TB, opt string) DemoBuild {
 	t.Helper()
+	if Prebuilt() != "" {
+		// arm64 VM: a copy of the demo internal/armvm built with opt.
+		dir := copyPrebuilt(t, PrebuiltDemoDir(opt), "demo", "libdemo.so")
+		return DemoBuild{Dir: dir, Program: filepath.Join(dir, "demo"), Library: filepath.Join(dir, "libdemo.so")}
+	}
 	if _, err := os.Stat("/usr/include/x86_64-linux-gnu/sys/sdt.h"); err != nil {
 		if _, err2 := os.Stat("/usr/include/sys/sdt.h"); err2 != nil {
 			SkipOrFail(t, "<sys/sdt.h> not found: run make deps (systemtap-sdt-dev)")
@@ -102,6 +113,11 @@ func StartDemo(t testing.TB, program string) *Demo {
 	return &p.Demo
 }
 
+// answerTimeout bounds how long a test program may take to answer: a
+// million calls under entry and return probes take about 12 s on a machine
+// whose uprobe traps cost 5 µs, and longer on a loaded one.
+const answerTimeout = 120 * time.Second
+
 // expect waits for the next line, which must start with prefix.
 func (d *Demo) expect(prefix string) string {
 	d.t.Helper()
@@ -114,8 +130,8 @@ func (d *Demo) expect(prefix string) string {
 			d.t.Fatalf("demo said %q, want %q…", line, prefix)
 		}
 		return line
-	case <-time.After(30 * time.Second):
-		d.t.Fatalf("demo did not say %q within 30s", prefix)
+	case <-time.After(answerTimeout):
+		d.t.Fatalf("demo did not say %q within %v", prefix, answerTimeout)
 	}
 	return ""
 }
@@ -247,10 +263,15 @@ func (p *Program) Ask(cmd, prefix string) string {
 }
 
 // BuildGo builds the Go program in testdata/NAME (its own module) into a
-// temporary directory, stripped of its symbol table when stripped is set.
+// temporary directory, stripped of its symbol table when stripped is set;
+// in the arm64 VM it copies the (unstripped) one internal/armvm built.
 func BuildGo(t testing.TB, name string, stripped bool) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), name)
+	if Prebuilt() != "" && !stripped {
+		// arm64 VM: a copy of the program internal/armvm built.
+		return filepath.Join(copyPrebuilt(t, PrebuiltGoDir, name), name)
+	}
+	out := filepath.Join(t.TempDir(), filepath.Base(name))
 	args := []string{"build", "-o", out}
 	if stripped {
 		args = append(args, "-ldflags=-s -w")
@@ -262,4 +283,94 @@ func BuildGo(t testing.TB, name string, stripped bool) string {
 		t.Fatalf("go build testdata/%s: %v\n%s", name, err, b)
 	}
 	return out
+}
+
+// NamesBuild is a build of testdata/names (names.c and calltree.c) whose
+// debuginfo is split off into a build-id tree, as distributions ship it.
+type NamesBuild struct {
+	// Program has no DWARF (strip --strip-debug; its symbol table stays)
+	// and a .gnu_debuglink to DebugFile's base name.
+	Program string
+	// DebugDir is the root of the tree: DebugDir/.build-id/xx/rest.debug
+	// is DebugFile.
+	DebugDir, DebugFile string
+	// BuildID is the program's GNU build id in hex.
+	BuildID string
+	// Source is testdata/names/names.c.
+	Source string
+}
+
+// BuildNames builds testdata/names with gcc -g and opt ("-O0", "-O2") and
+// splits its debuginfo with objcopy --only-keep-debug, strip --strip-debug
+// and objcopy --add-gnu-debuglink into a build-id tree of its own.
+func BuildNames(t testing.TB, opt string) NamesBuild {
+	t.Helper()
+	for _, tool := range []string{"objcopy", "strip", "readelf"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			SkipOrFail(t, "%s not found: install binutils", tool)
+		}
+	}
+	if _, err := os.Stat("/usr/include/x86_64-linux-gnu/sys/sdt.h"); err != nil {
+		if _, err2 := os.Stat("/usr/include/sys/sdt.h"); err2 != nil {
+			SkipOrFail(t, "<sys/sdt.h> not found: run make deps (systemtap-sdt-dev)")
+		}
+	}
+	dir := t.TempDir()
+	src := Testdata("names")
+	b := NamesBuild{Program: filepath.Join(dir, "names"), DebugDir: filepath.Join(dir, "debug"), Source: filepath.Join(src, "names.c")}
+	Gcc(t, dir, opt, "-g", "-Wl,--build-id", "-o", b.Program, filepath.Join(src, "names.c"), filepath.Join(src, "calltree.c"))
+	b.BuildID = BuildID(t, b.Program)
+	b.DebugFile = filepath.Join(b.DebugDir, ".build-id", b.BuildID[:2], b.BuildID[2:]+".debug")
+	if err := os.MkdirAll(filepath.Dir(b.DebugFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	Run(t, dir, "objcopy", "--only-keep-debug", b.Program, b.DebugFile)
+	Run(t, dir, "strip", "--strip-debug", b.Program)
+	Run(t, dir, "objcopy", "--add-gnu-debuglink="+b.DebugFile, b.Program)
+	return b
+}
+
+// BuildID returns the GNU build id of an ELF file in hex, as readelf -n
+// prints it.
+func BuildID(t testing.TB, path string) string {
+	t.Helper()
+	cmd := exec.Command("readelf", "-n", path)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("readelf -n %s: %v", path, err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if id, ok := strings.CutPrefix(strings.TrimSpace(line), "Build ID: "); ok {
+			return strings.TrimSpace(id)
+		}
+	}
+	t.Fatalf("%s has no build id", path)
+	return ""
+}
+
+// Run runs a command in dir and fails the test on error.
+func Run(t testing.TB, dir, name string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+}
+
+// MarkerLine returns the 1-based number of the first line of a source file
+// that holds the comment "LINE:name".
+func MarkerLine(t testing.TB, path, name string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, "LINE:"+name+" ") || strings.HasSuffix(line, "LINE:"+name) {
+			return i + 1
+		}
+	}
+	t.Fatalf("no LINE:%s in %s", name, path)
+	return 0
 }

@@ -2,7 +2,9 @@
 // features, loads the pre-compiled engine from internal/bpfobj sized for a
 // target.Plan, fills the site specs, attaches every uprobe (all or nothing),
 // drains the span ring buffer in batches through its own mapping and reads
-// the per-CPU counters. It is the only package that imports cilium/ebpf's
+// the per-CPU counters. For an overhead budget it attaches and detaches
+// probes one by one (SetProbeAttached) and measures what a probe hit costs
+// on this machine (Calibrate). It is the only package that imports cilium/ebpf's
 // link package or reads a BPF ring buffer. Needs Linux 5.17 with BTF, and
 // root or CAP_BPF with CAP_PERFMON (6.6 and later, through uprobe_multi
 // links) or CAP_SYS_ADMIN (older kernels).

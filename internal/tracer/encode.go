@@ -6,23 +6,21 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
 	"github.com/otel-uprobe/uprobereceiver/internal/target"
 )
 
-// slots maps each register to its x86-64 pt_regs slot.
-var slots = map[regs.Register]bpfobj.RegSlot{
-	regs.RAX: bpfobj.RegAX, regs.RBX: bpfobj.RegBX, regs.RCX: bpfobj.RegCX, regs.RDX: bpfobj.RegDX,
-	regs.RSI: bpfobj.RegSI, regs.RDI: bpfobj.RegDI, regs.RBP: bpfobj.RegBP, regs.RSP: bpfobj.RegSP,
-	regs.R8: bpfobj.RegR8, regs.R9: bpfobj.RegR9, regs.R10: bpfobj.RegR10, regs.R11: bpfobj.RegR11,
-	regs.R12: bpfobj.RegR12, regs.R13: bpfobj.RegR13, regs.R14: bpfobj.RegR14, regs.R15: bpfobj.RegR15,
-	regs.RIP: bpfobj.RegIP,
-}
-
-// encodeSite converts a planned site into the engine's spec.
+// encodeSite converts a planned site into the engine's spec. Registers
+// become the pt_regs slots of the site's file's architecture, which must be
+// the engine's (bpfobj.Arch).
 func encodeSite(s target.Site, plan *target.Plan) (bpfobj.Site, error) {
 	spans := plan.Spans
 	var out bpfobj.Site
+	arch := plan.Files[s.File].Arch
+	if arch != bpfobj.Arch() {
+		return out, fmt.Errorf("%s is an %s file; this collector runs on %s and attaches uprobes only to %s files", plan.Files[s.File].Path, arch, bpfobj.Arch(), bpfobj.Arch())
+	}
 	out.ProbeId = uint32(s.Probe)
 	if len(s.Entry) > bpfobj.MaxFetches || len(s.Exit) > bpfobj.MaxFetches {
 		return out, fmt.Errorf("more than %d fetches at one end", bpfobj.MaxFetches)
@@ -57,30 +55,102 @@ func encodeSite(s target.Site, plan *target.Plan) (bpfobj.Site, error) {
 	out.EntryFetchCount = uint8(len(s.Entry))
 	out.ExitFetchCount = uint8(len(s.Exit))
 	for i, f := range s.Entry {
-		op, err := encodeFetch(f)
+		op, err := encodeFetch(f, arch)
 		if err != nil {
 			return out, fmt.Errorf("attribute %q: %w", f.Key, err)
 		}
 		out.Entry[i] = op
 	}
 	for i, f := range s.Exit {
-		op, err := encodeFetch(f)
+		op, err := encodeFetch(f, arch)
 		if err != nil {
 			return out, fmt.Errorf("attribute %q: %w", f.Key, err)
 		}
 		out.Exit[i] = op
 	}
+	if len(s.Filters) > bpfobj.MaxFilters {
+		return out, fmt.Errorf("%d conditions, at most %d", len(s.Filters), bpfobj.MaxFilters)
+	}
+	out.FilterCount = uint8(len(s.Filters))
+	for i, f := range s.Filters {
+		ef, err := encodeFilter(f, arch)
+		if err != nil {
+			return out, fmt.Errorf("condition %s: %w", f.Cond, err)
+		}
+		out.Filters[i] = ef
+	}
+	if s.FilteredHits {
+		out.Flags |= bpfobj.SiteFilteredHits
+	}
+	if s.PerProcess {
+		out.Flags |= bpfobj.SiteProcHits
+	}
+	if s.ValueHist > 0 {
+		if s.ValueHist > math.MaxUint16 {
+			return out, fmt.Errorf("histogram %d: at most %d histograms", s.ValueHist, math.MaxUint16)
+		}
+		op, err := encodeFetch(s.HistValue, arch)
+		if err != nil {
+			return out, fmt.Errorf("histogram: %w", err)
+		}
+		out.ValueHist, out.HistValue = uint16(s.ValueHist), op
+		out.HistSize = s.HistValue.Value.Type.Size
+		if s.HistValue.Value.FromArg && s.HistValue.Value.ArgSize != 0 && s.HistValue.Value.ArgSize < out.HistSize {
+			out.HistSize = s.HistValue.Value.ArgSize
+		}
+		if out.HistSize == 0 {
+			out.HistSize = 8
+		}
+		out.HistSigned = boolByte(s.HistValue.Value.Type.Kind == fetch.KindSigned)
+	}
 	return out, nil
 }
 
-func encodeFetch(f target.Fetch) (bpfobj.FetchOp, error) {
+// encodeFilter converts a compiled condition into the engine's filter.
+func encodeFilter(f target.Filter, arch regs.Arch) (bpfobj.Filter, error) {
+	var out bpfobj.Filter
+	op, err := encodeFetch(f.Value, arch)
+	if err != nil {
+		return out, err
+	}
+	out.Value = op
+	out.AtExit = boolByte(f.AtExit)
+	c := f.Cond
+	if c.IsText {
+		if len(c.Text) > bpfobj.FilterTextMax {
+			return out, fmt.Errorf("the string is %d bytes, at most %d", len(c.Text), bpfobj.FilterTextMax)
+		}
+		out.Op = map[string]uint8{config.OpEQ: bpfobj.FilterEQ, config.OpNE: bpfobj.FilterNE, config.OpPrefix: bpfobj.FilterPrefix}[c.Op]
+		out.Len = uint16(len(c.Text))
+		for i := 0; i < len(c.Text); i++ {
+			out.Text[i] = int8(c.Text[i])
+		}
+	} else {
+		signed := f.Value.Value.Type.Kind == fetch.KindSigned
+		out.Op = map[string][2]uint8{
+			config.OpEQ: {bpfobj.FilterEQ, bpfobj.FilterEQ}, config.OpNE: {bpfobj.FilterNE, bpfobj.FilterNE},
+			config.OpLT: {bpfobj.FilterLTU, bpfobj.FilterLT}, config.OpLE: {bpfobj.FilterLEU, bpfobj.FilterLE},
+			config.OpGT: {bpfobj.FilterGTU, bpfobj.FilterGT}, config.OpGE: {bpfobj.FilterGEU, bpfobj.FilterGE},
+		}[c.Op][boolByte(signed)]
+		out.Constant = c.Int
+		out.Size = f.FilterSize()
+	}
+	if out.Op == 0 {
+		return out, fmt.Errorf("operator %q", c.Op)
+	}
+	return out, nil
+}
+
+// encodeFetch converts a compiled fetch into the engine's op, with the
+// registers as pt_regs slots of architecture arch.
+func encodeFetch(f target.Fetch, arch regs.Arch) (bpfobj.FetchOp, error) {
 	var op bpfobj.FetchOp
 	op.Disp = f.Disp
 	switch f.Base {
 	case target.BaseRegister:
-		slot, ok := slots[f.Register]
+		slot, ok := arch.Slot(f.Register)
 		if !ok {
-			return op, fmt.Errorf("register %v has no pt_regs slot", f.Register)
+			return op, fmt.Errorf("register %v has no %s pt_regs slot", f.Register, arch)
 		}
 		op.Base, op.BaseReg = bpfobj.FetchBaseRegister, uint8(slot)
 	case target.BaseConstant:
@@ -89,9 +159,9 @@ func encodeFetch(f target.Fetch) (bpfobj.FetchOp, error) {
 		return op, fmt.Errorf("unknown fetch base %d", f.Base)
 	}
 	if f.Scale != 0 {
-		slot, ok := slots[f.Index]
+		slot, ok := arch.Slot(f.Index)
 		if !ok {
-			return op, fmt.Errorf("index register %v has no pt_regs slot", f.Index)
+			return op, fmt.Errorf("index register %v has no %s pt_regs slot", f.Index, arch)
 		}
 		op.IndexReg, op.Scale = uint8(slot), f.Scale
 	}
@@ -113,9 +183,9 @@ func encodeFetch(f target.Fetch) (bpfobj.FetchOp, error) {
 	case target.StoreString, target.StoreBytes:
 	case target.StoreGoString:
 		if len(f.Derefs) == 0 {
-			slot, ok := slots[f.LenRegister]
+			slot, ok := arch.Slot(f.LenRegister)
 			if !ok {
-				return op, fmt.Errorf("length register %v has no pt_regs slot", f.LenRegister)
+				return op, fmt.Errorf("length register %v has no %s pt_regs slot", f.LenRegister, arch)
 			}
 			op.LenReg = uint8(slot)
 		}

@@ -11,6 +11,10 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/features"
+	"golang.org/x/sys/unix"
+
+	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
+	"github.com/otel-uprobe/uprobereceiver/internal/regs"
 )
 
 // ErrPermission says the process may not load BPF programs or create uprobes.
@@ -54,6 +58,9 @@ func CheckKernel() error {
 // into calls into a trampoline (x86-64, Linux 6.17), found through
 // /proc/kallsyms: calling the uprobe syscall to find out would raise SIGILL.
 func HaveOptimizedUprobes() bool {
+	if Arch() != regs.ArchAMD64 {
+		return false
+	}
 	f, err := os.Open("/proc/kallsyms")
 	if err != nil {
 		return false
@@ -72,3 +79,36 @@ func HaveOptimizedUprobes() bool {
 // 6.6), which attach many locations at once and need only CAP_BPF with
 // CAP_PERFMON.
 func HaveUprobeMulti() bool { return features.HaveBPFLinkUprobeMulti() == nil }
+
+// Arch returns the architecture the tracer runs on and attaches uprobes
+// for (the running program's GOARCH): the kernel runs uprobes only in
+// programs of its own architecture, and the engine reads its struct pt_regs.
+func Arch() regs.Arch { return bpfobj.Arch() }
+
+// ARM64StepsNop says whether the kernel single-steps a uprobe on an arm64
+// nop, as Linux did before 6.13 (which simulates it, "arm64: probes: Add
+// support for nop"): on arm64 kernels older than 6.13. False on x86-64.
+func ARM64StepsNop() bool {
+	if Arch() != regs.ArchARM64 {
+		return false
+	}
+	major, minor, ok := kernelVersion()
+	return !ok || major < 6 || major == 6 && minor < 13
+}
+
+// kernelVersion returns the running kernel's major and minor version from
+// uname, false when the release cannot be read.
+func kernelVersion() (major, minor int, ok bool) {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return 0, 0, false
+	}
+	return parseRelease(unix.ByteSliceToString(u.Release[:]))
+}
+
+// parseRelease reads "MAJOR.MINOR" at the start of a kernel release such as
+// "6.1.0-27-cloud-arm64".
+func parseRelease(release string) (major, minor int, ok bool) {
+	n, err := fmt.Sscanf(release, "%d.%d", &major, &minor)
+	return major, minor, err == nil && n == 2
+}

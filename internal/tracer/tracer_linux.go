@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -41,11 +43,30 @@ type Options struct {
 	// MaxProcesses bounds the processes of targets that choose their
 	// processes (pid:, process:) the engine tracks at once (default 65536).
 	MaxProcesses int
+	// MaxProcessHits bounds the (probe, process) pairs whose hits are
+	// counted apart, for files found through a process's root (default
+	// DefaultMaxProcessHits); beyond it, hits count without a process.
+	MaxProcessHits int
 	// SendExecs makes every exec on the host send a process record
 	// (Drain's batch.Processes), for finding targets' files in processes
 	// that start. Targets with a process selector send them anyway.
 	SendExecs bool
+	// ProbeControl groups links by probe, so that SetProbeAttached can
+	// detach and attach one probe without touching the others, and keeps
+	// every attached file open (one descriptor each) to attach its probes
+	// again to that very file. Without it, links are grouped by file only
+	// (fewer links where the kernel has uprobe_multi).
+	ProbeControl bool
+	// ProgramStats turns BPF run-time statistics on while the tracer is
+	// open (BPF_ENABLE_STATS, Linux 5.8, CAP_SYS_ADMIN), for ProgramRuns
+	// and Calibrate. They cost every BPF program on the host two clock
+	// reads per run. When the kernel refuses, statistics are used only if
+	// the administrator turned them on (sysctl kernel.bpf_stats_enabled=1).
+	ProgramStats bool
 }
+
+// DefaultMaxProcessHits is the default of Options.MaxProcessHits.
+const DefaultMaxProcessHits = 16384
 
 // DefaultMaxProcesses is the default of Options.MaxProcesses.
 const DefaultMaxProcesses = 65536
@@ -92,21 +113,31 @@ func (e *AttachError) Unwrap() []error {
 
 // Tracer owns the loaded engine, its links and its ring buffer reader. Its
 // methods are for one goroutine at a time, the plan's owner (Drain, Stats
-// and the process methods may run beside each other).
+// and the process methods may run beside each other); SetProbeAttached,
+// ProbeHits and ProgramRuns may run beside the plan's owner too.
 type Tracer struct {
 	plan     *target.Plan
 	multi    bool
+	control  bool // Options.ProbeControl
 	coll     *ebpf.Collection
 	probes   *ebpf.Map
 	spans    *ebpf.Map
+	hists    *ebpf.Map
+	procHits *ebpf.Map
 	sites    *ebpf.Map
-	links    map[int][]link.Link // by file index
-	lifetime []link.Link         // exec, fork and exit programs
+	lifetime []link.Link // exec, fork and exit programs
 	goStates *ebpf.Map
 	procs    *ebpf.Map
 	pending  *ebpf.Map
 	ring     *ringReader
 	waker    *waker
+	stats    io.Closer // BPF run-time statistics, while they are on
+
+	// mu guards the links and what is attached.
+	mu       sync.Mutex
+	files    map[int]*fileLinks    // attached files, by file index
+	off      map[int]bool          // probes detached by SetProbeAttached
+	closing  map[int]chan struct{} // probes whose links are being closed
 	detached bool
 
 	// The record Read passes on, reused: passing a new one through the
@@ -114,6 +145,24 @@ type Tracer struct {
 	ev   event.Span
 	proc event.Process
 }
+
+// fileLinks are the links of one attached file, and what the tracer keeps
+// of its plan to attach it again: the plan's owner may append to the plan
+// meanwhile, so SetProbesAttached reads only this copy.
+type fileLinks struct {
+	path        string
+	id          target.FileID
+	attachments []target.Attachment
+	// byProbe holds the links by probe id, or all of them under -1
+	// without Options.ProbeControl.
+	byProbe map[int][]link.Link
+	// fh is the file held open with Options.ProbeControl, to attach its
+	// probes again to this very file whatever its path names now.
+	fh *os.File
+}
+
+// allProbes is the key of fileLinks.byProbe without Options.ProbeControl.
+const allProbes = -1
 
 // Open loads the engine sized for plan, writes its site specs and attaches
 // every attachment of the plan. Either everything is attached or nothing is:
@@ -136,6 +185,9 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 	spec.Maps[bpfobj.MapSites].MaxEntries = uint32(len(plan.Sites) + cmp.Or(opts.MaxSites, max(1024, len(plan.Sites))))
 	spec.Maps[bpfobj.MapProbes].MaxEntries = uint32(max(1, len(plan.Probes)))
 	spec.Maps[bpfobj.MapSpans].MaxEntries = uint32(max(1, len(plan.Spans)))
+	spec.Maps[bpfobj.MapValueHists].MaxEntries = uint32(max(1, len(plan.Histograms)))
+	// Files found through a process's root may appear at any time.
+	spec.Maps[bpfobj.MapProcHits].MaxEntries = uint32(cmp.Or(opts.MaxProcessHits, DefaultMaxProcessHits))
 	spec.Maps[bpfobj.MapRecords].MaxEntries = uint32(size)
 	// Goroutine states are cheap to have room for (entries are made on
 	// use): a Go file may appear while the receiver runs.
@@ -163,7 +215,8 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 		return nil, fmt.Errorf("configuring the BPF engine: %w", err)
 	}
 	multi := !opts.PerLocation && features.HaveBPFLinkUprobeMulti() == nil
-	for _, name := range []string{bpfobj.ProgramCountHit, bpfobj.ProgramSiteHit, bpfobj.ProgramCountHitMulti, bpfobj.ProgramSiteHitMulti} {
+	for _, name := range []string{bpfobj.ProgramCountHit, bpfobj.ProgramSiteHit, bpfobj.ProgramCountHitProc,
+		bpfobj.ProgramCountHitMulti, bpfobj.ProgramSiteHitMulti, bpfobj.ProgramCountHitProcMulti} {
 		if isMulti := strings.HasSuffix(name, "_multi"); isMulti != multi {
 			delete(spec.Programs, name) // load only the variant in use
 		}
@@ -175,23 +228,30 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
-		if errors.Is(err, os.ErrPermission) {
-			return nil, ErrPermission
-		}
+		// The verifier refuses with EACCES, which is not a lack of
+		// privileges: tell it apart first.
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("loading the BPF engine: the kernel's verifier refused it: %+v", ve)
+		}
+		if errors.Is(err, os.ErrPermission) {
+			return nil, ErrPermission
 		}
 		return nil, fmt.Errorf("loading the BPF engine: %w", err)
 	}
 	t := &Tracer{
 		plan:     plan,
 		multi:    multi,
+		control:  opts.ProbeControl,
 		coll:     coll,
 		probes:   coll.Maps[bpfobj.MapProbes],
 		spans:    coll.Maps[bpfobj.MapSpans],
+		hists:    coll.Maps[bpfobj.MapValueHists],
+		procHits: coll.Maps[bpfobj.MapProcHits],
 		sites:    coll.Maps[bpfobj.MapSites],
-		links:    map[int][]link.Link{},
+		files:    map[int]*fileLinks{},
+		off:      map[int]bool{},
+		closing:  map[int]chan struct{}{},
 		goStates: coll.Maps[bpfobj.MapGoStates],
 		procs:    coll.Maps[bpfobj.MapProcs],
 		pending:  coll.Maps[bpfobj.MapPending],
@@ -202,6 +262,11 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 		}
 	}()
 
+	if opts.ProgramStats {
+		// Refused without CAP_SYS_ADMIN or before Linux 5.8: statsOn
+		// then falls back to the sysctl.
+		t.stats, _ = ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	}
 	if err := t.writeSites(0, len(plan.Sites)); err != nil {
 		return nil, err
 	}
@@ -221,9 +286,11 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 		t.lifetime = append(t.lifetime, l)
 	}
 	var failures []AttachFailure
+	t.mu.Lock()
 	for fi := range plan.Files {
 		failures = append(failures, t.attachFile(fi)...)
 	}
+	t.mu.Unlock()
 	if len(failures) > 0 {
 		return nil, &AttachError{Failures: failures}
 	}
@@ -249,14 +316,17 @@ func (t *Tracer) writeSites(from, to int) error {
 }
 
 // AttachFile attaches a file the plan gained after Open (plan.Append):
-// all its locations or none.
+// all its locations or none (but those of probes SetProbeAttached
+// detached, which it attaches with the others of their probe).
 func (t *Tracer) AttachFile(fi int) error {
 	f := t.plan.Files[fi]
 	if err := t.writeSites(f.Sites.Start, f.Sites.End); err != nil {
 		return err
 	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if failures := t.attachFile(fi); len(failures) > 0 {
-		return errors.Join(&AttachError{Failures: failures}, t.DetachFile(fi))
+		return errors.Join(&AttachError{Failures: failures}, t.detachFile(fi))
 	}
 	return nil
 }
@@ -264,23 +334,216 @@ func (t *Tracer) AttachFile(fi int) error {
 // DetachFile detaches every location of a file: the kernel lowers its
 // semaphores. Its sites stay allocated. It is idempotent.
 func (t *Tracer) DetachFile(fi int) error {
-	links := t.links[fi]
-	delete(t.links, fi)
-	errs := make([]error, 0, len(links))
-	for _, l := range links {
-		errs = append(errs, l.Close())
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.detachFile(fi)
+}
+
+func (t *Tracer) detachFile(fi int) error {
+	fl := t.files[fi]
+	if fl == nil {
+		return nil
+	}
+	delete(t.files, fi)
+	var errs []error
+	for _, links := range fl.byProbe {
+		for _, l := range links {
+			errs = append(errs, l.Close())
+		}
+	}
+	if fl.fh != nil {
+		errs = append(errs, fl.fh.Close())
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("detaching %s: %w", t.plan.Files[fi].Path, err)
+		return fmt.Errorf("detaching %s: %w", fl.path, err)
 	}
 	return nil
+}
+
+// SetProbeAttached detaches a probe's locations in every attached file
+// (on false), or attaches them again (on true) to the very files they
+// were attached to (held open; a file changed in place since is refused
+// with ErrFileChanged), all or none. Other probes are not touched; a file
+// attached later (AttachFile) leaves out a detached probe's locations
+// until it is attached again. It needs Options.ProbeControl and is
+// idempotent; after Detach it does nothing. See SetProbesAttached.
+func (t *Tracer) SetProbeAttached(probe int, on bool) error {
+	return t.SetProbesAttached([]int{probe}, on)
+}
+
+// SetProbesAttached detaches or attaches probes as SetProbeAttached does,
+// in the order given: the caller puts a span's entry before its exit to
+// detach them, after it to attach them. Detaching takes every probe out
+// at once and then waits for the kernel (an RCU grace period, 5–200 ms
+// here) once: each probe's links start closing in the order given (the
+// kernel stops firing a probe when its close begins), none waits for the
+// one before to end, and other probes' calls need not wait either.
+// Attaching a probe first waits for its own detach to end.
+func (t *Tracer) SetProbesAttached(probes []int, on bool) error {
+	if !t.control {
+		return errors.New("attaching probes one by one needs Options.ProbeControl")
+	}
+	for _, p := range probes {
+		if p < 0 || p >= len(t.plan.Probes) {
+			return fmt.Errorf("no probe %d", p)
+		}
+	}
+	t.mu.Lock()
+	var closing []chan struct{}
+	for _, p := range probes {
+		if ch := t.closing[p]; ch != nil {
+			closing = append(closing, ch)
+		}
+	}
+	t.mu.Unlock()
+	for _, ch := range closing {
+		<-ch // the probe's last detach is still waiting for the kernel
+	}
+	if !on {
+		return t.detachProbes(probes)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var errs []error
+	for _, p := range probes {
+		if t.detached || !t.off[p] {
+			continue
+		}
+		if err := t.attachProbe(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// detachProbes detaches probes in order (see SetProbesAttached).
+func (t *Tracer) detachProbes(probes []int) error {
+	t.mu.Lock()
+	var byProbe [][]link.Link
+	var which []int
+	done := make(chan struct{})
+	for _, p := range probes {
+		if t.detached || t.off[p] {
+			continue
+		}
+		t.off[p] = true
+		var links []link.Link
+		for _, fl := range t.files {
+			links = append(links, fl.byProbe[p]...)
+			delete(fl.byProbe, p)
+		}
+		byProbe = append(byProbe, links)
+		which = append(which, p)
+		t.closing[p] = done
+	}
+	t.mu.Unlock()
+	errs := make([]error, len(byProbe))
+	var wg sync.WaitGroup
+	for i, links := range byProbe {
+		started := make(chan struct{})
+		wg.Go(func() {
+			close(started)
+			errs[i] = closeAll(links)
+			if errs[i] != nil {
+				errs[i] = fmt.Errorf("detaching %s: %w", t.plan.Probes[which[i]].Ref, errs[i])
+			}
+		})
+		<-started // the next probe's close begins after this one's
+	}
+	wg.Wait()
+	t.mu.Lock()
+	for _, p := range which {
+		delete(t.closing, p)
+	}
+	t.mu.Unlock()
+	close(done)
+	return errors.Join(errs...)
+}
+
+// attachProbe attaches a detached probe in every attached file, all or
+// none. The caller holds t.mu.
+func (t *Tracer) attachProbe(probe int) error {
+	var failures []AttachFailure
+	for _, fl := range t.files {
+		if fl.fh == nil {
+			continue
+		}
+		failures = append(failures, t.attach(fl, func(a target.Attachment) bool { return a.Probe == probe })...)
+	}
+	if len(failures) > 0 {
+		var errs []error
+		for _, fl := range t.files {
+			for _, l := range fl.byProbe[probe] {
+				errs = append(errs, l.Close())
+			}
+			delete(fl.byProbe, probe)
+		}
+		return errors.Join(&AttachError{Failures: failures}, errors.Join(errs...))
+	}
+	delete(t.off, probe)
+	return nil
+}
+
+// ProbeHits returns the hit counts of the given probes (every probe, in
+// probe id order, when probes is nil), summed over CPUs; out is reused
+// when it has room.
+func (t *Tracer) ProbeHits(probes []int, out []uint64) ([]uint64, error) {
+	out = out[:0]
+	n := len(probes)
+	if probes == nil {
+		n = len(t.plan.Probes)
+	}
+	var ps []bpfobj.ProbeStats
+	for i := range n {
+		p := i
+		if probes != nil {
+			p = probes[i]
+		}
+		if err := t.probes.Lookup(uint32(p), &ps); err != nil {
+			return out, fmt.Errorf("reading counters of probe %s: %w", t.plan.Probes[p].Ref, err)
+		}
+		var hits uint64
+		for _, c := range ps {
+			hits += c.Hits
+		}
+		out = append(out, hits)
+	}
+	return out, nil
+}
+
+// ProgramRun is the accumulated run time and run count of one engine
+// program, from BPF run-time statistics.
+type ProgramRun struct {
+	Runtime time.Duration
+	Count   uint64
+}
+
+// ProgramRuns returns the run time and runs so far of the programs probes
+// run (by target.Program), and false when BPF run-time statistics are off
+// (see Options.ProgramStats): their counts then stay 0.
+func (t *Tracer) ProgramRuns() (map[target.Program]ProgramRun, bool, error) {
+	out := map[target.Program]ProgramRun{}
+	if !t.statsOn() {
+		return out, false, nil
+	}
+	for _, p := range []target.Program{target.ProgramCount, target.ProgramSite} {
+		st, err := t.program(p).Stats()
+		if err != nil {
+			return out, false, fmt.Errorf("reading BPF run-time statistics: %w", err)
+		}
+		out[p] = ProgramRun{Runtime: st.Runtime, Count: st.RunCount}
+	}
+	return out, true, nil
 }
 
 // program returns the loaded program an attachment runs.
 func (t *Tracer) program(p target.Program) *ebpf.Program {
 	name := bpfobj.ProgramSiteHit
-	if p == target.ProgramCount {
+	switch p {
+	case target.ProgramCount:
 		name = bpfobj.ProgramCountHit
+	case target.ProgramCountPerProcess:
+		name = bpfobj.ProgramCountHitProc
 	}
 	if t.multi {
 		name += "_multi"
@@ -307,41 +570,91 @@ func (t *Tracer) openFile(fi int) (*os.File, error) {
 		return nil, fmt.Errorf("opening %s: %w", tf.Path, err)
 	}
 	f := os.NewFile(uintptr(fd), tf.Path)
-	id, err := target.StatFileID(f)
-	if err == nil && id != tf.ID {
-		err = fmt.Errorf("%w (read: inode %d, %d bytes; now: inode %d, %d bytes)", ErrFileChanged, tf.ID.Inode, tf.ID.Size, id.Inode, id.Size)
-	}
-	if err != nil {
+	if err := checkFile(f, tf.ID); err != nil {
 		f.Close()
 		return nil, err
 	}
 	return f, nil
 }
 
-// attachFile attaches every attachment of file fi and returns the ones the
-// kernel refused; the links made are kept under fi either way.
+// checkFile checks that an open file is still the very file a plan was
+// read from, whose identity was want.
+func checkFile(f *os.File, want target.FileID) error {
+	id, err := target.StatFileID(f)
+	if err == nil && id != want {
+		err = fmt.Errorf("%w (read: inode %d, %d bytes; now: inode %d, %d bytes)", ErrFileChanged, want.Inode, want.Size, id.Inode, id.Size)
+	}
+	return err
+}
+
+// attachFile attaches every attachment of file fi but those of detached
+// probes and returns the ones the kernel refused; the links made are kept
+// under fi either way. With Options.ProbeControl the file stays open.
 func (t *Tracer) attachFile(fi int) []AttachFailure {
 	f := t.plan.Files[fi]
-	attachments := t.plan.Attachments[f.Attachments.Start:f.Attachments.End]
-	var failures []AttachFailure
-	fail := func(a target.Attachment, err error) {
-		if errors.Is(err, os.ErrPermission) {
-			err = fmt.Errorf("%w (%w)", ErrPermission, err)
+	if f.Attachments.End == f.Attachments.Start {
+		return nil
+	}
+	fl := t.files[fi]
+	if fl == nil {
+		fl = &fileLinks{
+			path: f.Path, id: f.ID, byProbe: map[int][]link.Link{},
+			// The plan only ever appends: this range stays as it is.
+			attachments: t.plan.Attachments[f.Attachments.Start:f.Attachments.End:f.Attachments.End],
 		}
-		failures = append(failures, AttachFailure{Attachment: a, Probe: t.plan.Probes[a.Probe].Ref, Path: f.Path, Err: err})
+		t.files[fi] = fl
+	}
+	if fl.fh == nil {
+		fh, err := t.openFile(fi)
+		if err != nil {
+			var failures []AttachFailure
+			for _, a := range fl.attachments {
+				failures = append(failures, t.failure(fl, a, err))
+			}
+			return failures
+		}
+		fl.fh = fh
+		if !t.control {
+			defer func() { fh.Close(); fl.fh = nil }() // attached uprobes hold the inode, not the descriptor
+		}
+	}
+	return t.attach(fl, func(a target.Attachment) bool { return !t.off[a.Probe] })
+}
+
+// failure describes an attachment of file fl the kernel refused.
+func (t *Tracer) failure(fl *fileLinks, a target.Attachment, err error) AttachFailure {
+	if errors.Is(err, os.ErrPermission) {
+		err = fmt.Errorf("%w (%w)", ErrPermission, err)
+	}
+	return AttachFailure{Attachment: a, Probe: t.plan.Probes[a.Probe].Ref, Path: fl.path, Err: err}
+}
+
+// attach attaches the attachments of file fl that keep selects, through
+// its open file fl.fh, and returns the ones the kernel refused; the links
+// made are kept in fl either way.
+func (t *Tracer) attach(fl *fileLinks, keep func(target.Attachment) bool) []AttachFailure {
+	var attachments []target.Attachment
+	for _, a := range fl.attachments {
+		if keep(a) {
+			attachments = append(attachments, a)
+		}
 	}
 	if len(attachments) == 0 {
 		return nil
 	}
-	fh, err := t.openFile(fi)
-	if err != nil {
-		for _, a := range attachments {
-			fail(a, err)
+	var failures []AttachFailure
+	fail := func(a target.Attachment, err error) { failures = append(failures, t.failure(fl, a, err)) }
+	key := func(a target.Attachment) int {
+		if t.control {
+			return a.Probe
 		}
-		return failures
+		return allProbes
 	}
-	defer fh.Close() // attached uprobes hold the inode, not the descriptor
-	ex, err := link.OpenExecutable(fmt.Sprintf("/proc/self/fd/%d", fh.Fd()))
+	err := checkFile(fl.fh, fl.id)
+	var ex *link.Executable
+	if err == nil {
+		ex, err = link.OpenExecutable(fmt.Sprintf("/proc/self/fd/%d", fl.fh.Fd()))
+	}
 	if err != nil {
 		for _, a := range attachments {
 			fail(a, err)
@@ -349,10 +662,10 @@ func (t *Tracer) attachFile(fi int) []AttachFailure {
 		return failures
 	}
 	if t.multi {
-		for _, g := range groupAttachments(attachments) {
+		for _, g := range groupAttachments(attachments, t.control) {
 			l, err := t.attachMulti(ex, g)
 			if err == nil {
-				t.links[fi] = append(t.links[fi], l)
+				fl.byProbe[key(g[0])] = append(fl.byProbe[key(g[0])], l)
 				continue
 			}
 			// Find which locations the kernel refuses, one link each.
@@ -362,7 +675,7 @@ func (t *Tracer) attachFile(fi int) []AttachFailure {
 					fail(a, err)
 					continue
 				}
-				t.links[fi] = append(t.links[fi], l)
+				fl.byProbe[key(a)] = append(fl.byProbe[key(a)], l)
 			}
 		}
 		return failures
@@ -383,7 +696,7 @@ func (t *Tracer) attachFile(fi int) []AttachFailure {
 			fail(a, err)
 			continue
 		}
-		t.links[fi] = append(t.links[fi], l)
+		fl.byProbe[key(a)] = append(fl.byProbe[key(a)], l)
 	}
 	return failures
 }
@@ -404,17 +717,22 @@ func (t *Tracer) attachMulti(ex *link.Executable, g []target.Attachment) (link.L
 }
 
 // groupAttachments splits attachments into the groups one uprobe_multi link
-// can carry, in order of first appearance.
-func groupAttachments(all []target.Attachment) [][]target.Attachment {
+// can carry, in order of first appearance; byProbe keeps each group to
+// one probe.
+func groupAttachments(all []target.Attachment, byProbe bool) [][]target.Attachment {
 	type key struct {
 		file    int
 		ret     bool
 		program target.Program
+		probe   int
 	}
 	index := map[key]int{}
 	var groups [][]target.Attachment
 	for _, a := range all {
-		k := key{a.File, a.Return, a.Program}
+		k := key{a.File, a.Return, a.Program, allProbes}
+		if byProbe {
+			k.probe = a.Probe
+		}
 		i, ok := index[k]
 		if !ok {
 			i = len(groups)
@@ -670,6 +988,7 @@ func (t *Tracer) Stats() (event.Stats, error) {
 	st := event.Stats{
 		Probes: make([]event.ProbeCounts, len(t.plan.Probes)),
 		Spans:  make([]event.SpanCounts, len(t.plan.Spans)),
+		Values: make([]event.ValueCounts, len(t.plan.Histograms)),
 	}
 	var ps []bpfobj.ProbeStats
 	for i := range st.Probes {
@@ -698,13 +1017,74 @@ func (t *Tracer) Stats() (event.Stats, error) {
 			out.ReturnLimit += c.ReturnLimit
 			out.Unsampled += c.Unsampled
 			out.Short += c.ShortSpans
+			out.Filtered += c.Filtered
 			for b, v := range c.Buckets {
 				out.Buckets[b] += v
 				out.Count += v
 			}
 		}
 	}
+	var vh []bpfobj.ValueHist
+	for i := range st.Values {
+		if err := t.hists.Lookup(uint32(i), &vh); err != nil {
+			return st, fmt.Errorf("reading the histogram of %s: %w", t.plan.Probes[t.plan.Histograms[i].Probe].Ref, err)
+		}
+		out := &st.Values[i]
+		out.Positive = make([]uint64, bpfobj.ValueBuckets)
+		out.Negative = make([]uint64, bpfobj.ValueBuckets)
+		for _, c := range vh {
+			out.Count += c.Count
+			out.AddSum(c.SumLo, c.SumHi)
+			out.Zero += c.Zero
+			out.Unread += c.Unread
+			for b := range c.Positive {
+				out.Positive[b] += c.Positive[b]
+				out.Negative[b] += c.Negative[b]
+			}
+		}
+	}
 	return st, nil
+}
+
+// ProcessHits is the count of one probe's hits in one process.
+type ProcessHits struct {
+	Probe int
+	PID   uint32
+	// StartNs is the process's start time, CLOCK_MONOTONIC nanoseconds.
+	StartNs uint64
+	Hits    uint64
+}
+
+// ProcessHits returns the hits counted per process (files found through a
+// process's root), summed over CPUs. At most max entries are read.
+func (t *Tracer) ProcessHits(max int) ([]ProcessHits, error) {
+	var (
+		key  bpfobj.ProcHitsKey
+		vals []uint64
+		out  []ProcessHits
+	)
+	it := t.procHits.Iterate()
+	for len(out) < max && it.Next(&key, &vals) {
+		h := ProcessHits{Probe: int(key.Probe), PID: key.Pid, StartNs: key.StartNs}
+		for _, v := range vals {
+			h.Hits += v
+		}
+		out = append(out, h)
+	}
+	if err := it.Err(); err != nil {
+		return out, fmt.Errorf("reading hits per process: %w", err)
+	}
+	return out, nil
+}
+
+// ForgetProcessHits deletes the per-process counts of h (of processes that
+// are gone); a missing entry is not an error.
+func (t *Tracer) ForgetProcessHits(h ProcessHits) error {
+	key := bpfobj.ProcHitsKey{Probe: uint32(h.Probe), Pid: h.PID, StartNs: h.StartNs}
+	if err := t.procHits.Delete(&key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("forgetting the hits of process %d: %w", h.PID, err)
+	}
+	return nil
 }
 
 // GoroutineStates returns the number of goroutines that have open spans
@@ -743,6 +1123,8 @@ func StateBytes() (int, error) {
 // the USDT semaphores it raised. The ring buffer and counters stay readable
 // until Close. Detach is idempotent.
 func (t *Tracer) Detach() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.detached {
 		return nil
 	}
@@ -750,8 +1132,8 @@ func (t *Tracer) Detach() error {
 	// A uprobe perf event waits for an RCU grace period when it goes (about
 	// 0.1 s each here); a uprobe_multi link waits once for all its locations.
 	var errs []error
-	for fi := range t.links {
-		errs = append(errs, t.DetachFile(fi))
+	for fi := range t.files {
+		errs = append(errs, t.detachFile(fi))
 	}
 	for _, l := range t.lifetime {
 		errs = append(errs, l.Close())
@@ -777,6 +1159,10 @@ func (t *Tracer) Close() error {
 	if t.coll != nil {
 		t.coll.Close()
 		t.coll = nil
+	}
+	if t.stats != nil {
+		err = errors.Join(err, t.stats.Close())
+		t.stats = nil
 	}
 	return err
 }

@@ -94,7 +94,7 @@ func testCountOnly(t *testing.T, perLocation bool) {
 	demo := testutil.StartDemo(t, b.Program)
 	tr, plan := openDemo(t, []config.Target{{
 		Path:     b.Program,
-		Counters: []string{"usdt:demo:tick", "uprobe:inner", "uretprobe:outer"},
+		Counters: config.CountersOf("usdt:demo:tick", "uprobe:inner", "uretprobe:outer"),
 		Spans:    []config.Span{{Name: "query", Entry: "usdt:demo:query__start", Exit: "usdt:demo:query__done"}},
 	}}, perLocation)
 	assert.Equal(t, [3]int{1, 1, 2}, demo.Semaphores())
@@ -215,7 +215,7 @@ func testOpenAllOrNothing(t *testing.T, perLocation bool) {
 	targets := []config.Target{{
 		Path:     b.Program,
 		Spans:    []config.Span{{Name: "query", Entry: "usdt:demo:query__start", Exit: "usdt:demo:query__done"}},
-		Counters: []string{"usdt:demo:tick"},
+		Counters: config.CountersOf("usdt:demo:tick"),
 	}}
 	plan, err := target.Resolve(targets)
 	require.NoError(t, err)
@@ -383,7 +383,7 @@ func TestOpenRefusesAChangedFile(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			b := testutil.BuildDemo(t, "-O0")
 			other := testutil.BuildDemo(t, "-O2")
-			targets := []config.Target{{Path: b.Program, Counters: []string{"uprobe:work"}}}
+			targets := []config.Target{{Path: b.Program, Counters: config.CountersOf("uprobe:work")}}
 			plan, err := target.Resolve(targets)
 			require.NoError(t, err)
 			require.NoError(t, os.Rename(other.Program, b.Program))
@@ -400,5 +400,17 @@ func TestOpenRefusesAChangedFile(t *testing.T) {
 			_, err = Open(plan, Options{RingBufferSize: testRing, PerLocation: mode.perLocation})
 			require.ErrorIs(t, err, ErrFileChanged)
 		})
+	}
+}
+
+// TestEngineLoads loads the engine of the running architecture with no
+// probes: the kernel's verifier accepts it, and its exec, fork and exit
+// programs attach.
+func TestEngineLoads(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, perLocation := range []bool{false, true} {
+		tr, err := Open(&target.Plan{}, Options{RingBufferSize: testRing, PerLocation: perLocation})
+		require.NoError(t, err)
+		require.NoError(t, tr.Close())
 	}
 }

@@ -1,7 +1,7 @@
 // Package floor holds the benchmark's floor: the cheapest useful uprobe
 // program, one per-CPU counter (bpf/floor.bpf.c, bpf2go output committed
-// here). The collector never links it; internal/bench attaches it through
-// tracer.OpenCounter.
+// here). internal/bench attaches it through tracer.OpenCounter, and
+// tracer.Calibrate times probe hits with it when an overhead budget is set.
 package floor
 
 import "github.com/cilium/ebpf"

@@ -47,10 +47,31 @@ func (ms *UprobeProbeHitsMetricConfig) Unmarshal(parser *confmap.Conf) error {
 	return nil
 }
 
+// UprobeProbeHitsEstimatedMetricConfig provides config for the uprobe.probe.hits.estimated metric.
+type UprobeProbeHitsEstimatedMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *UprobeProbeHitsEstimatedMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
 // MetricsConfig provides config for uprobe metrics.
 type MetricsConfig struct {
-	UprobeEventsLost UprobeEventsLostMetricConfig `mapstructure:"uprobe.events.lost"`
-	UprobeProbeHits  UprobeProbeHitsMetricConfig  `mapstructure:"uprobe.probe.hits"`
+	UprobeEventsLost         UprobeEventsLostMetricConfig         `mapstructure:"uprobe.events.lost"`
+	UprobeProbeHits          UprobeProbeHitsMetricConfig          `mapstructure:"uprobe.probe.hits"`
+	UprobeProbeHitsEstimated UprobeProbeHitsEstimatedMetricConfig `mapstructure:"uprobe.probe.hits.estimated"`
 }
 
 func DefaultMetricsConfig() MetricsConfig {
@@ -59,6 +80,9 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled: true,
 		},
 		UprobeProbeHits: UprobeProbeHitsMetricConfig{
+			Enabled: true,
+		},
+		UprobeProbeHitsEstimated: UprobeProbeHitsEstimatedMetricConfig{
 			Enabled: true,
 		},
 	}
@@ -92,6 +116,7 @@ func (rac *ResourceAttributeConfig) Unmarshal(parser *confmap.Conf) error {
 
 // ResourceAttributesConfig provides config for uprobe resource attributes.
 type ResourceAttributesConfig struct {
+	ContainerID           ResourceAttributeConfig `mapstructure:"container.id"`
 	HostName              ResourceAttributeConfig `mapstructure:"host.name"`
 	ProcessExecutablePath ResourceAttributeConfig `mapstructure:"process.executable.path"`
 	ServiceName           ResourceAttributeConfig `mapstructure:"service.name"`
@@ -99,6 +124,9 @@ type ResourceAttributesConfig struct {
 
 func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 	return ResourceAttributesConfig{
+		ContainerID: ResourceAttributeConfig{
+			Enabled: true,
+		},
 		HostName: ResourceAttributeConfig{
 			Enabled: true,
 		},

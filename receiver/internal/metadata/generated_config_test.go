@@ -32,8 +32,12 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					UprobeProbeHits: UprobeProbeHitsMetricConfig{
 						Enabled: true,
 					},
+					UprobeProbeHitsEstimated: UprobeProbeHitsEstimatedMetricConfig{
+						Enabled: true,
+					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
+					ContainerID:           ResourceAttributeConfig{Enabled: true},
 					HostName:              ResourceAttributeConfig{Enabled: true},
 					ProcessExecutablePath: ResourceAttributeConfig{Enabled: true},
 					ServiceName:           ResourceAttributeConfig{Enabled: true},
@@ -50,8 +54,12 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					UprobeProbeHits: UprobeProbeHitsMetricConfig{
 						Enabled: false,
 					},
+					UprobeProbeHitsEstimated: UprobeProbeHitsEstimatedMetricConfig{
+						Enabled: false,
+					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
+					ContainerID:           ResourceAttributeConfig{Enabled: false},
 					HostName:              ResourceAttributeConfig{Enabled: false},
 					ProcessExecutablePath: ResourceAttributeConfig{Enabled: false},
 					ServiceName:           ResourceAttributeConfig{Enabled: false},
@@ -62,7 +70,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(UprobeEventsLostMetricConfig{}, UprobeProbeHitsMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(UprobeEventsLostMetricConfig{}, UprobeProbeHitsMetricConfig{}, UprobeProbeHitsEstimatedMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}
@@ -90,6 +98,7 @@ func TestResourceAttributesConfig(t *testing.T) {
 		{
 			name: "all_set",
 			want: ResourceAttributesConfig{
+				ContainerID:           ResourceAttributeConfig{Enabled: true},
 				HostName:              ResourceAttributeConfig{Enabled: true},
 				ProcessExecutablePath: ResourceAttributeConfig{Enabled: true},
 				ServiceName:           ResourceAttributeConfig{Enabled: true},
@@ -98,6 +107,7 @@ func TestResourceAttributesConfig(t *testing.T) {
 		{
 			name: "none_set",
 			want: ResourceAttributesConfig{
+				ContainerID:           ResourceAttributeConfig{Enabled: false},
 				HostName:              ResourceAttributeConfig{Enabled: false},
 				ProcessExecutablePath: ResourceAttributeConfig{Enabled: false},
 				ServiceName:           ResourceAttributeConfig{Enabled: false},

@@ -168,11 +168,16 @@ var MetricsInfo = metricsInfo{
 		Name:       "uprobe.probe.hits",
 		Attributes: []string{"probe.name"},
 	},
+	UprobeProbeHitsEstimated: metricInfo{
+		Name:       "uprobe.probe.hits.estimated",
+		Attributes: []string{"probe.name"},
+	},
 }
 
 type metricsInfo struct {
-	UprobeEventsLost metricInfo
-	UprobeProbeHits  metricInfo
+	UprobeEventsLost         metricInfo
+	UprobeProbeHits          metricInfo
+	UprobeProbeHitsEstimated metricInfo
 }
 
 type metricInfo struct {
@@ -288,6 +293,60 @@ func newMetricUprobeProbeHits(cfg UprobeProbeHitsMetricConfig) metricUprobeProbe
 	return m
 }
 
+type metricUprobeProbeHitsEstimated struct {
+	data     pmetric.Metric                       // data buffer for generated metric.
+	config   UprobeProbeHitsEstimatedMetricConfig // metric config provided by user.
+	capacity int                                  // max observed number of data points added to the metric.
+}
+
+// init fills uprobe.probe.hits.estimated metric with initial data.
+func (m *metricUprobeProbeHitsEstimated) init() {
+	m.data.SetName("uprobe.probe.hits.estimated")
+	m.data.SetDescription("Only with overhead_budget: the probe's hits counted while it was attached plus those estimated for the time the budget kept it detached (its hit rate while attached × the time detached). An estimate, not a count: it equals uprobe.probe.hits while the probe is fully attached.")
+	m.data.SetUnit("{hit}")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricUprobeProbeHitsEstimated) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, probeNameAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+	dp.Attributes().PutStr("probe.name", probeNameAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricUprobeProbeHitsEstimated) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricUprobeProbeHitsEstimated) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricUprobeProbeHitsEstimated(cfg UprobeProbeHitsEstimatedMetricConfig) metricUprobeProbeHitsEstimated {
+	m := metricUprobeProbeHitsEstimated{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 // MetricsBuilder provides an interface for scrapers to report metrics while taking care of all the transformations
 // required to produce metric representation defined in metadata and user config.
 type MetricsBuilder struct {
@@ -300,6 +359,7 @@ type MetricsBuilder struct {
 	resourceAttributeExcludeFilter map[string]filter.Filter
 	metricUprobeEventsLost         metricUprobeEventsLost
 	metricUprobeProbeHits          metricUprobeProbeHits
+	metricUprobeProbeHitsEstimated metricUprobeProbeHitsEstimated
 }
 
 // MetricBuilderOption applies changes to default metrics builder.
@@ -327,8 +387,15 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		buildInfo:                      settings.BuildInfo,
 		metricUprobeEventsLost:         newMetricUprobeEventsLost(mbc.Metrics.UprobeEventsLost),
 		metricUprobeProbeHits:          newMetricUprobeProbeHits(mbc.Metrics.UprobeProbeHits),
+		metricUprobeProbeHitsEstimated: newMetricUprobeProbeHitsEstimated(mbc.Metrics.UprobeProbeHitsEstimated),
 		resourceAttributeIncludeFilter: make(map[string]filter.Filter),
 		resourceAttributeExcludeFilter: make(map[string]filter.Filter),
+	}
+	if mbc.ResourceAttributes.ContainerID.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["container.id"] = filter.CreateFilter(mbc.ResourceAttributes.ContainerID.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.ContainerID.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["container.id"] = filter.CreateFilter(mbc.ResourceAttributes.ContainerID.MetricsExclude)
 	}
 	if mbc.ResourceAttributes.HostName.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["host.name"] = filter.CreateFilter(mbc.ResourceAttributes.HostName.MetricsInclude)
@@ -420,6 +487,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	ils.Metrics().EnsureCapacity(mb.metricsCapacity)
 	mb.metricUprobeEventsLost.emit(ils.Metrics())
 	mb.metricUprobeProbeHits.emit(ils.Metrics())
+	mb.metricUprobeProbeHitsEstimated.emit(ils.Metrics())
 
 	for _, op := range options {
 		op.apply(rm)
@@ -459,6 +527,11 @@ func (mb *MetricsBuilder) RecordUprobeEventsLostDataPoint(ts pcommon.Timestamp, 
 // RecordUprobeProbeHitsDataPoint adds a data point to uprobe.probe.hits metric.
 func (mb *MetricsBuilder) RecordUprobeProbeHitsDataPoint(ts pcommon.Timestamp, val int64, probeNameAttributeValue string) {
 	mb.metricUprobeProbeHits.recordDataPoint(mb.startTime, ts, val, probeNameAttributeValue)
+}
+
+// RecordUprobeProbeHitsEstimatedDataPoint adds a data point to uprobe.probe.hits.estimated metric.
+func (mb *MetricsBuilder) RecordUprobeProbeHitsEstimatedDataPoint(ts pcommon.Timestamp, val int64, probeNameAttributeValue string) {
+	mb.metricUprobeProbeHitsEstimated.recordDataPoint(mb.startTime, ts, val, probeNameAttributeValue)
 }
 
 // Reset resets metrics builder to its initial state. It should be used when external metrics source is restarted,

@@ -72,8 +72,12 @@ func TestMetricsBuilder(t *testing.T) {
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordUprobeProbeHitsDataPoint(ts, 1, "probe.name-val")
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordUprobeProbeHitsEstimatedDataPoint(ts, 1, "probe.name-val")
 
 			rb := mb.NewResourceBuilder()
+			rb.SetContainerID("container.id-val")
 			rb.SetHostName("host.name-val")
 			rb.SetProcessExecutablePath("process.executable.path-val")
 			rb.SetServiceName("service.name-val")
@@ -128,6 +132,23 @@ func TestMetricsBuilder(t *testing.T) {
 					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
 					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
 					assert.Equal(t, "Times any location of the probe fired, counted in the kernel.", mi.Description())
+					assert.Equal(t, "{hit}", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					probeNameAttrVal, ok := dp.Attributes().Get("probe.name")
+					assert.True(t, ok)
+					assert.Equal(t, "probe.name-val", probeNameAttrVal.Str())
+				case "uprobe.probe.hits.estimated":
+					assert.False(t, validatedMetrics["uprobe.probe.hits.estimated"], "Found a duplicate in the metrics slice: uprobe.probe.hits.estimated")
+					validatedMetrics["uprobe.probe.hits.estimated"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Only with overhead_budget: the probe's hits counted while it was attached plus those estimated for the time the budget kept it detached (its hit rate while attached × the time detached). An estimate, not a count: it equals uprobe.probe.hits while the probe is fully attached.", mi.Description())
 					assert.Equal(t, "{hit}", mi.Unit())
 					assert.True(t, mi.Sum().IsMonotonic())
 					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())

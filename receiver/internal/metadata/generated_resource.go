@@ -21,6 +21,13 @@ func NewResourceBuilder(rac ResourceAttributesConfig) *ResourceBuilder {
 	}
 }
 
+// SetContainerID sets provided value as "container.id" attribute.
+func (rb *ResourceBuilder) SetContainerID(val string) {
+	if rb.config.ContainerID.Enabled {
+		rb.res.Attributes().PutStr("container.id", val)
+	}
+}
+
 // SetHostName sets provided value as "host.name" attribute.
 func (rb *ResourceBuilder) SetHostName(val string) {
 	if rb.config.HostName.Enabled {

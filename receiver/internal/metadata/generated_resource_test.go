@@ -13,6 +13,7 @@ func TestResourceBuilder(t *testing.T) {
 		t.Run(tt, func(t *testing.T) {
 			cfg := loadResourceAttributesConfig(t, tt)
 			rb := NewResourceBuilder(cfg)
+			rb.SetContainerID("container.id-val")
 			rb.SetHostName("host.name-val")
 			rb.SetProcessExecutablePath("process.executable.path-val")
 			rb.SetServiceName("service.name-val")
@@ -22,14 +23,19 @@ func TestResourceBuilder(t *testing.T) {
 
 			switch tt {
 			case "default":
-				assert.Equal(t, 3, res.Attributes().Len())
+				assert.Equal(t, 4, res.Attributes().Len())
 			case "all_set":
-				assert.Equal(t, 3, res.Attributes().Len())
+				assert.Equal(t, 4, res.Attributes().Len())
 			case "none_set":
 				assert.Equal(t, 0, res.Attributes().Len())
 				return
 			default:
 				assert.Failf(t, "unexpected test case: %s", tt)
+			}
+			containerIDAttrVal, ok := res.Attributes().Get("container.id")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "container.id-val", containerIDAttrVal.Str())
 			}
 			hostNameAttrVal, ok := res.Attributes().Get("host.name")
 			assert.True(t, ok)

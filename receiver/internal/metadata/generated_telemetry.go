@@ -3,10 +3,12 @@
 package metadata
 
 import (
+	"context"
 	"errors"
 	"sync"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/embedded"
 	"go.opentelemetry.io/otel/trace"
 
 	"go.opentelemetry.io/collector/component"
@@ -23,21 +25,30 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                          metric.Meter
-	mu                             sync.Mutex
-	registrations                  []metric.Registration
-	ReceiverUprobeAttachFailures   metric.Int64Counter
-	ReceiverUprobeFetchErrors      metric.Int64Counter
-	ReceiverUprobeFileChanges      metric.Int64Counter
-	ReceiverUprobeFiles            metric.Int64UpDownCounter
-	ReceiverUprobeLocations        metric.Int64UpDownCounter
-	ReceiverUprobeRecordsMalformed metric.Int64Counter
-	ReceiverUprobeSpansAbandoned   metric.Int64Counter
-	ReceiverUprobeSpansOverflow    metric.Int64Counter
-	ReceiverUprobeSpansTruncated   metric.Int64Counter
-	ReceiverUprobeSpansUnmatched   metric.Int64Counter
-	ReceiverUprobeTargetsWaiting   metric.Int64UpDownCounter
-	ReceiverUprobeTraceContexts    metric.Int64Counter
+	meter                              metric.Meter
+	mu                                 sync.Mutex
+	registrations                      []metric.Registration
+	ReceiverUprobeAttachFailures       metric.Int64Counter
+	ReceiverUprobeBudget               metric.Float64ObservableGauge
+	ReceiverUprobeBudgetCost           metric.Float64ObservableGauge
+	ReceiverUprobeBudgetDemand         metric.Float64ObservableGauge
+	ReceiverUprobeBudgetThrottled      metric.Int64ObservableGauge
+	ReceiverUprobeCalibratedHitCost    metric.Float64ObservableGauge
+	ReceiverUprobeCalibratedReturnCost metric.Float64ObservableGauge
+	ReceiverUprobeFetchErrors          metric.Int64Counter
+	ReceiverUprobeFileChanges          metric.Int64Counter
+	ReceiverUprobeFiles                metric.Int64UpDownCounter
+	ReceiverUprobeLocations            metric.Int64UpDownCounter
+	ReceiverUprobeProbeCost            metric.Float64ObservableGauge
+	ReceiverUprobeProbeDutyCycle       metric.Float64ObservableGauge
+	ReceiverUprobeRecordsMalformed     metric.Int64Counter
+	ReceiverUprobeSpansAbandoned       metric.Int64Counter
+	ReceiverUprobeSpansFiltered        metric.Int64Counter
+	ReceiverUprobeSpansOverflow        metric.Int64Counter
+	ReceiverUprobeSpansTruncated       metric.Int64Counter
+	ReceiverUprobeSpansUnmatched       metric.Int64Counter
+	ReceiverUprobeTargetsWaiting       metric.Int64UpDownCounter
+	ReceiverUprobeTraceContexts        metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -49,6 +60,146 @@ type telemetryBuilderOptionFunc func(mb *TelemetryBuilder)
 
 func (tbof telemetryBuilderOptionFunc) apply(mb *TelemetryBuilder) {
 	tbof(mb)
+}
+
+// RegisterReceiverUprobeBudgetCallback sets callback for observable ReceiverUprobeBudget metric.
+func (builder *TelemetryBuilder) RegisterReceiverUprobeBudgetCallback(cb metric.Float64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerFloat64{inst: builder.ReceiverUprobeBudget, obs: o})
+		return nil
+	}, builder.ReceiverUprobeBudget)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterReceiverUprobeBudgetCostCallback sets callback for observable ReceiverUprobeBudgetCost metric.
+func (builder *TelemetryBuilder) RegisterReceiverUprobeBudgetCostCallback(cb metric.Float64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerFloat64{inst: builder.ReceiverUprobeBudgetCost, obs: o})
+		return nil
+	}, builder.ReceiverUprobeBudgetCost)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterReceiverUprobeBudgetDemandCallback sets callback for observable ReceiverUprobeBudgetDemand metric.
+func (builder *TelemetryBuilder) RegisterReceiverUprobeBudgetDemandCallback(cb metric.Float64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerFloat64{inst: builder.ReceiverUprobeBudgetDemand, obs: o})
+		return nil
+	}, builder.ReceiverUprobeBudgetDemand)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterReceiverUprobeBudgetThrottledCallback sets callback for observable ReceiverUprobeBudgetThrottled metric.
+func (builder *TelemetryBuilder) RegisterReceiverUprobeBudgetThrottledCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ReceiverUprobeBudgetThrottled, obs: o})
+		return nil
+	}, builder.ReceiverUprobeBudgetThrottled)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterReceiverUprobeCalibratedHitCostCallback sets callback for observable ReceiverUprobeCalibratedHitCost metric.
+func (builder *TelemetryBuilder) RegisterReceiverUprobeCalibratedHitCostCallback(cb metric.Float64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerFloat64{inst: builder.ReceiverUprobeCalibratedHitCost, obs: o})
+		return nil
+	}, builder.ReceiverUprobeCalibratedHitCost)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterReceiverUprobeCalibratedReturnCostCallback sets callback for observable ReceiverUprobeCalibratedReturnCost metric.
+func (builder *TelemetryBuilder) RegisterReceiverUprobeCalibratedReturnCostCallback(cb metric.Float64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerFloat64{inst: builder.ReceiverUprobeCalibratedReturnCost, obs: o})
+		return nil
+	}, builder.ReceiverUprobeCalibratedReturnCost)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterReceiverUprobeProbeCostCallback sets callback for observable ReceiverUprobeProbeCost metric.
+func (builder *TelemetryBuilder) RegisterReceiverUprobeProbeCostCallback(cb metric.Float64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerFloat64{inst: builder.ReceiverUprobeProbeCost, obs: o})
+		return nil
+	}, builder.ReceiverUprobeProbeCost)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterReceiverUprobeProbeDutyCycleCallback sets callback for observable ReceiverUprobeProbeDutyCycle metric.
+func (builder *TelemetryBuilder) RegisterReceiverUprobeProbeDutyCycleCallback(cb metric.Float64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerFloat64{inst: builder.ReceiverUprobeProbeDutyCycle, obs: o})
+		return nil
+	}, builder.ReceiverUprobeProbeDutyCycle)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+type observerInt64 struct {
+	embedded.Int64Observer
+	inst metric.Int64Observable
+	obs  metric.Observer
+}
+
+func (oi *observerInt64) Observe(value int64, opts ...metric.ObserveOption) {
+	oi.obs.ObserveInt64(oi.inst, value, opts...)
+}
+
+type observerFloat64 struct {
+	embedded.Float64Observer
+	inst metric.Float64Observable
+	obs  metric.Observer
+}
+
+func (oi *observerFloat64) Observe(value float64, opts ...metric.ObserveOption) {
+	oi.obs.ObserveFloat64(oi.inst, value, opts...)
 }
 
 // Shutdown unregister all registered callbacks for async instruments.
@@ -75,9 +226,45 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{location}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ReceiverUprobeBudget, err = builder.meter.Float64ObservableGauge(
+		"otelcol_receiver_uprobe_budget",
+		metric.WithDescription("The overhead budget: the CPU time all probes together may add to traced programs, as a fraction of one CPU (overhead_budget). Only with a budget, like every receiver_uprobe_budget_* and receiver_uprobe_probe_* metric. [Alpha]"),
+		metric.WithUnit("{cpu}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverUprobeBudgetCost, err = builder.meter.Float64ObservableGauge(
+		"otelcol_receiver_uprobe_budget_cost",
+		metric.WithDescription("Estimated CPU time all probes add to traced programs now, at their duty cycles, as a fraction of one CPU. [Alpha]"),
+		metric.WithUnit("{cpu}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverUprobeBudgetDemand, err = builder.meter.Float64ObservableGauge(
+		"otelcol_receiver_uprobe_budget_demand",
+		metric.WithDescription("Estimated CPU time all probes would add to traced programs if every one were fully attached, as a fraction of one CPU; above the budget, the costliest are throttled. [Alpha]"),
+		metric.WithUnit("{cpu}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverUprobeBudgetThrottled, err = builder.meter.Int64ObservableGauge(
+		"otelcol_receiver_uprobe_budget_throttled",
+		metric.WithDescription("Throttle groups (a probe with the probes it pairs with in spans) the budget keeps from being fully attached now. [Alpha]"),
+		metric.WithUnit("{group}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverUprobeCalibratedHitCost, err = builder.meter.Float64ObservableGauge(
+		"otelcol_receiver_uprobe_calibrated_hit_cost",
+		metric.WithDescription("What one probe hit costs a traced thread on this machine by site class, with the cheapest program, as measured at Start. [Alpha]"),
+		metric.WithUnit("ns"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverUprobeCalibratedReturnCost, err = builder.meter.Float64ObservableGauge(
+		"otelcol_receiver_uprobe_calibrated_return_cost",
+		metric.WithDescription("What a uretprobe adds to an entry uprobe at the same function (the return leg) on this machine, as measured at Start. [Alpha]"),
+		metric.WithUnit("ns"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ReceiverUprobeFetchErrors, err = builder.meter.Int64Counter(
 		"otelcol_receiver_uprobe_fetch_errors",
-		metric.WithDescription("Attribute values left out of spans because the engine could not read them (unmapped or invalid memory). [Alpha]"),
+		metric.WithDescription("Attribute values left out of spans, and counter histogram values left out of uprobe.probe.value, because the engine could not read them (unmapped or invalid memory). [Alpha]"),
 		metric.WithUnit("{value}"),
 	)
 	errs = errors.Join(errs, err)
@@ -99,6 +286,18 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{location}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ReceiverUprobeProbeCost, err = builder.meter.Float64ObservableGauge(
+		"otelcol_receiver_uprobe_probe_cost",
+		metric.WithDescription("Estimated CPU time the probe adds to traced programs now, as a fraction of one CPU: its hit rate while attached × its cost per hit (calibrated trap by site class, return leg, BPF program) × its duty cycle. [Alpha]"),
+		metric.WithUnit("{cpu}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverUprobeProbeDutyCycle, err = builder.meter.Float64ObservableGauge(
+		"otelcol_receiver_uprobe_probe_duty_cycle",
+		metric.WithDescription("The share of each period the probe is attached under the overhead budget: 1 fully attached, 0 detached (attached only for short samples). [Alpha]"),
+		metric.WithUnit("1"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ReceiverUprobeRecordsMalformed, err = builder.meter.Int64Counter(
 		"otelcol_receiver_uprobe_records_malformed",
 		metric.WithDescription("Ring-buffer records or stored values that did not decode; never expected. [Alpha]"),
@@ -108,6 +307,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	builder.ReceiverUprobeSpansAbandoned, err = builder.meter.Int64Counter(
 		"otelcol_receiver_uprobe_spans_abandoned",
 		metric.WithDescription("Open spans dropped because an enclosing span on the same thread closed first (their exit never came). [Alpha]"),
+		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverUprobeSpansFiltered, err = builder.meter.Int64Counter(
+		"otelcol_receiver_uprobe_spans_filtered",
+		metric.WithDescription("Calls whose span filter or exit_filter did not hold, by span definition; not recorded, not in uprobe.span.duration (the probe's hits still count them). [Alpha]"),
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)

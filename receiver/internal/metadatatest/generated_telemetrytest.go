@@ -37,10 +37,94 @@ func AssertEqualReceiverUprobeAttachFailures(t *testing.T, tt *componenttest.Tel
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualReceiverUprobeBudget(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[float64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_uprobe_budget",
+		Description: "The overhead budget: the CPU time all probes together may add to traced programs, as a fraction of one CPU (overhead_budget). Only with a budget, like every receiver_uprobe_budget_* and receiver_uprobe_probe_* metric. [Alpha]",
+		Unit:        "{cpu}",
+		Data: metricdata.Gauge[float64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_uprobe_budget")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualReceiverUprobeBudgetCost(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[float64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_uprobe_budget_cost",
+		Description: "Estimated CPU time all probes add to traced programs now, at their duty cycles, as a fraction of one CPU. [Alpha]",
+		Unit:        "{cpu}",
+		Data: metricdata.Gauge[float64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_uprobe_budget_cost")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualReceiverUprobeBudgetDemand(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[float64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_uprobe_budget_demand",
+		Description: "Estimated CPU time all probes would add to traced programs if every one were fully attached, as a fraction of one CPU; above the budget, the costliest are throttled. [Alpha]",
+		Unit:        "{cpu}",
+		Data: metricdata.Gauge[float64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_uprobe_budget_demand")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualReceiverUprobeBudgetThrottled(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_uprobe_budget_throttled",
+		Description: "Throttle groups (a probe with the probes it pairs with in spans) the budget keeps from being fully attached now. [Alpha]",
+		Unit:        "{group}",
+		Data: metricdata.Gauge[int64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_uprobe_budget_throttled")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualReceiverUprobeCalibratedHitCost(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[float64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_uprobe_calibrated_hit_cost",
+		Description: "What one probe hit costs a traced thread on this machine by site class, with the cheapest program, as measured at Start. [Alpha]",
+		Unit:        "ns",
+		Data: metricdata.Gauge[float64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_uprobe_calibrated_hit_cost")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualReceiverUprobeCalibratedReturnCost(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[float64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_uprobe_calibrated_return_cost",
+		Description: "What a uretprobe adds to an entry uprobe at the same function (the return leg) on this machine, as measured at Start. [Alpha]",
+		Unit:        "ns",
+		Data: metricdata.Gauge[float64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_uprobe_calibrated_return_cost")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualReceiverUprobeFetchErrors(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_receiver_uprobe_fetch_errors",
-		Description: "Attribute values left out of spans because the engine could not read them (unmapped or invalid memory). [Alpha]",
+		Description: "Attribute values left out of spans, and counter histogram values left out of uprobe.probe.value, because the engine could not read them (unmapped or invalid memory). [Alpha]",
 		Unit:        "{value}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
@@ -101,6 +185,34 @@ func AssertEqualReceiverUprobeLocations(t *testing.T, tt *componenttest.Telemetr
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualReceiverUprobeProbeCost(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[float64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_uprobe_probe_cost",
+		Description: "Estimated CPU time the probe adds to traced programs now, as a fraction of one CPU: its hit rate while attached × its cost per hit (calibrated trap by site class, return leg, BPF program) × its duty cycle. [Alpha]",
+		Unit:        "{cpu}",
+		Data: metricdata.Gauge[float64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_uprobe_probe_cost")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualReceiverUprobeProbeDutyCycle(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[float64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_uprobe_probe_duty_cycle",
+		Description: "The share of each period the probe is attached under the overhead budget: 1 fully attached, 0 detached (attached only for short samples). [Alpha]",
+		Unit:        "1",
+		Data: metricdata.Gauge[float64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_uprobe_probe_duty_cycle")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualReceiverUprobeRecordsMalformed(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_receiver_uprobe_records_malformed",
@@ -129,6 +241,22 @@ func AssertEqualReceiverUprobeSpansAbandoned(t *testing.T, tt *componenttest.Tel
 		},
 	}
 	got, err := tt.GetMetric("otelcol_receiver_uprobe_spans_abandoned")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualReceiverUprobeSpansFiltered(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_uprobe_spans_filtered",
+		Description: "Calls whose span filter or exit_filter did not hold, by span definition; not recorded, not in uprobe.span.duration (the probe's hits still count them). [Alpha]",
+		Unit:        "{span}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_uprobe_spans_filtered")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }

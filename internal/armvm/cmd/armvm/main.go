@@ -5,9 +5,10 @@
 //
 //	go run ./internal/armvm/cmd/armvm [flags] [package ...]
 //
-// Without packages it runs armvm.DefaultSuite. It installs missing Debian
-// packages and downloads the kernel and busybox into the cache on first
-// use (as root).
+// Without packages it runs armvm.DefaultSuite (internal/distrotest only
+// with -distro, the arm64 collector distribution). It installs missing
+// Debian packages and downloads the kernel and busybox into the cache on
+// first use (as root).
 package main
 
 import (
@@ -41,11 +42,13 @@ func run() error {
 		cache       = flag.String("cache", defaultCache, "directory of the cached kernel and busybox")
 		cpus        = flag.Int("smp", 2, "virtual CPUs")
 		mem         = flag.Int("mem", 2048, "guest memory in MiB")
-		timeout     = flag.Duration("timeout", 4*time.Minute, "limit of the VM run, from boot to power-off")
-		testTimeout = flag.Duration("test-timeout", 3*time.Minute, "-test.timeout of each test binary")
+		timeout     = flag.Duration("timeout", 12*time.Minute, "limit of the VM run, from boot to power-off")
+		testTimeout = flag.Duration("test-timeout", 8*time.Minute, "-test.timeout of each test binary")
 		keep        = flag.Bool("keep", false, "keep the work directory (test binaries, initramfs)")
 		refresh     = flag.Bool("refresh", false, "ask apt for a newer kernel even when one is cached")
 		noDeps      = flag.Bool("no-deps", false, "do not install missing Debian packages")
+		run         = flag.String("run", "", "-test.run of the packages named on the command line")
+		distro      = flag.String("distro", "", "the collector distribution built for arm64 (make build-arm64), for internal/distrotest")
 	)
 	flag.Parse()
 
@@ -63,8 +66,22 @@ func run() error {
 					pkg = d
 				}
 			}
+			if *run != "" {
+				pkg.Run = *run
+			}
 			suite = append(suite, pkg)
 		}
+	}
+	if *distro == "" {
+		var kept []armvm.Package
+		for _, p := range suite {
+			if p.NeedsDistro {
+				fmt.Printf("armvm: no -distro: %s is left out\n", p.Path)
+				continue
+			}
+			kept = append(kept, p)
+		}
+		suite = kept
 	}
 	root, err := os.Getwd()
 	if err != nil {
@@ -97,7 +114,7 @@ func run() error {
 	}
 
 	started := time.Now()
-	b := armvm.Builder{RepoRoot: root, WorkDir: work, Log: os.Stderr}
+	b := armvm.Builder{RepoRoot: root, WorkDir: work, Log: os.Stderr, Distro: *distro}
 	bins, err := b.TestBinaries(ctx, suite)
 	if err != nil {
 		return err

@@ -1,9 +1,15 @@
-package testutil
+// Package testconfig holds the receiver configurations several tests share.
+// It is apart from package testutil so that testutil stays below package
+// config (whose dependencies' own tests use testutil).
+package testconfig
 
-import "github.com/otel-uprobe/uprobereceiver/internal/config"
+import (
+	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+)
 
 // DemoTargets is a configuration with every kind of probe the demo has.
-func DemoTargets(b DemoBuild) []config.Target {
+func DemoTargets(b testutil.DemoBuild) []config.Target {
 	return []config.Target{
 		{
 			Path:        b.Program,
@@ -31,12 +37,12 @@ func DemoTargets(b DemoBuild) []config.Target {
 				{Name: "outer", Function: "outer"},
 				{Name: "inner", Function: "inner", Attributes: map[string]string{"i": "arg0:u32"}},
 			},
-			Counters: []string{"usdt:demo:tick", "uprobe:work"},
+			Counters: config.CountersOf("usdt:demo:tick", "uprobe:work"),
 		},
 		{
 			Path:     b.Library,
 			Spans:    []config.Span{{Name: "lib_call", Function: "lib_call", Attributes: map[string]string{"i": "arg0:s32"}}},
-			Counters: []string{"usdt:demolib:call"},
+			Counters: config.CountersOf("usdt:demolib:call"),
 		},
 	}
 }
@@ -58,6 +64,6 @@ func PostgresContract(path string) config.Target {
 				ExitAttributes: map[string]string{"ptr": "retval:x64"},
 			},
 		},
-		Counters: []string{"usdt:postgresql:transaction__start", "uprobe:palloc"},
+		Counters: config.CountersOf("usdt:postgresql:transaction__start", "uprobe:palloc"),
 	}
 }

@@ -1,0 +1,3 @@
+module goapp
+
+go 1.26.0
