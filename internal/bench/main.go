@@ -253,6 +253,9 @@ func run(s settings) error {
 	md := markdown(res)
 	fmt.Print(md)
 	if s.out != "" {
+		if err := os.MkdirAll(s.out, 0o755); err != nil {
+			return err
+		}
 		js, err := json.MarshalIndent(res, "", "  ")
 		if err != nil {
 			return err
