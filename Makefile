@@ -105,11 +105,15 @@ run: build demo
 	trap "kill $$demo 2>/dev/null" EXIT INT TERM; \
 	UPROBE_DEMO_DIR=$(abspath $(DEMO_DIR)) $(DISTRO) --config testdata/demo/collector.yaml
 
-# bench measures the receiver against the kernel's floor and bpftrace and
-# writes docs/benchmarks.md and docs/benchmarks.json (several minutes).
+# bench measures the receiver against the kernel's floor and bpftrace, and
+# the built collector's CPU per span against building the same spans with
+# pdata alone, and writes docs/benchmarks.md and docs/benchmarks.json
+# (several minutes), with the collector measurement of BENCH_BASELINE (an
+# earlier run's benchmarks.json) next to this run's when it exists.
+BENCH_BASELINE ?= docs/benchmarks-baseline.json
 bench: deps build
 	mkdir -p docs
-	$(GO) run ./internal/bench -out docs -distro $(abspath $(DISTRO))
+	$(GO) run ./internal/bench -out docs -distro $(abspath $(DISTRO)) $(if $(wildcard $(BENCH_BASELINE)),-before $(BENCH_BASELINE))
 
 # bench-smoke is the seconds-long version CI runs so that the benchmark
 # cannot rot; its numbers are not meant to be read.

@@ -27,7 +27,10 @@ require (
 	golang.org/x/sys v0.49.0
 )
 
-require github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724
+require (
+	github.com/google/pprof v0.0.0-20261016150608-1facf8f91b50
+	github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724
+)
 
 require (
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect

@@ -345,6 +345,18 @@ enum record_flag {
 };
 
 /*
+ * wake_mode is what the ring buffer's reader (user space) wants to be woken
+ * for, in the engine's global of that name. Records are written without a
+ * wakeup but when it asks: the reader sleeps on a timer while records flow,
+ * and not at all while none do.
+ */
+enum wake_mode {
+	WAKE_FILL = 0,  /* when the ring holds wake_bytes (the reader drains on a timer) */
+	WAKE_FIRST = 1, /* at the next record (the ring was empty: the reader sleeps) */
+	WAKE_SENT = 2,  /* a wakeup is on its way: no other until the reader asks again */
+};
+
+/*
  * record_kind is the last byte of every ring-buffer record: it says which
  * trailer ends the record.
  */

@@ -64,6 +64,7 @@ struct abi_types {
 	enum proc_mask_bit proc_bit;
 	enum pending_kind pending_kind;
 	enum record_kind record_kind;
+	enum wake_mode wake_mode;
 	enum process_event process_event;
 	enum filter_op filter_op;
 	struct value_hist value_hist;
@@ -226,6 +227,31 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 22);
 } records SEC(".maps");
+
+/* reader_wake (enum wake_mode) is written by user space before it sleeps
+ * and set to WAKE_SENT by the record that wakes it. */
+__u32 reader_wake = WAKE_FILL;
+
+/* wake_bytes is how full the ring gets before a record wakes a reader that
+ * drains on a timer (a quarter of it). Set by the loader. */
+volatile const __u64 wake_bytes = 1 << 20;
+
+/* wake_flags returns the flags to write a record with: a wakeup only when
+ * the reader asked for one. A record whose program read the request just
+ * before the reader made it goes without: the reader's sleep is bounded
+ * (internal/tracer). */
+static __always_inline __u64 wake_flags(void)
+{
+	__u32 want = *(volatile __u32 *)&reader_wake;
+
+	if (want == WAKE_SENT)
+		return BPF_RB_NO_WAKEUP;
+	if (want == WAKE_FIRST || bpf_ringbuf_query(&records, BPF_RB_AVAIL_DATA) >= wake_bytes) {
+		*(volatile __u32 *)&reader_wake = WAKE_SENT;
+		return BPF_RB_FORCE_WAKEUP;
+	}
+	return BPF_RB_NO_WAKEUP;
+}
 
 /* procs holds the processes of chosen targets (pid: or process:), by
  * thread group id. User space fills it for the processes it finds and
@@ -1265,7 +1291,7 @@ __noinline int span_exit(const struct site *s, __u32 site_id, struct probe_stats
 	rec->entry_failed = f->entry_failed;
 	rec->exit_failed = failed;
 	rec->kind = RECORD_KIND_SPAN;
-	if (bpf_ringbuf_output(&records, w, end + sizeof(struct span_record), BPF_RB_NO_WAKEUP)) {
+	if (bpf_ringbuf_output(&records, w, end + sizeof(struct span_record), wake_flags())) {
 		add(&st->lost, 1);
 		add(&ps->lost, 1);
 	}
@@ -1468,7 +1494,7 @@ static __always_inline void send_process(struct task_struct *task, __u8 event, _
 		if (len && bpf_probe_read_user(b->args, len, (const void *)start) == 0)
 			b->rec.args_len = len;
 	}
-	bpf_ringbuf_submit(b, 0);
+	bpf_ringbuf_submit(b, wake_flags());
 }
 
 SEC("tp_btf/sched_process_exec")

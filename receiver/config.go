@@ -19,8 +19,11 @@ type Config struct {
 
 	// Targets are the traced files and what to take from each.
 	Targets []config.Target `mapstructure:"targets"`
-	// FlushInterval is how often completed spans are drained from the ring
-	// buffer and handed to the pipeline (the kernel never wakes the reader).
+	// FlushInterval is the longest a completed span waits in the ring
+	// buffer before it is handed to the pipeline: the receiver drains the
+	// ring this long after the previous drain (or after the first record
+	// that comes while it sleeps), or sooner when the ring is a quarter
+	// full. With nothing to read it sleeps, looking once a second.
 	FlushInterval time.Duration `mapstructure:"flush_interval"`
 	// CollectionInterval is how often the kernel's counters and histograms
 	// are read and emitted as metrics; a final snapshot is emitted at shutdown.
@@ -28,7 +31,10 @@ type Config struct {
 	// RingBufferSize is the size in bytes of the span ring buffer shared by
 	// all CPUs: a power of two of at least one page.
 	RingBufferSize int `mapstructure:"ring_buffer_size"`
-	// MaxBatchSpans bounds the spans handed to the pipeline in one call.
+	// MaxBatchSpans bounds the spans handed to the pipeline in one call. A
+	// drain hands over what the ring holds in calls of at most this many:
+	// the smaller the calls, the less memory is live at once, which the
+	// garbage collector scans (see docs/benchmarks.md).
 	MaxBatchSpans int `mapstructure:"max_batch_spans"`
 	// MaxGoroutines bounds the goroutines of Go targets that can have open
 	// spans at the same time; each takes about 27 KiB of kernel memory
@@ -54,10 +60,10 @@ type Config struct {
 
 // Defaults of the receiver's settings.
 const (
-	defaultFlushInterval      = 10 * time.Millisecond
+	defaultFlushInterval      = 100 * time.Millisecond
 	defaultCollectionInterval = 10 * time.Second
 	defaultRingBufferSize     = 8 << 20
-	defaultMaxBatchSpans      = 8192
+	defaultMaxBatchSpans      = 1024
 	defaultMaxGoroutines      = 4096
 	// maxOverheadBudget and minOverheadBudget bound overhead_budget, in
 	// CPUs: below the minimum, the samples that keep a detached probe's

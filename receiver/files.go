@@ -55,7 +55,11 @@ type fileWatcher struct {
 	locator  target.HostLocator
 	matchers []*procfs.Matcher // by target: the process selector, compiled
 	changes  chan fileChange
+	notify   func()   // after a change is sent; nil for none
 	requests chan int // pids that execed
+
+	ownMounts uint64 // the collector's mount namespace, 0 if unknown
+	ownRoot   string // and its root directory as /proc shows it
 
 	known    map[int]map[procfs.FileID]bool // per target, files attached or refused
 	current  map[string]procfs.FileID       // SeenAs path → file attached for it
@@ -79,6 +83,8 @@ func newFileWatcher(log *zap.Logger, plan *target.Plan, targets []config.Target,
 		byDir:    map[string][]int{},
 		inotify:  -1,
 	}
+	w.ownMounts, _ = locator.FS.MountNamespace(os.Getpid())
+	w.ownRoot, _ = os.Readlink(locator.FS.ProcessRoot(os.Getpid()).Dir())
 	w.matchers = make([]*procfs.Matcher, len(targets))
 	for ti, t := range targets {
 		w.known[ti] = map[procfs.FileID]bool{}
@@ -134,7 +140,9 @@ func (w *fileWatcher) run(ctx context.Context) {
 			}
 			return
 		case pid := <-w.requests:
-			w.lookAt(ctx, pid)
+			if !w.lookAt(ctx, pid) {
+				continue // nothing more to find once its libraries are mapped
+			}
 			if len(rechecks) < maxFileRequests {
 				rechecks = append(rechecks, recheck{pid, time.Now().Add(libraryRecheck)})
 			}
@@ -160,12 +168,30 @@ func (w *fileWatcher) run(ctx context.Context) {
 	}
 }
 
-// lookAt looks for the targets' files as process pid sees them.
-func (w *fileWatcher) lookAt(ctx context.Context, pid int) {
+// lookAt looks for the targets' files as process pid sees them, and says
+// whether looking again once its dynamic loader has mapped its libraries
+// may find more.
+func (w *fileWatcher) lookAt(ctx context.Context, pid int) (again bool) {
+	same := -1 // whether pid sees the collector's file system; -1: not asked yet
 	for ti, t := range w.targets {
 		if t.PID != 0 && t.PID != pid {
 			continue
 		}
+		byName := !strings.ContainsRune(t.Path, '/')
+		if !byName {
+			// A path names, in a process that sees the collector's file
+			// system, the very file the collector located at start, and
+			// inotify follows what happens at that path since: looking
+			// inside the process finds nothing new. Most execs on a host
+			// are such, and this spares them a dozen system calls each.
+			if same < 0 {
+				same = boolInt(w.sameView(pid))
+			}
+			if same == 1 {
+				continue
+			}
+		}
+		again = again || byName
 		if m := w.matchers[ti]; m != nil {
 			if ok, err := m.MatchProcess(w.locator.FS, pid); err != nil || !ok {
 				continue
@@ -177,6 +203,29 @@ func (w *fileWatcher) lookAt(ctx context.Context, pid int) {
 		}
 		w.consider(ctx, ti, *c)
 	}
+	return again
+}
+
+// sameView says whether process pid sees the file system as the collector
+// does: the same mount namespace and the same root directory.
+func (w *fileWatcher) sameView(pid int) bool {
+	fs := w.locator.FS
+	if fs.Root != "" || w.ownMounts == 0 || w.ownRoot == "" {
+		return false
+	}
+	theirs, err := fs.MountNamespace(pid)
+	if err != nil || theirs != w.ownMounts {
+		return false
+	}
+	root, err := os.Readlink(fs.ProcessRoot(pid).Dir())
+	return err == nil && root == w.ownRoot
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // relocate locates target ti again after its directory changed.
@@ -225,6 +274,9 @@ func (w *fileWatcher) consider(ctx context.Context, ti int, c target.Candidate) 
 func (w *fileWatcher) send(ctx context.Context, ch fileChange) {
 	select {
 	case w.changes <- ch:
+		if w.notify != nil {
+			w.notify()
+		}
 	case <-ctx.Done():
 	}
 }

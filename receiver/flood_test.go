@@ -75,3 +75,30 @@ func TestRefusingPipeline(t *testing.T) {
 	}
 	assert.Equal(t, int64(100), total)
 }
+
+// With nothing to read, the drain goroutine sleeps: it does not wake on a
+// timer (the engine wakes it at the first record, and a bound of idleWait
+// catches a record written as it fell asleep). A span is still delivered
+// within the flush interval of its record, and the ring's first record
+// after a quiet time wakes the goroutine.
+func TestDrainSleepsWhileIdle(t *testing.T) {
+	testutil.RequireRoot(t)
+	b := testutil.BuildDemo(t, "-O2")
+	demo := testutil.StartDemo(t, b.Program)
+	// A pid: target: no exec record of the machine's other processes
+	// wakes the receiver.
+	s := startReceiver(t, []config.Target{{Path: b.Program, PID: demo.PID, Spans: []config.Span{{Name: "outer", Function: "outer"}}}})
+
+	const quiet = 3 * idleWait
+	time.Sleep(quiet) // nothing happens: what is measured is the goroutine's wakeups meanwhile
+	for i := 1; i <= 3; i++ {
+		demo.Run(1)
+		require.Eventually(t, func() bool { return s.traces.SpanCount() == i }, 10*time.Second, time.Millisecond)
+	}
+	require.NoError(t, s.rcv.Shutdown(context.Background()))
+	// A timer at the default flush interval would have woken it 30 times
+	// (300 at the 10 ms it once was).
+	wakeups := s.rcv.wakeups
+	assert.LessOrEqual(t, wakeups, int(quiet/idleWait)+2*3+2, "wakeups in %v of quiet and 3 spans", quiet)
+	assert.Equal(t, 3, s.traces.SpanCount())
+}

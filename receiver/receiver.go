@@ -73,7 +73,7 @@ type uprobeReceiver struct {
 	byContainer *containerCounts
 	plan        *target.Plan
 	builder     *spans.Builder
-	batch       event.Batch
+	records     drainRecords
 	emitter     *metricsEmitter
 	unhealthy   bool
 	reported    spans.Counts
@@ -83,10 +83,10 @@ type uprobeReceiver struct {
 	watcher     *fileWatcher
 	sendExecs   bool
 	waiting     map[int]bool    // targets with nothing traced now
-	kept        []event.Span    // the batch's spans that count
 	exes        *imageCache     // process.executable.path of library targets' processes
 	containers  *imageCache     // container.id
 	budget      *overheadBudget // nil without overhead_budget
+	wakeups     int             // times the drain goroutine woke, for tests
 }
 
 func newReceiver(cfg *Config, set receiver.Settings, onDone func()) (*uprobeReceiver, error) {
@@ -249,12 +249,13 @@ func (r *uprobeReceiver) start() error {
 	log.Info("Probes attached", zap.Int("targets", len(plan.Targets)), zap.Int("files", len(plan.Files)),
 		zap.Int("probes", len(plan.Probes)), zap.Int("spans", len(plan.Spans)), zap.Int("locations", len(plan.Attachments)))
 	r.watcher = newFileWatcher(log, plan, r.cfg.Targets, locator)
+	r.watcher.notify = tr.Interrupt // the drain goroutine may be asleep
 
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	r.wg.Add(3)
 	go func() { defer r.wg.Done(); r.watcher.run(ctx) }()
-	go r.every(ctx, r.cfg.FlushInterval, r.drain)        // hand completed spans to the pipeline
+	go r.drainLoop(ctx)                                  // hand completed spans to the pipeline
 	go r.every(ctx, r.cfg.CollectionInterval, r.collect) // emit the kernel's counters
 	r.wg.Add(1)
 	go r.every(ctx, containerFoldInterval, r.foldContainers) // container.id of processes that may not live long
@@ -341,50 +342,118 @@ func (r *uprobeReceiver) reportLocations(plan *target.Plan, sign int64) {
 	}
 }
 
+// idleWait bounds how long the drain goroutine sleeps with nothing in the
+// ring buffer. The engine wakes it at the first record; the bound catches a
+// record written just as it went to sleep (tracer.WaitRecords).
+const idleWait = time.Second
+
+// drainLoop hands spans to the pipeline until ctx ends. While records flow,
+// it drains flush_interval after the previous drain began, or sooner when
+// the engine says the ring buffer is a quarter full. With nothing in the
+// ring it sleeps until the engine writes a record, and drains
+// flush_interval after it; it also wakes when a span waiting for a trace
+// context is due and when the file watcher has a file for it. No timer
+// wakes it while nothing happens.
+func (r *uprobeReceiver) drainLoop(ctx context.Context) {
+	defer r.wg.Done()
+	begun := time.Now()
+	for ctx.Err() == nil {
+		r.wakeups++
+		if r.tracer.Buffered() == 0 && len(r.watcher.changes) == 0 {
+			deadline := time.Now().Add(idleWait)
+			if due := r.builder.NextExpiry(); !due.IsZero() && due.Before(deadline) {
+				deadline = due
+			}
+			r.wait(deadline, true)
+			if ctx.Err() != nil {
+				return
+			}
+			if r.tracer.Buffered() == 0 {
+				r.drain(ctx) // a waiting span is due, or a file is to be attached
+				continue
+			}
+			begun = time.Now() // the first record: others may join it
+		}
+		r.wait(begun.Add(r.cfg.FlushInterval), false)
+		if ctx.Err() != nil {
+			return
+		}
+		begun = time.Now()
+		r.drain(ctx)
+	}
+}
+
+// wait sleeps until the engine has records (see tracer.WaitRecords).
+func (r *uprobeReceiver) wait(deadline time.Time, first bool) {
+	if err := r.tracer.WaitRecords(deadline, first); err != nil {
+		// Not expected: poll on the flush interval instead.
+		r.set.Logger.Warn("Waiting for the ring buffer", zap.Error(err))
+		time.Sleep(time.Until(deadline))
+	}
+}
+
 // drain moves every span now in the ring buffer into the pipeline, in
-// batches of at most MaxBatchSpans.
+// batches of at most MaxBatchSpans, building each span as it is read from
+// the ring. With nothing in the ring, no span waiting for a trace context
+// and no file to attach, it does nothing.
 func (r *uprobeReceiver) drain(ctx context.Context) {
+	if r.tracer.Buffered() == 0 && r.builder.Waiting() == 0 && len(r.watcher.changes) == 0 {
+		return
+	}
 	r.followClock()
 	r.applyFileChanges(ctx)
+	r.records.r, r.records.ctx = r, ctx
 	for {
-		r.batch.Reset()
-		n, malformed := r.tracer.Drain(&r.batch, r.cfg.MaxBatchSpans)
+		if r.traces != nil {
+			r.builder.Begin(min(r.cfg.MaxBatchSpans, r.tracer.Buffered()))
+		}
+		n, malformed := r.tracer.Read(r.cfg.MaxBatchSpans, &r.records)
 		if malformed > 0 {
 			r.tel.ReceiverUprobeRecordsMalformed.Add(ctx, int64(malformed))
 		}
-		// A process's exec or fork comes before its spans and its exit
-		// after them: decide first, forget last.
-		for _, p := range r.batch.Processes {
-			switch p.Event {
-			case event.ProcessExec:
-				r.chooser.exec(p)
-				if r.sendExecs && !r.watcher.execed(int(p.PID)) {
-					r.tel.ReceiverUprobeFileChanges.Add(ctx, 1, metric.WithAttributes(attribute.String("change", "dropped")))
-				}
-			case event.ProcessFork:
-				r.chooser.fork(p)
-			}
-		}
 		if r.traces != nil {
-			r.kept = r.kept[:0]
-			for i := range r.batch.Spans {
-				if r.chooser.keep(&r.batch.Spans[i]) {
-					r.kept = append(r.kept, r.batch.Spans[i])
-				}
-			}
-			r.deliver(ctx, r.builder.Build(r.kept))
-		}
-		for _, p := range r.batch.Processes {
-			if p.Event == event.ProcessExit {
-				r.chooser.exit(p)
-				r.exes.forget(p.PID)
-				r.containers.forget(p.PID)
-			}
+			r.deliver(ctx, r.builder.End())
 		}
 		r.reportCounts(ctx)
 		if n < r.cfg.MaxBatchSpans {
+			r.records.ctx = nil
 			return
 		}
+	}
+}
+
+// drainRecords takes the records of one drain as they are read, in the
+// ring's order: a process's exec or fork comes before its spans (decide
+// first) and its exit after them (forget last).
+type drainRecords struct {
+	r   *uprobeReceiver
+	ctx context.Context
+}
+
+// Span builds a span that counts: one of a pending process counts only if
+// the process was chosen for its target.
+func (d *drainRecords) Span(ev *event.Span) {
+	if d.r.traces != nil && d.r.chooser.keep(ev) {
+		d.r.builder.Add(ev)
+	}
+}
+
+// Process follows process events for the chooser, the file watcher and
+// the caches of process facts.
+func (d *drainRecords) Process(p *event.Process) {
+	r := d.r
+	switch p.Event {
+	case event.ProcessExec:
+		r.chooser.exec(*p)
+		if r.sendExecs && !r.watcher.execed(int(p.PID)) {
+			r.tel.ReceiverUprobeFileChanges.Add(d.ctx, 1, metric.WithAttributes(attribute.String("change", "dropped")))
+		}
+	case event.ProcessFork:
+		r.chooser.fork(*p)
+	case event.ProcessExit:
+		r.chooser.exit(*p)
+		r.exes.forget(p.PID)
+		r.containers.forget(p.PID)
 	}
 }
 
@@ -614,6 +683,7 @@ func (r *uprobeReceiver) Shutdown(ctx context.Context) error {
 			return
 		}
 		r.cancel()
+		r.tracer.Interrupt()
 		r.wg.Wait()
 		if r.budget != nil {
 			r.budget.stop()

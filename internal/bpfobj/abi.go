@@ -139,6 +139,17 @@ const (
 	RecordKindProcess = uint8(engineX86RecordKindRECORD_KIND_PROCESS)
 )
 
+// What the ring buffer's reader wants to be woken for (enum wake_mode), the
+// value of the engine's reader_wake global.
+const (
+	// WakeFill: when the ring holds wake_bytes.
+	WakeFill = uint32(engineX86WakeModeWAKE_FILL)
+	// WakeFirst: at the next record.
+	WakeFirst = uint32(engineX86WakeModeWAKE_FIRST)
+	// WakeSent: a wakeup is on its way (written by the engine).
+	WakeSent = uint32(engineX86WakeModeWAKE_SENT)
+)
+
 // Process events (enum process_event).
 const (
 	ProcessExec = uint8(engineX86ProcessEventPROCESS_EXEC)
@@ -179,6 +190,8 @@ const (
 	VarSelectorBits          = engineX86VarSelectorBits
 	VarSendExecs             = engineX86VarSendExecs
 	VarEmitRecords           = engineX86VarEmitRecords
+	VarReaderWake            = engineX86VarReaderWake
+	VarWakeBytes             = engineX86VarWakeBytes
 )
 
 // Arch returns the architecture the running program was built for

@@ -38,9 +38,11 @@ const (
 	engineArm64ProgSiteHit           = "site_hit"
 	engineArm64ProgSiteHitMulti      = "site_hit_multi"
 	engineArm64VarEmitRecords        = "emit_records"
+	engineArm64VarReaderWake         = "reader_wake"
 	engineArm64VarSelectorBits       = "selector_bits"
 	engineArm64VarSendExecs          = "send_execs"
 	engineArm64VarUnusedAbiTypes     = "unused_abi_types"
+	engineArm64VarWakeBytes          = "wake_bytes"
 )
 
 // loadEngineArm64 returns the embedded CollectionSpec for engineArm64.
@@ -119,9 +121,11 @@ type engineArm64MapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type engineArm64VariableSpecs struct {
 	EmitRecords    *ebpf.VariableSpec `ebpf:"emit_records"`
+	ReaderWake     *ebpf.VariableSpec `ebpf:"reader_wake"`
 	SelectorBits   *ebpf.VariableSpec `ebpf:"selector_bits"`
 	SendExecs      *ebpf.VariableSpec `ebpf:"send_execs"`
 	UnusedAbiTypes *ebpf.VariableSpec `ebpf:"unused_abi_types"`
+	WakeBytes      *ebpf.VariableSpec `ebpf:"wake_bytes"`
 }
 
 // engineArm64Objects contains all objects after they have been loaded into the kernel.
@@ -180,9 +184,11 @@ func (m *engineArm64Maps) Close() error {
 // It can be passed to loadEngineArm64Objects or ebpf.CollectionSpec.LoadAndAssign.
 type engineArm64Variables struct {
 	EmitRecords    *ebpf.Variable `ebpf:"emit_records"`
+	ReaderWake     *ebpf.Variable `ebpf:"reader_wake"`
 	SelectorBits   *ebpf.Variable `ebpf:"selector_bits"`
 	SendExecs      *ebpf.Variable `ebpf:"send_execs"`
 	UnusedAbiTypes *ebpf.Variable `ebpf:"unused_abi_types"`
+	WakeBytes      *ebpf.Variable `ebpf:"wake_bytes"`
 }
 
 // engineArm64Programs contains all programs after they have been loaded into the kernel.

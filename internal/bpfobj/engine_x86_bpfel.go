@@ -266,6 +266,14 @@ type engineX86ValueHist struct {
 	Negative [65]uint64
 }
 
+type engineX86WakeMode uint32
+
+const (
+	engineX86WakeModeWAKE_FILL  engineX86WakeMode = 0
+	engineX86WakeModeWAKE_FIRST engineX86WakeMode = 1
+	engineX86WakeModeWAKE_SENT  engineX86WakeMode = 2
+)
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -292,9 +300,11 @@ const (
 	engineX86ProgSiteHit           = "site_hit"
 	engineX86ProgSiteHitMulti      = "site_hit_multi"
 	engineX86VarEmitRecords        = "emit_records"
+	engineX86VarReaderWake         = "reader_wake"
 	engineX86VarSelectorBits       = "selector_bits"
 	engineX86VarSendExecs          = "send_execs"
 	engineX86VarUnusedAbiTypes     = "unused_abi_types"
+	engineX86VarWakeBytes          = "wake_bytes"
 )
 
 // loadEngineX86 returns the embedded CollectionSpec for engineX86.
@@ -373,9 +383,11 @@ type engineX86MapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type engineX86VariableSpecs struct {
 	EmitRecords    *ebpf.VariableSpec `ebpf:"emit_records"`
+	ReaderWake     *ebpf.VariableSpec `ebpf:"reader_wake"`
 	SelectorBits   *ebpf.VariableSpec `ebpf:"selector_bits"`
 	SendExecs      *ebpf.VariableSpec `ebpf:"send_execs"`
 	UnusedAbiTypes *ebpf.VariableSpec `ebpf:"unused_abi_types"`
+	WakeBytes      *ebpf.VariableSpec `ebpf:"wake_bytes"`
 }
 
 // engineX86Objects contains all objects after they have been loaded into the kernel.
@@ -434,9 +446,11 @@ func (m *engineX86Maps) Close() error {
 // It can be passed to loadEngineX86Objects or ebpf.CollectionSpec.LoadAndAssign.
 type engineX86Variables struct {
 	EmitRecords    *ebpf.Variable `ebpf:"emit_records"`
+	ReaderWake     *ebpf.Variable `ebpf:"reader_wake"`
 	SelectorBits   *ebpf.Variable `ebpf:"selector_bits"`
 	SendExecs      *ebpf.Variable `ebpf:"send_execs"`
 	UnusedAbiTypes *ebpf.Variable `ebpf:"unused_abi_types"`
+	WakeBytes      *ebpf.Variable `ebpf:"wake_bytes"`
 }
 
 // engineX86Programs contains all programs after they have been loaded into the kernel.

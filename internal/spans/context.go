@@ -243,13 +243,22 @@ func (b *Builder) expire(all bool) {
 	}
 }
 
+// NextExpiry returns when the next span waiting for a trace context is due
+// to leave without it (Build, End or Flush let it go), zero when none waits.
+func (b *Builder) NextExpiry() time.Time {
+	if b.waitingSpans == 0 {
+		return time.Time{}
+	}
+	return b.nextDeadline
+}
+
 // Waiting returns the number of spans held for a trace context.
 func (b *Builder) Waiting() int { return b.waitingSpans }
 
 // Flush returns every span still waiting, with the ids it was built with;
 // the receiver calls it at shutdown.
 func (b *Builder) Flush() ptrace.Traces {
-	b.begin(0)
+	b.Begin(0)
 	b.expire(true)
-	return b.td
+	return b.End()
 }

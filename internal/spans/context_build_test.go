@@ -1180,3 +1180,25 @@ func expectDerivedEveryRun(t *testing.T, setup func(t *testing.T) (*Builder, []e
 		}
 	})
 }
+
+// TestContextNextExpiry: NextExpiry says when the first waiting span is due
+// to leave, and nothing once none waits.
+func TestContextNextExpiry(t *testing.T) {
+	clk := newClock()
+	s := ctxSettings(ctxPlan(t), clk)
+	s.ContextWait = 5 * time.Second
+	b := NewBuilder(s)
+	assert.True(t, b.NextExpiry().IsZero(), "nothing waits")
+	h1, h2 := th{10, 11}, th{20, 21}
+	t0 := clk.Now()
+	build(t, b, []event.Span{h1.work(200, 300, 100, 100, 100)})
+	assert.Equal(t, t0.Add(5*time.Second), b.NextExpiry())
+	clk.Advance(3 * time.Second)
+	build(t, b, []event.Span{h2.work(200, 300, 100, 100, 100)})
+	assert.Equal(t, t0.Add(5*time.Second), b.NextExpiry(), "the earlier one")
+	clk.Advance(2*time.Second + time.Nanosecond)
+	build(t, b, nil, h1.work(200, 300, 100, 100, 100))
+	assert.Equal(t, t0.Add(8*time.Second), b.NextExpiry(), "the one left")
+	b.Flush()
+	assert.True(t, b.NextExpiry().IsZero(), "nothing waits after Flush")
+}

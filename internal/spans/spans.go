@@ -66,23 +66,28 @@ type Counts struct {
 	Context [outcomes]uint64
 }
 
-// Builder converts batches of engine spans into ptrace.Traces. It is not
-// safe for concurrent use.
+// Builder converts batches of engine spans into ptrace.Traces: Build
+// converts a slice of spans; Begin, Add for each span and End convert them
+// as they are read, without keeping them. It is not safe for concurrent use.
 type Builder struct {
 	s      Settings
 	counts Counts
 	text   arena
 
-	// The output being built and its span slice per resource.
+	// The output being built, its span slice per resource and how many
+	// more spans it expects (Begin's hint, less those added).
 	td      ptrace.Traces
 	groups  map[resourceKey]ptrace.SpanSlice
 	lastKey resourceKey
 	last    ptrace.SpanSlice
 	hasLast bool
+	expect  int
 
-	// The last derived trace id: spans of one tree arrive together.
+	// The last derived trace id: spans of one tree arrive together; and
+	// the id derivation of the last thread.
 	lastTrace    pcommon.TraceID
 	lastTraceKey ctxKey
+	ids          threadIDs
 
 	// Spans waiting for an enclosing carrier span's trace context.
 	waiting      map[ctxKey]*waiting
@@ -114,12 +119,27 @@ func (b *Builder) SetWallOffset(ns int64) { b.s.WallOffsetNs = ns }
 // Counts returns the problems and outcomes met so far.
 func (b *Builder) Counts() Counts { return b.counts }
 
-// begin starts a new output for about n spans.
-func (b *Builder) begin(n int) {
+// Begin starts a new output for about n spans (a hint: the first
+// resource's span slice is sized for them).
+func (b *Builder) Begin(n int) {
 	b.td = ptrace.NewTraces()
 	clear(b.groups)
 	b.hasLast = false
+	b.expect = n
 	b.text.reset(64 * n)
+}
+
+// End returns the output started by Begin: the spans added since, and the
+// waiting spans released meanwhile. The Builder keeps no reference to it,
+// so that it is garbage as soon as the pipeline is done with it.
+func (b *Builder) End() ptrace.Traces {
+	b.expire(false)
+	td := b.td
+	b.td = ptrace.Traces{}
+	clear(b.groups)
+	b.last, b.hasLast = ptrace.SpanSlice{}, false
+	b.text.reset(0)
+	return td
 }
 
 // slice returns the span slice of a resource in the current output.
@@ -135,7 +155,7 @@ func (b *Builder) slice(key resourceKey, hint int) ptrace.SpanSlice {
 		sc.Scope().SetName(b.s.ScopeName)
 		sc.Scope().SetVersion(b.s.ScopeVersion)
 		ss = sc.Spans()
-		if len(b.groups) == 0 {
+		if len(b.groups) == 0 && hint > 0 {
 			ss.EnsureCapacity(hint) // usually one process: no regrowth
 		}
 		b.groups[key] = ss
@@ -158,38 +178,46 @@ func (b *Builder) finish(sp ptrace.Span, key resourceKey, sampled bool) {
 // enclosing carrier span's trace context stay in the Builder until it
 // arrives (or ContextWait passes); they then leave with a later Build.
 func (b *Builder) Build(in []event.Span) ptrace.Traces {
-	b.begin(len(in))
+	b.Begin(len(in))
 	for i := range in {
-		ev := &in[i]
-		def := &b.s.Plan.Spans[ev.Def]
-		key := resourceKey{b.s.Plan.Sites[ev.EntrySite].File, ev.PID, ev.Image}
-		if def.Carrier == target.CarrierNone && ev.ContextStartNs == 0 {
-			b.span(b.slice(key, len(in)-i).AppendEmpty(), ev, def)
-			continue
-		}
-		sp := ptrace.NewSpan()
-		tc, outcome := b.span(sp, ev, def)
-		var self *ctxKey
-		if def.Carrier != target.CarrierNone {
-			b.counts.Context[outcome]++
-			self = &ctxKey{ev.PID, ownerOf(ev), ev.StartNs}
-		}
-		switch {
-		case outcome == ContextFound:
-			sp.SetTraceID(tc.trace)
-			sp.SetParentSpanID(tc.parent)
-			b.finish(sp, key, tc.sampled)
-			b.resolve(*self, tc.trace, tc.sampled, false)
-		case ev.ContextStartNs != 0:
-			b.wait(ctxKey{ev.PID, ownerOf(ev), ev.ContextStartNs}, waiter{span: sp, res: key, self: self})
-		default:
-			trace := sp.TraceID() // finish moves sp out
-			b.finish(sp, key, true)
-			b.resolve(*self, trace, true, false)
-		}
+		b.Add(&in[i])
 	}
-	b.expire(false)
-	return b.td
+	return b.End()
+}
+
+// Add converts one span into the output started by Begin, or holds it for
+// the trace context of an enclosing carrier span. It keeps no reference to
+// ev or its values: they may be reused once it returns.
+func (b *Builder) Add(ev *event.Span) {
+	def := &b.s.Plan.Spans[ev.Def]
+	key := resourceKey{b.s.Plan.Sites[ev.EntrySite].File, ev.PID, ev.Image}
+	if b.expect > 0 {
+		b.expect--
+	}
+	if def.Carrier == target.CarrierNone && ev.ContextStartNs == 0 {
+		b.span(b.slice(key, b.expect+1).AppendEmpty(), ev, def)
+		return
+	}
+	sp := ptrace.NewSpan()
+	tc, outcome := b.span(sp, ev, def)
+	var self *ctxKey
+	if def.Carrier != target.CarrierNone {
+		b.counts.Context[outcome]++
+		self = &ctxKey{ev.PID, ownerOf(ev), ev.StartNs}
+	}
+	switch {
+	case outcome == ContextFound:
+		sp.SetTraceID(tc.trace)
+		sp.SetParentSpanID(tc.parent)
+		b.finish(sp, key, tc.sampled)
+		b.resolve(*self, tc.trace, tc.sampled, false)
+	case ev.ContextStartNs != 0:
+		b.wait(ctxKey{ev.PID, ownerOf(ev), ev.ContextStartNs}, waiter{span: sp, res: key, self: self})
+	default:
+		trace := sp.TraceID() // finish moves sp out
+		b.finish(sp, key, true)
+		b.resolve(*self, trace, true, false)
+	}
 }
 
 func (b *Builder) resource(r pcommon.Resource, key resourceKey) {
@@ -242,13 +270,14 @@ func (b *Builder) span(sp ptrace.Span, ev *event.Span, def *target.Span) (traceC
 	}
 	sp.SetKind(kind)
 	owner := ownerOf(ev)
+	ids := b.idsOf(ev.PID, owner)
 	if k := (ctxKey{ev.PID, owner, ev.RootStartNs}); k != b.lastTraceKey || b.lastTrace.IsEmpty() {
-		b.lastTraceKey, b.lastTrace = k, b.TraceID(ev.PID, owner, ev.RootStartNs)
+		b.lastTraceKey, b.lastTrace = k, ids.traceID(ev.RootStartNs)
 	}
 	sp.SetTraceID(b.lastTrace)
-	sp.SetSpanID(b.SpanID(ev.PID, owner, ev.StartNs))
+	sp.SetSpanID(ids.spanID(ev.StartNs))
 	if ev.ParentStartNs != 0 {
-		sp.SetParentSpanID(b.SpanID(ev.PID, owner, ev.ParentStartNs))
+		sp.SetParentSpanID(ids.spanID(ev.ParentStartNs))
 	}
 	sp.SetStartTimestamp(pcommon.Timestamp(int64(ev.StartNs) + b.s.WallOffsetNs))
 	sp.SetEndTimestamp(pcommon.Timestamp(int64(ev.EndNs) + b.s.WallOffsetNs))
@@ -392,20 +421,26 @@ func putInt(attrs pcommon.Map, key string, v target.Value, raw uint64, text *are
 }
 
 // arena holds the text of one Build's string attributes: one allocation for
-// the batch instead of one per value. Strings point into it, so bytes once
-// written are never changed; a full arena is replaced, not reused.
+// the batch instead of one per value, made when the first string is.
+// Strings point into it, so bytes once written are never changed; a full
+// arena is replaced, not reused.
 type arena struct {
-	buf []byte
+	buf  []byte
+	size int // of the next allocation
 }
 
+// reset starts a new arena of about size bytes; it allocates nothing yet.
 func (a *arena) reset(size int) {
-	a.buf = make([]byte, 0, max(size, 4096))
+	a.buf, a.size = nil, max(size, 4096)
 }
 
 // str returns a string holding the bytes appended by fill.
 func (a *arena) str(fill func([]byte) []byte) string {
 	if a == nil {
 		return string(fill(nil))
+	}
+	if a.buf == nil {
+		a.buf = make([]byte, 0, max(a.size, 4096))
 	}
 	start := len(a.buf)
 	grown := fill(a.buf)
@@ -437,26 +472,62 @@ func extend(raw uint64, size uint8, signed bool) uint64 {
 // SpanID derives the id of the span that started at startNs on a thread
 // (or goroutine) of a process.
 func (b *Builder) SpanID(pid uint32, owner, startNs uint64) pcommon.SpanID {
-	var id pcommon.SpanID
-	binary.BigEndian.PutUint64(id[:], nonZero(mix(b.s.Salt[0], pid, owner, startNs)))
-	return id
+	return b.threadIDs(pid, owner).spanID(startNs)
 }
 
 // TraceID derives the trace id of the spans nested under the outermost span
 // that started at rootStartNs on a thread (or goroutine) of a process.
 func (b *Builder) TraceID(pid uint32, owner, rootStartNs uint64) pcommon.TraceID {
-	var id pcommon.TraceID
-	binary.BigEndian.PutUint64(id[:8], mix(b.s.Salt[1], pid, owner, rootStartNs))
-	binary.BigEndian.PutUint64(id[8:], nonZero(mix(b.s.Salt[0]^b.s.Salt[1], pid, owner^0x9e3779b97f4a7c15, rootStartNs)))
+	return b.threadIDs(pid, owner).traceID(rootStartNs)
+}
+
+// threadIDs holds the part of the id derivation that depends on the
+// process and thread (or goroutine) only: spans of one thread come
+// together, so the Builder keeps the last one (idsOf) and derives each id
+// with one more mixing round.
+type threadIDs struct {
+	pid                    uint32
+	owner                  uint64
+	span, traceHi, traceLo uint64
+}
+
+const ownerTweak = 0x9e3779b97f4a7c15 // the trace id's second half uses another owner
+
+func (b *Builder) threadIDs(pid uint32, owner uint64) threadIDs {
+	return threadIDs{
+		pid: pid, owner: owner,
+		span:    mixPrefix(b.s.Salt[0], pid, owner),
+		traceHi: mixPrefix(b.s.Salt[1], pid, owner),
+		traceLo: mixPrefix(b.s.Salt[0]^b.s.Salt[1], pid, owner^ownerTweak),
+	}
+}
+
+// idsOf returns the id derivation of a thread, from the last one when it
+// is the same thread.
+func (b *Builder) idsOf(pid uint32, owner uint64) *threadIDs {
+	if b.ids.pid != pid || b.ids.owner != owner || b.ids.span == 0 {
+		b.ids = b.threadIDs(pid, owner)
+	}
+	return &b.ids
+}
+
+func (t threadIDs) spanID(startNs uint64) pcommon.SpanID {
+	var id pcommon.SpanID
+	binary.BigEndian.PutUint64(id[:], nonZero(fmix(t.span^startNs)))
 	return id
 }
 
-// mix is a keyed 64-bit mixer (splitmix64 finalizer over the inputs).
-func mix(salt uint64, pid uint32, owner, c uint64) uint64 {
-	h := fmix(salt ^ uint64(pid)<<32 ^ owner)
-	h = fmix(h ^ owner>>32)
-	h = fmix(h ^ c)
-	return h
+func (t threadIDs) traceID(rootStartNs uint64) pcommon.TraceID {
+	var id pcommon.TraceID
+	binary.BigEndian.PutUint64(id[:8], fmix(t.traceHi^rootStartNs))
+	binary.BigEndian.PutUint64(id[8:], nonZero(fmix(t.traceLo^rootStartNs)))
+	return id
+}
+
+// mixPrefix is a keyed 64-bit mixer (splitmix64 finalizer rounds) over
+// the salt, process and owner; an id mixes one more round with a time.
+func mixPrefix(salt uint64, pid uint32, owner uint64) uint64 {
+	return fmix(fmix(salt^uint64(pid)<<32^owner) ^ owner>>32)
 }
 
 func fmix(h uint64) uint64 {

@@ -85,6 +85,11 @@ func (r *ringReader) read(max int, fn func(record []byte)) (passed, corrupt int)
 	return passed, corrupt
 }
 
+// buffered returns the bytes between the consumer and producer positions.
+func (r *ringReader) buffered() int {
+	return int(atomic.LoadUint64(r.producerPos) - atomic.LoadUint64(r.consumerPos))
+}
+
 func (r *ringReader) close() error {
 	return errors.Join(unix.Munmap(r.producerArea), unix.Munmap(r.consumerPage))
 }

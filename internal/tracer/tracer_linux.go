@@ -130,6 +130,7 @@ type Tracer struct {
 	procs    *ebpf.Map
 	pending  *ebpf.Map
 	ring     *ringReader
+	waker    *waker
 	stats    io.Closer // BPF run-time statistics, while they are on
 
 	// mu guards the links and what is attached.
@@ -138,6 +139,11 @@ type Tracer struct {
 	off      map[int]bool          // probes detached by SetProbeAttached
 	closing  map[int]chan struct{} // probes whose links are being closed
 	detached bool
+
+	// The record Read passes on, reused: passing a new one through the
+	// Records interface would allocate it.
+	ev   event.Span
+	proc event.Process
 }
 
 // fileLinks are the links of one attached file, and what the tracer keeps
@@ -215,7 +221,8 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 			delete(spec.Programs, name) // load only the variant in use
 		}
 	}
-	if err := spec.Variables[bpfobj.VarEmitRecords].Set(boolByte(!opts.NoRecords)); err != nil {
+	if err := errors.Join(spec.Variables[bpfobj.VarEmitRecords].Set(boolByte(!opts.NoRecords)),
+		spec.Variables[bpfobj.VarWakeBytes].Set(uint64(size/wakeFraction))); err != nil {
 		return nil, fmt.Errorf("configuring the BPF engine: %w", err)
 	}
 
@@ -264,6 +271,9 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 		return nil, err
 	}
 	if t.ring, err = newRingReader(coll.Maps[bpfobj.MapRecords]); err != nil {
+		return nil, err
+	}
+	if t.waker, err = newWaker(coll, spec, coll.Maps[bpfobj.MapRecords], size/wakeFraction); err != nil {
 		return nil, err
 	}
 	// Lifetime programs first, so that no span opened by a probe outlives
@@ -752,10 +762,24 @@ func eventName(ref string) string {
 	}, ref)
 }
 
-// Drain moves up to max records from the ring buffer into batch (spans and
-// process events) and returns how many spans it moved and how many records
-// were malformed (counted, skipped). Only one goroutine may drain.
-func (t *Tracer) Drain(batch *event.Batch, max int) (n, malformed int) {
+// Records receives the records Read passes on, in the order the engine
+// recorded them (a process's exec or fork before its spans, its exit after
+// them).
+type Records interface {
+	// Span is a completed span. ev and the bytes of its Entry and Exit
+	// belong to the Tracer and the ring buffer: they are valid only
+	// during the call.
+	Span(ev *event.Span)
+	// Process is a process event; p is valid only during the call.
+	Process(p *event.Process)
+}
+
+// Read passes up to max records from the ring buffer to h, the spans
+// decoded in place (nothing is copied but a process record's text), and
+// releases their space in the ring once, at the end. It returns how many
+// spans it passed and how many records were malformed (counted,
+// skipped). Only one goroutine may read.
+func (t *Tracer) Read(max int, h Records) (n, malformed int) {
 	_, corrupt := t.ring.read(max, func(raw []byte) {
 		if kind, _ := bpfobj.RecordKind(raw); kind == bpfobj.RecordKindProcess {
 			p, ok := bpfobj.DecodeProcess(raw)
@@ -763,7 +787,7 @@ func (t *Tracer) Drain(batch *event.Batch, max int) (n, malformed int) {
 				malformed++
 				return
 			}
-			batch.Processes = append(batch.Processes, event.Process{
+			t.proc = event.Process{
 				Event:    event.ProcessEvent(p.Event),
 				PID:      p.Pid,
 				Parent:   p.Parent,
@@ -771,7 +795,8 @@ func (t *Tracer) Drain(batch *event.Batch, max int) (n, malformed int) {
 				TimeNs:   p.TimeNs,
 				Filename: string(p.Filename),
 				Args:     string(p.Args),
-			})
+			}
+			h.Process(&t.proc)
 			return
 		}
 		rec, ok := bpfobj.DecodeRecord(raw)
@@ -779,37 +804,83 @@ func (t *Tracer) Drain(batch *event.Batch, max int) (n, malformed int) {
 			malformed++
 			return
 		}
-		h := rec.SpanRecord
-		if int(h.Span) >= len(t.plan.Spans) || int(h.EntrySite) >= len(t.plan.Sites) || int(h.ExitSite) >= len(t.plan.Sites) {
+		r := rec.SpanRecord
+		if int(r.Span) >= len(t.plan.Spans) || int(r.EntrySite) >= len(t.plan.Sites) || int(r.ExitSite) >= len(t.plan.Sites) {
 			malformed++
 			return
 		}
-		data := batch.Copy(raw[:len(rec.Entry)+len(rec.Exit)])
-		batch.Spans = append(batch.Spans, event.Span{
-			StartNs:        h.StartNs,
-			EndNs:          h.EndNs,
-			ParentStartNs:  h.ParentStartNs,
-			RootStartNs:    h.RootStartNs,
-			ContextStartNs: h.ContextStartNs,
-			Owner:          h.Owner,
-			PID:            h.Pid,
-			Image:          event.Image{StartNs: h.ProcessStartNs, ExecID: h.ExecId},
-			TID:            h.Tid,
-			Def:            h.Span,
-			EntrySite:      h.EntrySite,
-			ExitSite:       h.ExitSite,
-			Depth:          h.Depth,
-			Truncated:      h.Flags&bpfobj.RecordTruncated != 0,
-			Pending:        h.Flags&bpfobj.RecordPending != 0,
-			EntryFailed:    h.EntryFailed,
-			ExitFailed:     h.ExitFailed,
-			Entry:          data[:h.EntryLen:h.EntryLen],
-			Exit:           data[h.EntryLen:],
-		})
+		t.ev = event.Span{
+			StartNs:        r.StartNs,
+			EndNs:          r.EndNs,
+			ParentStartNs:  r.ParentStartNs,
+			RootStartNs:    r.RootStartNs,
+			ContextStartNs: r.ContextStartNs,
+			Owner:          r.Owner,
+			PID:            r.Pid,
+			Image:          event.Image{StartNs: r.ProcessStartNs, ExecID: r.ExecId},
+			TID:            r.Tid,
+			Def:            r.Span,
+			EntrySite:      r.EntrySite,
+			ExitSite:       r.ExitSite,
+			Depth:          r.Depth,
+			Truncated:      r.Flags&bpfobj.RecordTruncated != 0,
+			Pending:        r.Flags&bpfobj.RecordPending != 0,
+			EntryFailed:    r.EntryFailed,
+			ExitFailed:     r.ExitFailed,
+			Entry:          rec.Entry,
+			Exit:           rec.Exit,
+		}
+		h.Span(&t.ev)
 		n++
 	})
 	return n, malformed + corrupt
 }
+
+// wakeFraction is the share of the ring buffer the engine lets fill before
+// it wakes a reader that drains on a timer (WaitRecords): a quarter leaves
+// the other three to the time the reader takes to wake up.
+const wakeFraction = 4
+
+// WaitRecords sleeps until the ring buffer holds records worth reading:
+// with first set, until the engine writes one; otherwise until a quarter
+// of the ring is full. It returns then, when deadline passes (zero: no
+// deadline) or when Interrupt is called, whichever comes first, and at
+// once when that is already so. The engine writes records without waking
+// anybody unless a WaitRecords asked it to; a record written just as the
+// request was made may go without a wakeup, so a wait for the first
+// record should have a deadline. Only the goroutine that reads may wait.
+func (t *Tracer) WaitRecords(deadline time.Time, first bool) error {
+	return t.waker.wait(t.ring, deadline, first)
+}
+
+// Interrupt ends a WaitRecords in progress, or the next one. Any goroutine
+// may call it until Close.
+func (t *Tracer) Interrupt() { t.waker.interrupt() }
+
+// Buffered returns at most how many span records the ring buffer holds for
+// Read now (its bytes over the smallest record's), 0 when it is empty.
+func (t *Tracer) Buffered() int {
+	return t.ring.buffered() / (ringHeaderSize + bpfobj.RecordTrailerSize)
+}
+
+// Drain moves up to max records from the ring buffer into batch (spans and
+// process events, their values copied into the batch's memory) and returns
+// how many spans it moved and how many records were malformed (counted,
+// skipped). Only one goroutine may drain.
+func (t *Tracer) Drain(batch *event.Batch, max int) (n, malformed int) {
+	return t.Read(max, batchRecords{batch})
+}
+
+// batchRecords copies records into a Batch.
+type batchRecords struct{ b *event.Batch }
+
+func (r batchRecords) Span(ev *event.Span) {
+	s := *ev
+	s.Entry, s.Exit = r.b.Copy(ev.Entry), r.b.Copy(ev.Exit)
+	r.b.Spans = append(r.b.Spans, s)
+}
+
+func (r batchRecords) Process(p *event.Process) { r.b.Processes = append(r.b.Processes, *p) }
 
 // SetProcess tells the engine which chosen targets (by ChosenBit) process
 // pid belongs to, for the image that started at startNs, and that it is no
@@ -1077,6 +1148,10 @@ func (t *Tracer) Detach() error {
 // Close detaches every probe and unloads the engine. It is idempotent.
 func (t *Tracer) Close() error {
 	err := t.Detach()
+	if t.waker != nil {
+		err = errors.Join(err, t.waker.close())
+		t.waker = nil
+	}
 	if t.ring != nil {
 		err = errors.Join(err, t.ring.close())
 		t.ring = nil

@@ -1,0 +1,492 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Collector is the built collector (receiver and a debug exporter at basic
+// verbosity, one process) under a steady flood of spans from one probed
+// thread, against the pdata floor measured in the same rounds.
+type Collector struct {
+	// CPU is the CPU the collector and the standalone floor were pinned
+	// to, WorkloadCPU the probed program's; -1 when not pinned.
+	CPU         int `json:"cpu"`
+	WorkloadCPU int `json:"workload_cpu"`
+	// FlushInterval is the receiver's flush_interval in the run ("" for
+	// its default).
+	FlushInterval string `json:"flush_interval,omitempty"`
+	// Idle is the collector's cost while nothing is traced.
+	IdleSeconds          float64          `json:"idle_seconds"`
+	IdleCPUMsPerSecond   float64          `json:"idle_cpu_ms_per_second"`
+	IdleSwitchesPerSec   float64          `json:"idle_context_switches_per_second"`
+	Rounds               []CollectorRound `json:"rounds"`
+	NsPerSpan            float64          `json:"ns_per_span"`
+	FloorNsPerSpan       float64          `json:"floor_standalone_ns_per_span"`
+	Ratio                float64          `json:"ratio"`
+	RatioMin             float64          `json:"ratio_min"`
+	RatioMax             float64          `json:"ratio_max"`
+	FloorInProcess       *PdataFloor      `json:"floor_in_process,omitempty"`
+	ProcessesStartedPerS float64          `json:"machine_processes_started_per_second"`
+	Profile              *Profile         `json:"profile,omitempty"`
+	// Commit is the source the collector was built from, when known; Date
+	// when it was measured.
+	Commit string `json:"commit,omitempty"`
+	Date   string `json:"date,omitempty"`
+}
+
+// CollectorRound is one flood: the collector's CPU over the delivered
+// spans, and the standalone floor measured just before it.
+type CollectorRound struct {
+	Seconds         float64     `json:"seconds"`
+	Fired           int64       `json:"fired"`
+	Delivered       int64       `json:"delivered"`
+	SpansPerSec     float64     `json:"spans_per_second"`
+	CPUSeconds      float64     `json:"collector_cpu_seconds"`
+	NsPerSpan       float64     `json:"ns_per_span"`
+	SwitchesPerSpan float64     `json:"context_switches_per_1000_spans"`
+	Floor           *PdataFloor `json:"floor"`
+	Ratio           float64     `json:"ratio"`
+}
+
+// collectorConfig is the measured pipeline: the receiver with its defaults
+// and the debug exporter at basic verbosity, as a new user would write it;
+// the pprof extension and the collector's own metrics (Prometheus, on
+// 127.0.0.1) are how the benchmark looks inside.
+func collectorConfig(workload, flushInterval, pprofAddr string, promPort int) string {
+	flush := ""
+	if flushInterval != "" {
+		flush = "\n    flush_interval: " + flushInterval
+	}
+	return fmt.Sprintf(`receivers:
+  uprobe:%s
+    targets:
+      - path: %s
+        spans:
+          - name: probed
+            function: probed
+            attributes: {a: arg0}
+            exit_attributes: {ret: retval}
+exporters:
+  debug:
+    verbosity: basic
+extensions:
+  pprof:
+    endpoint: %s
+service:
+  extensions: [pprof]
+  telemetry:
+    metrics:
+      readers:
+        - pull:
+            exporter:
+              prometheus:
+                host: 127.0.0.1
+                port: %d
+  pipelines:
+    traces: {receivers: [uprobe], exporters: [debug]}
+    metrics: {receivers: [uprobe], exporters: [debug]}
+`, flush, workload, pprofAddr, promPort)
+}
+
+// collectorProc is a running distro.
+type collectorProc struct {
+	cmd      *exec.Cmd
+	pid      int
+	pprof    string // host:port of the pprof extension
+	promPort int
+	done     chan struct{}
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// pinned returns the command line that runs args on cpu (all CPUs when cpu < 0).
+func pinned(cpu int, args ...string) []string {
+	if cpu < 0 {
+		return args
+	}
+	return append([]string{"taskset", "-c", strconv.Itoa(cpu)}, args...)
+}
+
+// startCollector runs the distro with cfg on cpu and waits until it is ready.
+func startCollector(distro, dir, cfgName string, cpu int, cfg func(pprofAddr string, promPort int) string) (*collectorProc, error) {
+	pp, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	prom, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	c := &collectorProc{pprof: fmt.Sprintf("127.0.0.1:%d", pp), promPort: prom, done: make(chan struct{})}
+	path := filepath.Join(dir, cfgName)
+	if err := os.WriteFile(path, []byte(cfg(c.pprof, prom)), 0o644); err != nil {
+		return nil, err
+	}
+	args := pinned(cpu, distro, "--config", path)
+	c.cmd = exec.Command(args[0], args[1:]...)
+	c.cmd.Env = runtimeDefaults()
+	stderr, err := c.cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.cmd.Start(); err != nil {
+		return nil, err
+	}
+	c.pid = c.cmd.Process.Pid
+	ready := make(chan struct{})
+	var once sync.Once
+	go func() {
+		defer close(c.done)
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() { // the debug exporter logs a line per batch: keep reading
+			if strings.Contains(sc.Text(), "Everything is ready") {
+				once.Do(func() { close(ready) })
+			}
+		}
+	}()
+	select {
+	case <-ready:
+		return c, nil
+	case <-c.done:
+		_ = c.cmd.Wait()
+		return nil, errors.New("collector exited before it was ready")
+	case <-time.After(60 * time.Second):
+		c.stop()
+		return nil, errors.New("collector not ready within 60s")
+	}
+}
+
+func (c *collectorProc) stop() {
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	<-c.done
+	_ = c.cmd.Wait()
+}
+
+// usage is a process's CPU time (every thread, from its scheduler
+// statistics) and context switches at one moment.
+type usage struct {
+	at       time.Time
+	cpuNs    int64
+	switches int64
+}
+
+// processUsage sums the scheduler statistics of every thread of pid. A
+// thread that exits takes its time with it: the Go runtime keeps its threads.
+func processUsage(pid int) (usage, error) {
+	u := usage{at: time.Now()}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return u, err
+	}
+	for _, t := range tasks {
+		base := fmt.Sprintf("/proc/%d/task/%s/", pid, t.Name())
+		b, err := os.ReadFile(base + "schedstat")
+		if err != nil {
+			continue // the thread exited
+		}
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			ns, _ := strconv.ParseInt(f[0], 10, 64)
+			u.cpuNs += ns
+		}
+		st, err := os.ReadFile(base + "status")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(st), "\n") {
+			if v, ok := strings.CutPrefix(line, "voluntary_ctxt_switches:"); ok {
+				n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				u.switches += n
+			} else if v, ok := strings.CutPrefix(line, "nonvoluntary_ctxt_switches:"); ok {
+				n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				u.switches += n
+			}
+		}
+	}
+	return u, nil
+}
+
+// accepted returns the spans the receiver has handed to the pipeline, from
+// the collector's own metrics.
+func (c *collectorProc) accepted() (int64, error) {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", c.promPort))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var n int64
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "otelcol_receiver_accepted_spans") || !strings.Contains(line, `receiver="uprobe"`) {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			return 0, fmt.Errorf("reading %q: %w", line, err)
+		}
+		n += int64(v)
+	}
+	return n, sc.Err()
+}
+
+// waitDelivered waits until the pipeline took want spans more than from, or
+// the count stopped moving for a second; it returns the count and the
+// collector's usage just before the last look.
+func (c *collectorProc) waitDelivered(from, want int64) (int64, usage, error) {
+	var last int64 = -1
+	still := time.Now()
+	for {
+		u, err := processUsage(c.pid)
+		if err != nil {
+			return 0, u, err
+		}
+		n, err := c.accepted()
+		if err != nil {
+			return 0, u, err
+		}
+		if n-from >= want {
+			return n - from, u, nil
+		}
+		if n != last {
+			last, still = n, time.Now()
+		} else if time.Since(still) > time.Second {
+			return n - from, u, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// processesStarted is the machine's count of processes started since boot.
+func processesStarted() int64 {
+	b, _ := os.ReadFile("/proc/stat")
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "processes "); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// startWorkloadOn runs the workload pinned to cpu.
+func startWorkloadOn(path string, cpu int) (*workload, error) {
+	args := pinned(cpu, path)
+	return startWorkloadCmd(exec.Command(args[0], args[1:]...))
+}
+
+// collectorCPU measures the distro under a flood at the full rate of one
+// probed thread: rounds of (standalone floor, flood), then one flood under
+// the CPU and allocation profilers.
+func collectorCPU(s settings, res *Result, workloadPath, dir string) error {
+	cpu, wcpu := -1, -1
+	if runtime.NumCPU() >= 2 {
+		cpu, wcpu = 1, 0
+	}
+	c := &Collector{CPU: cpu, WorkloadCPU: wcpu, FlushInterval: s.flushInterval, Commit: s.commit, Date: res.Date}
+	res.Collector = c
+	c.FloorInProcess = measureFloor("in-process", time.Duration(s.floorSeconds*float64(time.Second)))
+	fmt.Fprintf(os.Stderr, "pdata floor in-process (GOMAXPROCS %d): %.0f ns/span, %.2f allocs/span\n",
+		c.FloorInProcess.GOMAXPROCS, c.FloorInProcess.NsPerSpan, c.FloorInProcess.AllocsPerSpn)
+
+	col, err := startCollector(s.distro, dir, "collector-cpu.yaml", cpu, func(pprofAddr string, prom int) string {
+		return collectorConfig(workloadPath, s.flushInterval, pprofAddr, prom)
+	})
+	if err != nil {
+		return err
+	}
+	defer col.stop()
+	w, err := startWorkloadOn(workloadPath, wcpu)
+	if err != nil {
+		return err
+	}
+	defer w.stop()
+	// One short flood first: the first spans pay for the process's
+	// one-time work (resources, caches, heap growth).
+	if _, _, err := w.pace(0, 0.5); err != nil {
+		return err
+	}
+	if _, _, err := col.waitDelivered(0, 1<<62); err != nil {
+		return err
+	}
+
+	u0, err := processUsage(col.pid)
+	if err != nil {
+		return err
+	}
+	time.Sleep(time.Duration(s.idleSeconds * float64(time.Second)))
+	u1, err := processUsage(col.pid)
+	if err != nil {
+		return err
+	}
+	secs := u1.at.Sub(u0.at).Seconds()
+	c.IdleSeconds = secs
+	c.IdleCPUMsPerSecond = float64(u1.cpuNs-u0.cpuNs) / 1e6 / secs
+	c.IdleSwitchesPerSec = float64(u1.switches-u0.switches) / secs
+	fmt.Fprintf(os.Stderr, "collector idle: %.2f ms CPU/s, %.0f context switches/s\n", c.IdleCPUMsPerSecond, c.IdleSwitchesPerSec)
+
+	procs0, t0 := processesStarted(), time.Now()
+	var ratios, costs, floors []float64
+	for r := 0; r < s.collectorRounds; r++ {
+		floor, err := standaloneFloor(cpu, s.floorSeconds)
+		if err != nil {
+			return err
+		}
+		from, err := col.accepted()
+		if err != nil {
+			return err
+		}
+		u0, err := processUsage(col.pid)
+		if err != nil {
+			return err
+		}
+		fired, took, err := w.pace(0, s.floodSeconds)
+		if err != nil {
+			return err
+		}
+		delivered, u1, err := col.waitDelivered(from, fired)
+		if err != nil {
+			return err
+		}
+		row := CollectorRound{
+			Seconds: took.Seconds(), Fired: fired, Delivered: delivered,
+			SpansPerSec: float64(fired) / took.Seconds(),
+			CPUSeconds:  float64(u1.cpuNs-u0.cpuNs) / 1e9,
+			Floor:       floor,
+		}
+		if delivered > 0 {
+			row.NsPerSpan = float64(u1.cpuNs-u0.cpuNs) / float64(delivered)
+			row.SwitchesPerSpan = 1000 * float64(u1.switches-u0.switches) / float64(delivered)
+			row.Ratio = row.NsPerSpan / floor.NsPerSpan
+		}
+		fmt.Fprintf(os.Stderr, "collector round %d: fired %d (%.0f/s) delivered %d, %.0f ns/span; standalone pdata floor %.0f ns/span (%.2f allocs); ratio %.2f\n",
+			r+1, fired, row.SpansPerSec, delivered, row.NsPerSpan, floor.NsPerSpan, floor.AllocsPerSpn, row.Ratio)
+		if delivered != fired {
+			time.Sleep(5 * time.Second)
+			later, _ := col.accepted()
+			return fmt.Errorf("round %d: fired %d spans, the pipeline took %d (%d five seconds later)", r+1, fired, delivered, later-from)
+		}
+		c.Rounds = append(c.Rounds, row)
+		ratios = append(ratios, row.Ratio)
+		costs = append(costs, row.NsPerSpan)
+		floors = append(floors, floor.NsPerSpan)
+	}
+	c.ProcessesStartedPerS = float64(processesStarted()-procs0) / time.Since(t0).Seconds()
+	c.NsPerSpan, c.FloorNsPerSpan, c.Ratio = median(costs), median(floors), median(ratios)
+	c.RatioMin, c.RatioMax = minOf(ratios), maxOf(ratios)
+
+	p, err := profileFlood(s, col, w)
+	if err != nil {
+		return fmt.Errorf("profiling: %w", err)
+	}
+	c.Profile = p
+	return nil
+}
+
+func minOf(v []float64) float64 {
+	m := v[0]
+	for _, x := range v {
+		m = min(m, x)
+	}
+	return m
+}
+
+func maxOf(v []float64) float64 {
+	m := v[0]
+	for _, x := range v {
+		m = max(m, x)
+	}
+	return m
+}
+
+// profileFlood floods the collector while its pprof extension takes a CPU
+// profile and an allocation profile of the same seconds.
+func profileFlood(s settings, col *collectorProc, w *workload) (*Profile, error) {
+	secs := s.profileSeconds
+	type paced struct {
+		fired int64
+		err   error
+	}
+	done := make(chan paced, 1)
+	go func() {
+		fired, _, err := w.pace(0, float64(secs)+1.5)
+		done <- paced{fired, err}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	from, err := col.accepted()
+	if err != nil {
+		return nil, err
+	}
+	u0, err := processUsage(col.pid)
+	if err != nil {
+		return nil, err
+	}
+	var cpuProf, allocProf []byte
+	var cpuErr, allocErr error
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		cpuProf, cpuErr = fetch(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", col.pprof, secs))
+	}()
+	go func() {
+		defer wg.Done()
+		allocProf, allocErr = fetch(fmt.Sprintf("http://%s/debug/pprof/allocs?seconds=%d", col.pprof, secs))
+	}()
+	wg.Wait()
+	u1, err := processUsage(col.pid)
+	if err != nil {
+		return nil, err
+	}
+	to, err := col.accepted()
+	if err != nil {
+		return nil, err
+	}
+	p := <-done
+	if err := errors.Join(cpuErr, allocErr, p.err); err != nil {
+		return nil, err
+	}
+	if _, _, err := col.waitDelivered(0, 1<<62); err != nil {
+		return nil, err
+	}
+	if s.profileDir != "" {
+		_ = os.WriteFile(filepath.Join(s.profileDir, "collector-cpu.pprof"), cpuProf, 0o644)
+		_ = os.WriteFile(filepath.Join(s.profileDir, "collector-allocs.pprof"), allocProf, 0o644)
+	}
+	return summarize(cpuProf, allocProf, to-from, u1.cpuNs-u0.cpuNs, u1.at.Sub(u0.at))
+}
+
+func fetch(url string) ([]byte, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return io.ReadAll(resp.Body)
+}
