@@ -3,6 +3,8 @@ package receiver
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
@@ -101,4 +104,52 @@ func TestDrainSleepsWhileIdle(t *testing.T) {
 	wakeups := s.rcv.wakeups
 	assert.LessOrEqual(t, wakeups, int(quiet/idleWait)+2*3+2, "wakeups in %v of quiet and 3 spans", quiet)
 	assert.Equal(t, 3, s.traces.SpanCount())
+}
+
+// slowConsumer takes a while for each batch and, like an exporter, refuses
+// a batch whose context has ended. entered is closed at the first batch.
+type slowConsumer struct {
+	consumertest.TracesSink
+	delay   time.Duration
+	entered chan struct{}
+	once    sync.Once
+	refused atomic.Int64
+}
+
+func (c *slowConsumer) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
+	c.once.Do(func() { close(c.entered) })
+	time.Sleep(c.delay) // the pipeline's own work, not synchronisation
+	if err := ctx.Err(); err != nil {
+		c.refused.Add(int64(td.SpanCount()))
+		return err
+	}
+	return c.TracesSink.ConsumeTraces(ctx, td)
+}
+
+// Shutdown while the drain goroutine is between batches of a full ring:
+// the batch in hand is delivered with a context Shutdown did not end, and
+// Shutdown drains the rest. Every span fired is delivered, none refused.
+func TestShutdownMidDrainDeliversEverySpan(t *testing.T) {
+	testutil.RequireRoot(t)
+	b := testutil.BuildDemo(t, "-O2")
+	demo := testutil.StartDemo(t, b.Program)
+	cfg := createDefaultConfig()
+	cfg.MaxBatchSpans = 16
+	cfg.FlushInterval = time.Millisecond
+	cfg.Targets = []config.Target{{Path: b.Program, Spans: []config.Span{{Name: "recurse", Function: "recurse", Returns: config.ReturnsUretprobe}}}}
+	sink := &slowConsumer{delay: 5 * time.Millisecond, entered: make(chan struct{})}
+	r, err := NewFactory().CreateTraces(context.Background(), metadatatest.NewSettings(componenttest.NewTelemetry()), cfg, sink)
+	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
+
+	const n = 500 // 2,000 spans: 125 batches of 16, about 0.6 s of pipeline work
+	demo.Run(n)
+	select {
+	case <-sink.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no batch reached the pipeline")
+	}
+	require.NoError(t, r.Shutdown(context.Background()))
+	assert.Zero(t, sink.refused.Load(), "no batch was delivered with an ended context")
+	assert.Equal(t, 4*n, sink.SpanCount(), "every span fired was delivered")
 }

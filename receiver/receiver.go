@@ -395,7 +395,8 @@ func (r *uprobeReceiver) wait(deadline time.Time, first bool) {
 // drain moves every span now in the ring buffer into the pipeline, in
 // batches of at most MaxBatchSpans, building each span as it is read from
 // the ring. With nothing in the ring, no span waiting for a trace context
-// and no file to attach, it does nothing.
+// and no file to attach, it does nothing. When ctx ends it stops after the
+// batch in hand, which it still delivers.
 func (r *uprobeReceiver) drain(ctx context.Context) {
 	if r.tracer.Buffered() == 0 && r.builder.Waiting() == 0 && len(r.watcher.changes) == 0 {
 		return
@@ -403,20 +404,25 @@ func (r *uprobeReceiver) drain(ctx context.Context) {
 	r.followClock()
 	r.applyFileChanges(ctx)
 	r.records.r, r.records.ctx = r, ctx
+	defer func() { r.records.ctx = nil }()
+	// A batch read from the ring is delivered whole, whatever happens to
+	// ctx meanwhile: its records are gone from the ring, and a pipeline
+	// would refuse them for a context ended by Shutdown (which drains what
+	// is left itself). Between batches, an ended ctx stops the drain.
+	deliverCtx := context.WithoutCancel(ctx)
 	for {
 		if r.traces != nil {
 			r.builder.Begin(min(r.cfg.MaxBatchSpans, r.tracer.Buffered()))
 		}
 		n, malformed := r.tracer.Read(r.cfg.MaxBatchSpans, &r.records)
 		if malformed > 0 {
-			r.tel.ReceiverUprobeRecordsMalformed.Add(ctx, int64(malformed))
+			r.tel.ReceiverUprobeRecordsMalformed.Add(deliverCtx, int64(malformed))
 		}
 		if r.traces != nil {
-			r.deliver(ctx, r.builder.End())
+			r.deliver(deliverCtx, r.builder.End())
 		}
-		r.reportCounts(ctx)
-		if n < r.cfg.MaxBatchSpans {
-			r.records.ctx = nil
+		r.reportCounts(deliverCtx)
+		if n < r.cfg.MaxBatchSpans || ctx.Err() != nil {
 			return
 		}
 	}
