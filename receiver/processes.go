@@ -3,6 +3,7 @@ package receiver
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -47,6 +48,10 @@ type chooser struct {
 
 	decisions map[imageKey]uint64        // mask of each decided process image
 	children  map[uint32][]event.Process // forks of pending processes, by parent
+	// exes holds the executable of each process's last image the chooser
+	// saw, for a process that execs itself through /proc/self/exe and is
+	// gone before its exec record is read.
+	exes map[uint32]string
 
 	mu     sync.Mutex
 	folded event.Stats // pending counts of chosen processes
@@ -63,6 +68,7 @@ func newChooser(plan *target.Plan, engine engineProcesses, fs procfs.FS) (*choos
 		pidBits:   map[uint32]uint64{},
 		decisions: map[imageKey]uint64{},
 		children:  map[uint32][]event.Process{},
+		exes:      map[uint32]string{},
 		folded: event.Stats{
 			Probes: make([]event.ProbeCounts, len(plan.Probes)),
 			Spans:  make([]event.SpanCounts, len(plan.Spans)),
@@ -121,6 +127,7 @@ func (c *chooser) chooseRunning() error {
 		if mask == 0 {
 			continue
 		}
+		c.remember(uint32(pid), exe)
 		start, err := c.fs.StartTime(pid)
 		if err != nil {
 			continue
@@ -149,17 +156,55 @@ func (c *chooser) exec(p event.Process) {
 		return
 	}
 	exe := p.Filename
+	if pid, ok := procExe(p.Filename, p.PID); ok && c.exes[pid] != "" {
+		exe = c.exes[pid] // what /proc/self/exe named when it execed
+	}
 	if path, _, err := c.fs.Executable(int(p.PID)); err == nil {
 		if _, start, ok := c.engine.ProcessMask(p.PID); ok && start == p.Image.StartNs {
 			exe = path
 		}
 	}
+	c.remember(p.PID, exe)
 	cmd := strings.TrimRight(strings.ReplaceAll(p.Args, "\x00", " "), " ")
 	c.decide(p.PID, p.Image, c.match(exe, cmd)|c.pidBits[p.PID])
 }
 
+// remember keeps the executable of a process's image, bounded like the
+// decisions.
+func (c *chooser) remember(pid uint32, exe string) {
+	if len(c.exes) >= maxDecisions {
+		clear(c.exes)
+	}
+	c.exes[pid] = exe
+}
+
+// procExe says whether an exec's file name is a process's executable link
+// (/proc/self/exe, /proc/PID/exe), and whose: such an exec runs the
+// executable that process had then.
+func procExe(filename string, self uint32) (uint32, bool) {
+	rest, ok := strings.CutPrefix(filename, "/proc/")
+	if !ok {
+		return 0, false
+	}
+	who, ok := strings.CutSuffix(rest, "/exe")
+	if !ok {
+		return 0, false
+	}
+	if who == "self" {
+		return self, true
+	}
+	pid, err := strconv.ParseUint(who, 10, 32)
+	if err != nil {
+		return 0, false
+	}
+	return uint32(pid), true
+}
+
 // fork decides a child of a pending process once its parent is decided.
 func (c *chooser) fork(p event.Process) {
+	if exe, ok := c.exes[p.Parent]; ok {
+		c.remember(p.PID, exe) // forked, not execed: the same program
+	}
 	for k, mask := range c.decisions {
 		if k.pid == p.Parent {
 			c.decide(p.PID, p.Image, mask)
@@ -202,6 +247,7 @@ func (c *chooser) exit(p event.Process) {
 		}
 	}
 	delete(c.children, p.PID)
+	delete(c.exes, p.PID)
 }
 
 // fold takes the pending counters of pid and adds those of the targets the

@@ -407,3 +407,28 @@ func TestBuildIDPinning(t *testing.T) {
 	require.Len(t, spans, 2)
 	assert.Equal(t, "0123456789abcdef", attrStr(t, spans[0].resource, "process.executable.build_id.gnu"))
 }
+
+// A process chosen by executable name that execs itself through
+// /proc/self/exe, again and again, and is gone before the receiver reads
+// most of its exec records: every image is still judged by the program it
+// runs (not by the name /proc/self/exe), so every call is a span and a hit.
+func TestSelfExecChainByExecutable(t *testing.T) {
+	testutil.RequireRoot(t)
+	const images = 301
+	bin := buildHardening(t)
+	s := created(t, []config.Target{{
+		Path: bin, Process: &procfs.Selector{Executable: filepath.Base(bin)},
+		Spans: []config.Span{{Name: "four", Function: "four"}},
+	}})
+	require.NoError(t, s.rcv.Start(context.Background(), componenttest.NewNopHost()))
+	out, err := exec.Command(bin, "chain", strconv.Itoa(images-1)).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Eventually(t, func() bool {
+		pending, err := s.rcv.tracer.PendingEntries()
+		return err == nil && pending == 0 && s.traces.SpanCount() >= images
+	}, time.Minute, 10*time.Millisecond, "spans: %d", s.traces.SpanCount())
+	require.NoError(t, s.rcv.Shutdown(context.Background()))
+	assert.Equal(t, images, s.traces.SpanCount(), "one span per image")
+	last := s.metrics.AllMetrics()[len(s.metrics.AllMetrics())-1]
+	assert.Equal(t, int64(images), sumPoints(last, "uprobe.probe.hits")["uprobe:four"], "one hit per image")
+}

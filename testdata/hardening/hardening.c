@@ -13,7 +13,9 @@
  *   exit
  *
  * Run as "hardening once…" (any first argument starting with "once"), it
- * calls four() once and exits.
+ * calls four() once and exits. Run as "hardening chain N", it calls four()
+ * once and execs itself through /proc/self/exe as "hardening chain N-1",
+ * until N is 0: N+1 images of one process, one call each.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -48,6 +50,17 @@ int main(int argc, char **argv)
 			bufs[k][i] = (unsigned char)(i + k);
 	if (argc > 1 && strncmp(argv[1], "once", 4) == 0)
 		return four(bufs[0], bufs[1], bufs[2], bufs[3]) != 6;
+	if (argc > 2 && strcmp(argv[1], "chain") == 0) {
+		char next[16];
+		if (four(bufs[0], bufs[1], bufs[2], bufs[3]) != 6)
+			return 1;
+		n = atoi(argv[2]);
+		if (n <= 0)
+			return 0;
+		snprintf(next, sizeof(next), "%d", n - 1);
+		execl("/proc/self/exe", argv[0], "chain", next, (char *)NULL);
+		return 1;
+	}
 	if (argc > 1 && strcmp(argv[1], "second") == 0) {
 		DTRACE_PROBE1(hex, done, 2);
 		DTRACE_PROBE1(hex, start, 3);
