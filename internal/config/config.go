@@ -408,18 +408,20 @@ func (c Counter) validate(where string) (key string, errs []error) {
 func checkConditions(field string, list []string, r role, p Probe, pOK, counter bool) ([]Condition, []error) {
 	var out []Condition
 	var errs []error
-	for i, s := range SplitConditions(list) {
-		c, err := ParseCondition(s)
-		if err == nil {
-			if err = checkExpr(c.Expr, r, p, pOK); err != nil {
-				err = fmt.Errorf("condition %q: %w", s, advise(err, c.Expr, r, p, counter))
+	for i, item := range list {
+		for _, s := range SplitConditions([]string{item}) {
+			c, err := ParseCondition(s)
+			if err == nil {
+				if err = checkExpr(c.Expr, r, p, pOK); err != nil {
+					err = fmt.Errorf("condition %q: %w", s, advise(err, c.Expr, r, p, counter))
+				}
 			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s[%d]: %w", field, i, err)) // the item as written
+				continue
+			}
+			out = append(out, c)
 		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s[%d]: %w", field, i, err))
-			continue
-		}
-		out = append(out, c)
 	}
 	return out, errs
 }

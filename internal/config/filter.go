@@ -129,6 +129,9 @@ const MaxConditionText = bpfobj.FilterTextMax
 // checked when the expression has one; an untyped one is checked once the
 // traced file gives its type.
 func ParseCondition(s string) (Condition, error) {
+	if strings.TrimSpace(s) == "" {
+		return Condition{}, errors.New("an empty condition: && joins two conditions, and a filter item is one or more of them")
+	}
 	c, err := parseCondition(strings.TrimSpace(s))
 	c.Raw = strings.TrimSpace(s)
 	return c, err
@@ -149,6 +152,9 @@ func parseCondition(s string) (Condition, error) {
 		lhs, rhs := strings.TrimSpace(s[:i]), strings.TrimSpace(s[i+len(op):])
 		if rhs == "" || strings.ContainsAny(rhs[:1], "<>=!") {
 			break
+		}
+		if t := strings.TrimRight(lhs, "<>=!"); len(t) < len(lhs) {
+			return Condition{}, fmt.Errorf("condition %q: operator %q: want one of == != < <= > >= (integers) or == != prefix (a quoted string)", s, lhs[len(t):]+op)
 		}
 		c := Condition{Op: op}
 		e, err := fetch.Parse(lhs)
