@@ -304,10 +304,14 @@ func TestShortLivedProcessesBySelector(t *testing.T) {
 	// processes did: their spans, and their exits (which drop their
 	// pending counters).
 	quiet := func(spans int) {
-		require.Eventually(t, func() bool {
-			pending, err := s.rcv.tracer.PendingEntries()
+		var pending int
+		var err error
+		if !assert.Eventually(t, func() bool {
+			pending, err = s.rcv.tracer.PendingEntries()
 			return err == nil && pending == 0 && s.traces.SpanCount() >= spans
-		}, time.Minute, 10*time.Millisecond)
+		}, time.Minute, 10*time.Millisecond) {
+			t.Fatalf("after a minute: pending entries %d (%v), spans %d of %d", pending, err, s.traces.SpanCount(), spans)
+		}
 	}
 	// A warm-up round, so that what the receiver keeps for good (pools,
 	// caches) is measured before.
