@@ -64,6 +64,10 @@ type fileWatcher struct {
 	known    map[int]map[procfs.FileID]bool // per target, files attached or refused
 	current  map[string]procfs.FileID       // SeenAs path → file attached for it
 	replaced map[procfs.FileID]string       // files replaced at their path
+	// stamps holds the identity (with size and modification time) of
+	// each attached host file, by path, and its target: a file written in
+	// place keeps its inode, and only these say it changed.
+	stamps   map[string]fileStamp
 	dirs     map[int]string                 // inotify watch descriptor → directory
 	byDir    map[string][]int               // directory → targets with a file there
 	inotify  int
@@ -79,6 +83,7 @@ func newFileWatcher(log *zap.Logger, plan *target.Plan, targets []config.Target,
 		known:    map[int]map[procfs.FileID]bool{},
 		current:  map[string]procfs.FileID{},
 		replaced: map[procfs.FileID]string{},
+		stamps:   map[string]fileStamp{},
 		dirs:     map[int]string{},
 		byDir:    map[string][]int{},
 		inotify:  -1,
@@ -96,8 +101,53 @@ func newFileWatcher(log *zap.Logger, plan *target.Plan, targets []config.Target,
 		id := procfs.FileID{Dev: f.ID.Device, Ino: f.ID.Inode}
 		w.known[f.Target][id] = true
 		w.current[f.SeenAs] = id
+		w.stamp(f)
 	}
 	return w
+}
+
+// fileStamp is what an attached file was when it was read.
+type fileStamp struct {
+	id     target.FileID
+	target int
+}
+
+// stamp remembers an attached file read at a host path.
+func (w *fileWatcher) stamp(f target.File) {
+	if !strings.HasPrefix(f.Path, "/proc/") && len(w.stamps) < maxFileRequests {
+		w.stamps[f.Path] = fileStamp{id: f.ID, target: f.Target}
+	}
+}
+
+// checkWritten detaches at once the attached files of directory dir that
+// were written in place (the same inode, another size or modification
+// time): their probes sit at offsets of the old contents, where in the
+// new ones they could land inside an instruction. Their targets are
+// located again once the directory settles, which reads the new contents.
+// It returns the targets to locate again.
+func (w *fileWatcher) checkWritten(ctx context.Context, dir string) []int {
+	var again []int
+	for path, st := range w.stamps {
+		if filepath.Dir(path) != dir {
+			continue
+		}
+		fi, err := os.Stat(path)
+		if err != nil {
+			continue // gone or renamed: the replacement is found by locating
+		}
+		id := procfs.IDOf(fi)
+		if id.Dev != st.id.Device || id.Ino != st.id.Inode {
+			continue // another file at the path: an upgrade by rename
+		}
+		if fi.Size() == st.id.Size && fi.ModTime().UnixNano() == st.id.ModTimeNs {
+			continue
+		}
+		delete(w.stamps, path)
+		delete(w.known[st.target], id)
+		w.send(ctx, fileChange{detach: id, how: "written in place: " + path})
+		again = append(again, st.target)
+	}
+	return again
 }
 
 // execed asks the watcher to look at a process that execed; it never
@@ -151,6 +201,9 @@ func (w *fileWatcher) run(ctx context.Context) {
 			rechecks = rechecks[1:]
 		case wd := <-w.events:
 			for _, ti := range w.byDir[w.dirs[wd]] {
+				dirty[ti] = true
+			}
+			for _, ti := range w.checkWritten(ctx, w.dirs[wd]) {
 				dirty[ti] = true
 			}
 			if settle == nil {
@@ -261,8 +314,10 @@ func (w *fileWatcher) consider(ctx context.Context, ti int, c target.Candidate) 
 	case err != nil:
 		w.log.Warn("File not attached", zap.String("path", c.Path), zap.String("found", c.How), zap.Error(err))
 		w.send(ctx, fileChange{how: "failed"})
+		delete(w.known[ti], id) // read again at its next change: it may be half written
 		return
 	}
+	w.stamp(spec.File)
 	if old, ok := w.current[c.SeenAs]; ok && old != id {
 		w.replaced[old] = c.SeenAs
 	}
@@ -342,7 +397,7 @@ func (w *fileWatcher) watchDir(ti int, path string) {
 		}
 	}
 	if len(w.byDir[dir]) == 0 {
-		wd, err := unix.InotifyAddWatch(w.inotify, dir, unix.IN_CREATE|unix.IN_MOVED_TO|unix.IN_CLOSE_WRITE|unix.IN_ATTRIB)
+		wd, err := unix.InotifyAddWatch(w.inotify, dir, unix.IN_CREATE|unix.IN_MOVED_TO|unix.IN_CLOSE_WRITE|unix.IN_ATTRIB|unix.IN_MODIFY)
 		if err != nil {
 			return
 		}

@@ -230,6 +230,52 @@ func TestBinaryReplacedInPlace(t *testing.T) {
 	assert.Equal(t, map[int64]int{int64(oldProc.PID): 7, int64(newProc.PID): 6}, perPID)
 }
 
+// A binary written over in place (the same inode, as cp onto an existing
+// file does) while no process runs it: its probes, at offsets of the old
+// contents, are detached at the first write, and the new contents are read
+// and attached once written. A process of the new program then runs
+// normally and is traced exactly.
+func TestBinaryWrittenInPlace(t *testing.T) {
+	testutil.RequireRoot(t)
+	oldBuild, newBuild := testutil.BuildDemo(t, "-O0"), testutil.BuildDemo(t, "-O2")
+	path := filepath.Join(t.TempDir(), "demo")
+	copyFile(t, oldBuild.Program, path)
+	s := startReceiver(t, []config.Target{{Path: path, Spans: []config.Span{{
+		Name: "work", Function: "work", Attributes: map[string]string{"n": "arg0", "label": "arg1:string"},
+	}}}})
+	oldProc := testutil.StartDemo(t, path)
+	oldProc.Run(3)
+	oldProc.Stop()
+	before, err := os.Stat(path)
+	require.NoError(t, err)
+
+	data, err := os.ReadFile(newBuild.Program)
+	require.NoError(t, err)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	require.NoError(t, err)
+	_, err = f.Write(data)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	after, err := os.Stat(path)
+	require.NoError(t, err)
+	require.True(t, os.SameFile(before, after), "written in place: the same inode")
+
+	require.Eventually(t, func() bool { return fileChanges(s, "detached") == 1 && fileChanges(s, "attached") == 1 },
+		5*time.Second, 5*time.Millisecond, "the old contents' probes detached, the new ones attached")
+	newProc := testutil.StartDemo(t, path)
+	newProc.Run(5)
+	newProc.Stop()
+	require.NoError(t, s.rcv.Shutdown(context.Background()))
+
+	perPID := map[int64]int{}
+	for _, sp := range allSpans(s.traces) {
+		n := attrInt(t, sp.Attributes(), "n")
+		assert.Equal(t, fmt.Sprintf("SELECT %d FROM demo", n), attrStr(t, sp.Attributes(), "label"))
+		perPID[attrInt(t, sp.resource, "process.pid")]++
+	}
+	assert.Equal(t, map[int64]int{int64(oldProc.PID): 3, int64(newProc.PID): 5}, perPID)
+}
+
 // A library a chosen process opens with dlopen after Start, found by name
 // as its dynamic loader finds it (DT_RUNPATH), is traced from its first
 // call; and so is it in a matching process started later.
