@@ -67,12 +67,12 @@ type fileWatcher struct {
 	// stamps holds the identity (with size and modification time) of
 	// each attached host file, by path, and its target: a file written in
 	// place keeps its inode, and only these say it changed.
-	stamps   map[string]fileStamp
-	dirs     map[int]string                 // inotify watch descriptor → directory
-	byDir    map[string][]int               // directory → targets with a file there
-	inotify  int
-	events   chan int // watch descriptors of changed directories
-	wg       sync.WaitGroup
+	stamps  map[string]fileStamp
+	dirs    map[int]string   // inotify watch descriptor → directory
+	byDir   map[string][]int // directory → targets with a file there
+	inotify int
+	events  chan int // watch descriptors of changed directories
+	wg      sync.WaitGroup
 }
 
 func newFileWatcher(log *zap.Logger, plan *target.Plan, targets []config.Target, locator target.HostLocator) *fileWatcher {
