@@ -147,6 +147,35 @@ func OpenELF(ctx context.Context, path string, exe *elf.File, opts Options) (*Fi
 	return f, nil
 }
 
+// DebugSymbols returns the symbol table (.symtab) of the separate debug
+// file of exe, found as Open finds it (build-id directories under
+// opts.DebugDirs, then .gnu_debuglink; debuginfod only when opts has one),
+// without reading its DWARF: the functions of a file stripped of its own
+// symbol table (strip --strip-all, as distributions ship) are there. It
+// returns no symbols and no error when exe carries its own debuginfo or
+// no debug file of exe is found.
+func DebugSymbols(ctx context.Context, path string, exe *elf.File, opts Options) ([]elf.Symbol, error) {
+	f := &File{Path: path, DebugPath: path, exe: exe, order: exe.ByteOrder, Type: exe.Type}
+	id, err := BuildID(exe)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	f.BuildID = hex.EncodeToString(id)
+	dbg, src, _, err := f.findDebug(ctx, opts)
+	if err != nil || dbg == nil || src == SourceEmbedded {
+		return nil, nil // a debug file of another build is not used
+	}
+	defer dbg.Close()
+	syms, err := dbg.Symbols()
+	if errors.Is(err, elf.ErrNoSymbols) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the symbols of %s: %w", f.DebugPath, err)
+	}
+	return syms, nil
+}
+
 // Close closes the files File opened.
 func (f *File) Close() error {
 	var errs []error

@@ -1,6 +1,7 @@
 package target
 
 import (
+	"debug/elf"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -479,4 +480,32 @@ func TestNamesFromDebuglink(t *testing.T) {
 	require.NoError(t, os.WriteFile(next, data, 0o644))
 	_, err = Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{namesSpan()}}}, noDebug)
 	require.ErrorContains(t, err, "debuglink crc32 mismatch")
+}
+
+// A file stripped of its symbol table too (strip --strip-all, as Debian
+// ships) has its functions in its separate debug file: function probes,
+// patterns and names resolve through it, at the addresses the unstripped
+// file gives.
+func TestFunctionsFromTheDebugFile(t *testing.T) {
+	b := testutil.BuildNames(t, "-O2")
+	want, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{namesSpan(), {Function: "ct_0*"}}}}, withDebug(b))
+	require.NoError(t, err)
+	testutil.Run(t, filepath.Dir(b.Program), "strip", "--strip-all", b.Program)
+	f, err := elf.Open(b.Program)
+	require.NoError(t, err)
+	_, err = f.Symbols()
+	require.ErrorIs(t, err, elf.ErrNoSymbols, "no .symtab left")
+	require.NoError(t, f.Close())
+
+	_, err = Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{{Function: "ct_00"}}}}, noDebug)
+	require.ErrorContains(t, err, "the file has no functions", "without its debug file")
+
+	got, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{namesSpan(), {Function: "ct_0*"}}}}, withDebug(b))
+	require.NoError(t, err)
+	require.Len(t, got.Spans, len(want.Spans))
+	for i := range want.Spans {
+		assert.Equal(t, want.Spans[i].Name, got.Spans[i].Name)
+		assert.Equal(t, attachmentsOf(want, want.Spans[i].Entry)[0].Address, attachmentsOf(got, got.Spans[i].Entry)[0].Address, want.Spans[i].Name)
+	}
+	assert.Equal(t, fetchByKey(t, want.Sites[0].Entry, "id"), fetchByKey(t, got.Sites[0].Entry, "id"))
 }

@@ -214,9 +214,23 @@ func (fl *file) debugSource() string {
 	return fl.dbg.Source.String() + " " + fl.dbg.DebugPath
 }
 
+// readFunctions reads the functions of the file's symbol tables: .symtab
+// and .dynsym, and when the file has no .symtab (strip --strip-all), the
+// .symtab of its separate debug file found on this machine (build-id
+// directories, .gnu_debuglink; not debuginfod, which only names use).
 func (fl *file) readFunctions() error {
 	fl.functions = map[string][]function{}
-	for _, read := range []func() ([]elf.Symbol, error){fl.elf.Symbols, fl.elf.DynamicSymbols} {
+	debugSymbols := func() ([]elf.Symbol, error) {
+		if _, err := fl.elf.Symbols(); !errors.Is(err, elf.ErrNoSymbols) {
+			return nil, nil
+		}
+		syms, err := debuginfo.DebugSymbols(context.Background(), fl.path, fl.elf, debuginfo.Options{DebugDirs: fl.opts.DebugDirs})
+		if err != nil {
+			return nil, nil // names say what is wrong with the debug file, if they are asked for
+		}
+		return syms, nil
+	}
+	for _, read := range []func() ([]elf.Symbol, error){fl.elf.Symbols, fl.elf.DynamicSymbols, debugSymbols} {
 		syms, err := read()
 		if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
 			return fmt.Errorf("target %s: reading symbols: %w", fl.path, err)
