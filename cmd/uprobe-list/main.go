@@ -37,6 +37,7 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
+	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 	"github.com/otel-uprobe/uprobereceiver/internal/target"
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
 )
@@ -86,6 +87,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if opts.Debuginfod, err = debuginfo.NewDebuginfodFromEnv(); err != nil {
 		fmt.Fprintln(stderr, "uprobe-list:", err)
 		return 1
+	}
+	if !strings.Contains(path, "/") {
+		if _, err := os.Stat(path); err != nil {
+			// A bare name, as a target's path: resolved as the receiver
+			// resolves it (PATH, then ld.so.cache and the library
+			// directories).
+			res, rerr := procfs.Resolver{}.Resolve(path)
+			if rerr != nil {
+				fmt.Fprintln(stderr, "uprobe-list:", rerr)
+				return 1
+			}
+			fmt.Fprintf(stderr, "uprobe-list: %s is %s\n", path, res.Path)
+			path = res.Path
+		}
 	}
 	in, err := target.Inspect(path, opts)
 	if err != nil {

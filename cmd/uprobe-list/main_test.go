@@ -256,3 +256,14 @@ func FuzzParsePattern(f *testing.F) {
 		}
 	})
 }
+
+// A bare name is resolved as a target's path is (PATH, then libraries).
+func TestBareName(t *testing.T) {
+	out, errOut, code := list(t, "true")
+	require.Equal(t, 0, code, errOut)
+	assert.Regexp(t, `^uprobe-list: true is /\S*/true\n$`, errOut)
+	assert.Contains(t, out, "/true (executable)")
+	_, errOut, code = list(t, "no-such-program-anywhere")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, `executable "no-such-program-anywhere" not found in PATH`)
+}
