@@ -251,7 +251,7 @@ func (l *lister) probe(p usdt.Probe, scopes bool) {
 		}
 		if scopes && i < len(locs) {
 			l.printf("      placed at %#x, %s (%s)\n", locs[i].Address, locs[i].Class, locs[i].Instruction)
-			l.scope(locs[i], "attributes")
+			l.scope([]target.Location{locs[i]}, "attributes")
 		}
 	}
 }
@@ -360,7 +360,7 @@ func (l *lister) line(ref string) error {
 	l.printf("  counters:  - %s\n", ref)
 	for _, loc := range locs {
 		l.printf("  site %#x %s+%#x, %s (%s)\n", loc.Address, loc.Function, loc.FunctionOffset, loc.Class, loc.Instruction)
-		l.scope(loc, "attributes")
+		l.scope([]target.Location{loc}, "attributes")
 	}
 	return nil
 }
@@ -409,23 +409,32 @@ func (l *lister) functions(g *debuginfo.Glob) error {
 		}
 		if len(entry) > 0 {
 			l.printf("  at entry:\n")
-			l.scope(entry[0], "attributes")
+			l.scope(entry, "attributes")
 		}
 		if len(exit) > 0 {
 			l.printf("  at return:\n")
-			l.scope(exit[0], "exit_attributes")
+			l.scope(exit, "exit_attributes")
 		}
 	}
 	return nil
 }
 
-// scope lists the variables that can be named at a location, with the
-// attribute line for each (one level into structs behind pointers).
-func (l *lister) scope(loc target.Location, field string) {
+// scope lists the variables that can be named at the locations of one
+// probe (a function's returns: every RET), with the attribute line for
+// each (one level into structs behind pointers). A name is offered only
+// when it reads at every location, as the receiver requires.
+func (l *lister) scope(locs []target.Location, field string) {
+	loc := locs[0]
 	sc, err := l.in.Scope(loc)
 	if err != nil {
 		l.printf("      (no names here: %v)\n", err)
 		return
+	}
+	var others []*debuginfo.Scope
+	for _, o := range locs[1:] {
+		if osc, err := l.in.Scope(o); err == nil {
+			others = append(others, osc)
+		}
 	}
 	tw := tabwriter.NewWriter(l.w, 2, 8, 2, ' ', 0)
 	fmt.Fprintf(tw, "      NAME\tTYPE\tREAD AS\t%s:\n", field)
@@ -456,6 +465,15 @@ func (l *lister) scope(loc target.Location, field string) {
 		a, err := sc.Compile(path)
 		if err != nil {
 			fmt.Fprintf(tw, "      %s\t\t\t(not readable here: %s)\n", p, shortError(err))
+			continue
+		}
+		for _, o := range others {
+			if _, err = o.Compile(path); err != nil {
+				fmt.Fprintf(tw, "      %s\t\t\t(not readable at %#x: %s)\n", p, o.PC, shortError(err))
+				break
+			}
+		}
+		if err != nil {
 			continue
 		}
 		read := a.Type.String()
