@@ -193,18 +193,40 @@ func pidOfChild(t *testing.T, pid int) int {
 	return 0
 }
 
-// A file replaced at its path by a build with another layout is read and
-// attached again within a second: a process of the new build started two
-// seconds later gives spans with the right values, and a process still
-// running the old build goes on being traced.
-func TestBinaryReplacedInPlace(t *testing.T) {
-	testutil.RequireRoot(t)
+// tracedDemoCopy copies an -O0 build of the demo to a path of its own,
+// traces its work() there and returns the path, the receiver and an -O2
+// build (another layout) to put at the path.
+func tracedDemoCopy(t *testing.T) (string, started, testutil.DemoBuild) {
+	t.Helper()
 	oldBuild, newBuild := testutil.BuildDemo(t, "-O0"), testutil.BuildDemo(t, "-O2")
 	path := filepath.Join(t.TempDir(), "demo")
 	copyFile(t, oldBuild.Program, path)
 	s := startReceiver(t, []config.Target{{Path: path, Spans: []config.Span{{
 		Name: "work", Function: "work", Attributes: map[string]string{"n": "arg0", "label": "arg1:string"},
 	}}}})
+	return path, s, newBuild
+}
+
+// workSpansPerPID counts the work() spans of tracedDemoCopy by process,
+// checking each one's values.
+func workSpansPerPID(t *testing.T, s started) map[int64]int {
+	t.Helper()
+	perPID := map[int64]int{}
+	for _, sp := range allSpans(s.traces) {
+		n := attrInt(t, sp.Attributes(), "n")
+		assert.Equal(t, fmt.Sprintf("SELECT %d FROM demo", n), attrStr(t, sp.Attributes(), "label"))
+		perPID[attrInt(t, sp.resource, "process.pid")]++
+	}
+	return perPID
+}
+
+// A file replaced at its path by a build with another layout is read and
+// attached again within a second: a process of the new build started two
+// seconds later gives spans with the right values, and a process still
+// running the old build goes on being traced.
+func TestBinaryReplacedInPlace(t *testing.T) {
+	testutil.RequireRoot(t)
+	path, s, newBuild := tracedDemoCopy(t)
 	oldProc := testutil.StartDemo(t, path)
 	oldProc.Run(4)
 
@@ -221,12 +243,7 @@ func TestBinaryReplacedInPlace(t *testing.T) {
 	oldProc.Run(3)
 	require.NoError(t, s.rcv.Shutdown(context.Background()))
 
-	perPID := map[int64]int{}
-	for _, sp := range allSpans(s.traces) {
-		n := attrInt(t, sp.Attributes(), "n")
-		assert.Equal(t, fmt.Sprintf("SELECT %d FROM demo", n), attrStr(t, sp.Attributes(), "label"))
-		perPID[attrInt(t, sp.resource, "process.pid")]++
-	}
+	perPID := workSpansPerPID(t, s)
 	assert.Equal(t, map[int64]int{int64(oldProc.PID): 7, int64(newProc.PID): 6}, perPID)
 }
 
@@ -237,12 +254,7 @@ func TestBinaryReplacedInPlace(t *testing.T) {
 // normally and is traced exactly.
 func TestBinaryWrittenInPlace(t *testing.T) {
 	testutil.RequireRoot(t)
-	oldBuild, newBuild := testutil.BuildDemo(t, "-O0"), testutil.BuildDemo(t, "-O2")
-	path := filepath.Join(t.TempDir(), "demo")
-	copyFile(t, oldBuild.Program, path)
-	s := startReceiver(t, []config.Target{{Path: path, Spans: []config.Span{{
-		Name: "work", Function: "work", Attributes: map[string]string{"n": "arg0", "label": "arg1:string"},
-	}}}})
+	path, s, newBuild := tracedDemoCopy(t)
 	oldProc := testutil.StartDemo(t, path)
 	oldProc.Run(3)
 	oldProc.Stop()
@@ -267,12 +279,7 @@ func TestBinaryWrittenInPlace(t *testing.T) {
 	newProc.Stop()
 	require.NoError(t, s.rcv.Shutdown(context.Background()))
 
-	perPID := map[int64]int{}
-	for _, sp := range allSpans(s.traces) {
-		n := attrInt(t, sp.Attributes(), "n")
-		assert.Equal(t, fmt.Sprintf("SELECT %d FROM demo", n), attrStr(t, sp.Attributes(), "label"))
-		perPID[attrInt(t, sp.resource, "process.pid")]++
-	}
+	perPID := workSpansPerPID(t, s)
 	assert.Equal(t, map[int64]int{int64(oldProc.PID): 3, int64(newProc.PID): 5}, perPID)
 }
 
