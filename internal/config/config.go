@@ -414,6 +414,11 @@ func checkConditions(field string, list []string, r role, p Probe, pOK, counter 
 			if err == nil {
 				if err = checkExpr(c.Expr, r, p, pOK); err != nil {
 					err = fmt.Errorf("condition %q: %w", s, advise(err, c.Expr, r, p, counter))
+				} else if c.Expr.Typed {
+					// A declared type is known now; others when the file is read.
+					if err = c.CheckType(c.Expr.Type); err != nil {
+						err = fmt.Errorf("condition %q: %w", s, err)
+					}
 				}
 			}
 			if err != nil {
