@@ -31,7 +31,12 @@ func TestFloodDeliveredPlusLostIsFired(t *testing.T) {
 	cfg.RingBufferSize = 4096 // about 55 records of 72 bytes
 	cfg.FlushInterval = time.Second
 	cfg.Targets = []config.Target{{Path: b.Program, Spans: []config.Span{{Name: "recurse", Function: "recurse", Returns: config.ReturnsUretprobe}}}}
-	traces, metrics := new(consumertest.TracesSink), new(consumertest.MetricsSink)
+	// The pipeline holds the drain goroutine until the program is done, so
+	// the ring overflows whatever the machine's speed: the engine wakes the
+	// reader when a quarter of the ring is full, and a fast reader would
+	// otherwise keep up with this program.
+	traces := &heldConsumer{release: make(chan struct{})}
+	metrics := new(consumertest.MetricsSink)
 	f := NewFactory()
 	set := metadatatest.NewSettings(componenttest.NewTelemetry())
 	r, err := f.CreateTraces(context.Background(), set, cfg, traces)
@@ -42,6 +47,7 @@ func TestFloodDeliveredPlusLostIsFired(t *testing.T) {
 
 	const n = 200 // 800 spans: about 15 times the ring's capacity
 	demo.Run(n)
+	close(traces.release)
 	require.NoError(t, r.Shutdown(context.Background()))
 
 	last := metrics.AllMetrics()[len(metrics.AllMetrics())-1]
@@ -104,6 +110,17 @@ func TestDrainSleepsWhileIdle(t *testing.T) {
 	wakeups := s.rcv.wakeups
 	assert.LessOrEqual(t, wakeups, int(quiet/idleWait)+2*3+2, "wakeups in %v of quiet and 3 spans", quiet)
 	assert.Equal(t, 3, s.traces.SpanCount())
+}
+
+// heldConsumer takes no batch until release is closed.
+type heldConsumer struct {
+	consumertest.TracesSink
+	release chan struct{}
+}
+
+func (c *heldConsumer) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
+	<-c.release
+	return c.TracesSink.ConsumeTraces(ctx, td)
 }
 
 // slowConsumer takes a while for each batch and, like an exporter, refuses
