@@ -24,7 +24,7 @@ type imageKey struct {
 type engineProcesses interface {
 	SetProcess(pid uint32, startNs, mask uint64, decided bool) error
 	ProcessMask(pid uint32) (mask, startNs uint64, ok bool)
-	TakePending(pid uint32) ([]tracer.PendingCount, error)
+	TakePending(pids map[uint32]bool) (map[uint32][]tracer.PendingCount, error)
 }
 
 // maxDecisions bounds the process images the chooser remembers; they are
@@ -53,6 +53,10 @@ type chooser struct {
 	// gone before its exec record is read.
 	exes map[uint32]string
 
+	// toFold holds the processes decided or exited since the last
+	// foldPending, with the mask their pending counters are folded by.
+	toFold map[uint32]uint64
+
 	mu     sync.Mutex
 	folded event.Stats // pending counts of chosen processes
 
@@ -69,6 +73,7 @@ func newChooser(plan *target.Plan, engine engineProcesses, fs procfs.FS) (*choos
 		decisions: map[imageKey]uint64{},
 		children:  map[uint32][]event.Process{},
 		exes:      map[uint32]string{},
+		toFold:    map[uint32]uint64{},
 		folded: event.Stats{
 			Probes: make([]event.ProbeCounts, len(plan.Probes)),
 			Spans:  make([]event.SpanCounts, len(plan.Spans)),
@@ -226,7 +231,7 @@ func (c *chooser) decide(pid uint32, image event.Image, mask uint64) {
 	if _, start, ok := c.engine.ProcessMask(pid); !ok || start != image.StartNs || c.engine.SetProcess(pid, image.StartNs, mask, true) != nil {
 		c.undecided++ // it exited meanwhile: its exit record folds what it did
 	}
-	c.fold(pid, mask)
+	c.toFold[pid] = mask
 	for _, child := range c.children[pid] {
 		c.decide(child.PID, child.Image, mask)
 	}
@@ -240,7 +245,7 @@ func (c *chooser) exit(p event.Process) {
 	if !ok {
 		mask = 0
 	}
-	c.fold(p.PID, mask)
+	c.toFold[p.PID] = mask
 	for k := range c.decisions {
 		if k.pid == p.PID {
 			delete(c.decisions, k)
@@ -250,15 +255,30 @@ func (c *chooser) exit(p event.Process) {
 	delete(c.exes, p.PID)
 }
 
-// fold takes the pending counters of pid and adds those of the targets the
-// mask chooses to the folded stats.
-func (c *chooser) fold(pid uint32, mask uint64) {
-	counts, err := c.engine.TakePending(pid)
-	if err != nil || len(counts) == 0 {
+// foldPending takes the pending counters of the processes decided or
+// exited since the last call, in one pass over the engine's map, and adds
+// those of the targets each one's mask chooses to the folded stats. The
+// drain goroutine calls it after each batch of records.
+func (c *chooser) foldPending() {
+	if len(c.toFold) == 0 {
 		return
 	}
+	pids := make(map[uint32]bool, len(c.toFold))
+	for pid := range c.toFold {
+		pids[pid] = true
+	}
+	taken, _ := c.engine.TakePending(pids) // what could not be read is dropped, as an undecided process's
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for pid, counts := range taken {
+		c.fold(counts, c.toFold[pid])
+	}
+	clear(c.toFold)
+}
+
+// fold adds the pending counters of one process that the mask chooses to
+// the folded stats; c.mu is held.
+func (c *chooser) fold(counts []tracer.PendingCount, mask uint64) {
 	for _, pc := range counts {
 		switch pc.Kind {
 		case bpfobj.PendingHits:

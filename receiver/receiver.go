@@ -415,6 +415,7 @@ func (r *uprobeReceiver) drain(ctx context.Context) {
 			r.builder.Begin(min(r.cfg.MaxBatchSpans, r.tracer.Buffered()))
 		}
 		n, malformed := r.tracer.Read(r.cfg.MaxBatchSpans, &r.records)
+		r.chooser.foldPending() // the batch's decided and exited processes, in one pass
 		if malformed > 0 {
 			r.tel.ReceiverUprobeRecordsMalformed.Add(deliverCtx, int64(malformed))
 		}

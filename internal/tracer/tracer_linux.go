@@ -952,10 +952,16 @@ type PendingCount struct {
 	Value  uint64
 }
 
-// TakePending returns the counters process pid made while it was pending,
-// and deletes them.
-func (t *Tracer) TakePending(pid uint32) ([]PendingCount, error) {
-	var out []PendingCount
+// TakePending returns the counters the processes pids made while they were
+// pending, by pid, and deletes them. It reads the pending map once
+// whatever the number of processes: callers gather the processes of a
+// batch of records, so that a burst of short-lived processes costs one
+// pass over the map per batch, not one per process.
+func (t *Tracer) TakePending(pids map[uint32]bool) (map[uint32][]PendingCount, error) {
+	out := map[uint32][]PendingCount{}
+	if len(pids) == 0 {
+		return out, nil
+	}
 	var key, next bpfobj.PendingKey
 	var keys []bpfobj.PendingKey
 	for err := t.pending.NextKey(nil, &next); ; err = t.pending.NextKey(&key, &next) {
@@ -965,7 +971,7 @@ func (t *Tracer) TakePending(pid uint32) ([]PendingCount, error) {
 		if err != nil {
 			return out, fmt.Errorf("reading pending counters: %w", err)
 		}
-		if next.Pid == pid {
+		if pids[next.Pid] {
 			keys = append(keys, next)
 		}
 		key = next
@@ -978,7 +984,7 @@ func (t *Tracer) TakePending(pid uint32) ([]PendingCount, error) {
 			}
 			_ = t.pending.Delete(&k)
 		}
-		out = append(out, PendingCount{Kind: k.Kind, ID: k.Id, Bucket: k.Bucket, Value: v})
+		out[k.Pid] = append(out[k.Pid], PendingCount{Kind: k.Kind, ID: k.Id, Bucket: k.Bucket, Value: v})
 	}
 	return out, nil
 }
