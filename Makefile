@@ -22,7 +22,7 @@ FUZZTIME_SLOW   ?= 1000x
 # running program).
 APT_PACKAGES := clang-14 llvm-14 libbpf-dev linux-libc-dev systemtap-sdt-dev gcc g++ gdb make bpftrace
 
-.PHONY: all deps generate check-generate test test-unit test-distro test-budget fuzz build run demo bench bench-smoke bench-budget soak clean
+.PHONY: all deps generate check-generate test test-unit test-distro test-budget fuzz build floor-distro run demo bench bench-smoke bench-budget soak clean
 
 all: test
 
@@ -64,6 +64,7 @@ test: test-unit fuzz test-distro test-budget test-jaeger test-arm64
 test-unit: deps
 	$(GO) vet ./...
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e /internal/distrotest -e /internal/jaegertest -e /internal/budgettest)
+	cd internal/bench/spanfloor && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # fuzz runs every fuzz target briefly.
 fuzz:
@@ -80,6 +81,22 @@ build: $(DISTRO)
 
 $(DISTRO): builder-config.yaml go.mod go.sum $(shell find receiver internal -name '*.go' -o -name '*.o')
 	$(GO) run go.opentelemetry.io/collector/cmd/builder@$(OCB_VERSION) --config builder-config.yaml
+
+# floor-distro builds otelcol-floor, the benchmark's collector floor: the
+# distro's components (builder-config.yaml) and the spanfloor receiver
+# (internal/bench/spanfloor, a module of its own), which delivers spans
+# built with pdata alone, at a set rate.
+FLOOR_DISTRO := $(BUILD_DIR)/floor/otelcol-floor
+floor-distro: $(FLOOR_DISTRO)
+
+$(FLOOR_DISTRO): builder-config.yaml go.mod go.sum $(shell find receiver internal -name '*.go' -o -name '*.o' -o -name go.mod)
+	mkdir -p $(BUILD_DIR)
+	sed -e 's#^  name: otelcol-uprobe$$#  name: otelcol-floor#' \
+	    -e 's#^  output_path: ./_build$$#  output_path: ./$(BUILD_DIR)/floor#' \
+	    -e 's#^receivers:$$#receivers:\n  - gomod: github.com/otel-uprobe/spanfloor v0.0.0\n    path: ./internal/bench/spanfloor#' \
+	    builder-config.yaml > $(BUILD_DIR)/builder-floor.yaml
+	test "$$(grep -c -e '^  name: otelcol-floor$$' -e '^  output_path: ./$(BUILD_DIR)/floor$$' -e '^    path: ./internal/bench/spanfloor$$' $(BUILD_DIR)/builder-floor.yaml)" = 3
+	$(GO) run go.opentelemetry.io/collector/cmd/builder@$(OCB_VERSION) --config $(BUILD_DIR)/builder-floor.yaml
 
 # demo builds the demo program traced by make run and the distro test.
 demo: deps
@@ -111,14 +128,14 @@ run: build demo
 # (several minutes), with the collector measurement of BENCH_BASELINE (an
 # earlier run's benchmarks.json) next to this run's when it exists.
 BENCH_BASELINE ?= docs/benchmarks-baseline.json
-bench: deps build
+bench: deps build floor-distro
 	mkdir -p docs
-	$(GO) run ./internal/bench -out docs -distro $(abspath $(DISTRO)) $(if $(wildcard $(BENCH_BASELINE)),-before $(BENCH_BASELINE))
+	$(GO) run ./internal/bench -out docs -distro $(abspath $(DISTRO)) -floor-distro $(abspath $(FLOOR_DISTRO)) $(if $(wildcard $(BENCH_BASELINE)),-before $(BENCH_BASELINE))
 
 # bench-smoke is the seconds-long version CI runs so that the benchmark
 # cannot rot; its numbers are not meant to be read.
-bench-smoke: deps build
-	$(GO) run ./internal/bench -smoke -distro $(abspath $(DISTRO))
+bench-smoke: deps build floor-distro
+	$(GO) run ./internal/bench -smoke -distro $(abspath $(DISTRO)) -floor-distro $(abspath $(FLOOR_DISTRO))
 
 # bench-budget measures a program's speed, second by second for 30 s, under
 # a probe with and without overhead_budget and writes its section of

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	uprobereceiver "github.com/otel-uprobe/uprobereceiver/receiver"
 )
 
 // Collector is the built collector (receiver and a debug exporter at basic
@@ -40,6 +42,13 @@ type Collector struct {
 	RatioMin             float64          `json:"ratio_min"`
 	RatioMax             float64          `json:"ratio_max"`
 	FloorInProcess       *PdataFloor      `json:"floor_in_process,omitempty"`
+	// CollectorFloorNsPerSpan is the median of the rounds' collector
+	// floor: the same collector with the spanfloor receiver, which only
+	// builds the same spans with pdata, at the round's rate (0 when not
+	// measured). CollectorFloorRatio is its median ratio to the
+	// standalone floor: what a receiver that cost nothing would reach.
+	CollectorFloorNsPerSpan float64 `json:"collector_floor_ns_per_span,omitempty"`
+	CollectorFloorRatio     float64 `json:"collector_floor_ratio,omitempty"`
 	ProcessesStartedPerS float64          `json:"machine_processes_started_per_second"`
 	Profile              *Profile         `json:"profile,omitempty"`
 	// Commit is the source the collector was built from, when known; Date
@@ -60,6 +69,9 @@ type CollectorRound struct {
 	SwitchesPerSpan float64     `json:"context_switches_per_1000_spans"`
 	Floor           *PdataFloor `json:"floor"`
 	Ratio           float64     `json:"ratio"`
+	// CollectorFloorNsPerSpan is the collector floor's CPU per delivered
+	// span measured just after the flood, at its rate (0: not measured).
+	CollectorFloorNsPerSpan float64 `json:"collector_floor_ns_per_span,omitempty"`
 }
 
 // collectorConfig is the measured pipeline: the receiver with its defaults
@@ -102,8 +114,39 @@ service:
 `, flush, workload, pprofAddr, promPort)
 }
 
+// floorConfig is the collector floor's pipeline: the spanfloor receiver
+// delivering rate spans per second, every flush interval as the uprobe
+// receiver does, into the same debug exporter, with the same extension and
+// self-metrics.
+func floorConfig(rate int, flushInterval, pprofAddr string, promPort int) string {
+	return fmt.Sprintf(`receivers:
+  spanfloor:
+    rate: %d
+    interval: %s
+exporters:
+  debug:
+    verbosity: basic
+extensions:
+  pprof:
+    endpoint: %s
+service:
+  extensions: [pprof]
+  telemetry:
+    metrics:
+      readers:
+        - pull:
+            exporter:
+              prometheus:
+                host: 127.0.0.1
+                port: %d
+  pipelines:
+    traces: {receivers: [spanfloor], exporters: [debug]}
+`, rate, flushInterval, pprofAddr, promPort)
+}
+
 // collectorProc is a running distro.
 type collectorProc struct {
+	receiver string // whose accepted spans count
 	cmd      *exec.Cmd
 	pid      int
 	pprof    string // host:port of the pprof extension
@@ -129,7 +172,7 @@ func pinned(cpu int, args ...string) []string {
 }
 
 // startCollector runs the distro with cfg on cpu and waits until it is ready.
-func startCollector(distro, dir, cfgName string, cpu int, cfg func(pprofAddr string, promPort int) string) (*collectorProc, error) {
+func startCollector(distro, dir, cfgName, receiver string, cpu int, cfg func(pprofAddr string, promPort int) string) (*collectorProc, error) {
 	pp, err := freePort()
 	if err != nil {
 		return nil, err
@@ -138,7 +181,7 @@ func startCollector(distro, dir, cfgName string, cpu int, cfg func(pprofAddr str
 	if err != nil {
 		return nil, err
 	}
-	c := &collectorProc{pprof: fmt.Sprintf("127.0.0.1:%d", pp), promPort: prom, done: make(chan struct{})}
+	c := &collectorProc{receiver: receiver, pprof: fmt.Sprintf("127.0.0.1:%d", pp), promPort: prom, done: make(chan struct{})}
 	path := filepath.Join(dir, cfgName)
 	if err := os.WriteFile(path, []byte(cfg(c.pprof, prom)), 0o644); err != nil {
 		return nil, err
@@ -227,8 +270,8 @@ func processUsage(pid int) (usage, error) {
 	return u, nil
 }
 
-// accepted returns the spans the receiver has handed to the pipeline, from
-// the collector's own metrics.
+// accepted returns the spans the receiver (c.receiver) has handed to the
+// pipeline, from the collector's own metrics.
 func (c *collectorProc) accepted() (int64, error) {
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", c.promPort))
 	if err != nil {
@@ -240,7 +283,7 @@ func (c *collectorProc) accepted() (int64, error) {
 	var n int64
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "otelcol_receiver_accepted_spans") || !strings.Contains(line, `receiver="uprobe"`) {
+		if !strings.HasPrefix(line, "otelcol_receiver_accepted_spans") || !strings.Contains(line, `receiver="`+c.receiver+`"`) {
 			continue
 		}
 		f := strings.Fields(line)
@@ -312,7 +355,7 @@ func collectorCPU(s settings, res *Result, workloadPath, dir string) error {
 	fmt.Fprintf(os.Stderr, "pdata floor in-process (GOMAXPROCS %d): %.0f ns/span, %.2f allocs/span\n",
 		c.FloorInProcess.GOMAXPROCS, c.FloorInProcess.NsPerSpan, c.FloorInProcess.AllocsPerSpn)
 
-	col, err := startCollector(s.distro, dir, "collector-cpu.yaml", cpu, func(pprofAddr string, prom int) string {
+	col, err := startCollector(s.distro, dir, "collector-cpu.yaml", "uprobe", cpu, func(pprofAddr string, prom int) string {
 		return collectorConfig(workloadPath, s.flushInterval, pprofAddr, prom)
 	})
 	if err != nil {
@@ -349,7 +392,7 @@ func collectorCPU(s settings, res *Result, workloadPath, dir string) error {
 	fmt.Fprintf(os.Stderr, "collector idle: %.2f ms CPU/s, %.0f context switches/s\n", c.IdleCPUMsPerSecond, c.IdleSwitchesPerSec)
 
 	procs0, t0 := processesStarted(), time.Now()
-	var ratios, costs, floors []float64
+	var ratios, costs, floors, floorCosts, floorRatios []float64
 	for r := 0; r < s.collectorRounds; r++ {
 		floor, err := standaloneFloor(cpu, s.floorSeconds)
 		if err != nil {
@@ -389,6 +432,16 @@ func collectorCPU(s settings, res *Result, workloadPath, dir string) error {
 			later, _ := col.accepted()
 			return fmt.Errorf("round %d: fired %d spans, the pipeline took %d (%d five seconds later)", r+1, fired, delivered, later-from)
 		}
+		if s.floorDistro != "" {
+			ns, err := collectorFloor(s, dir, cpu, row.SpansPerSec)
+			if err != nil {
+				return fmt.Errorf("round %d: collector floor: %w", r+1, err)
+			}
+			row.CollectorFloorNsPerSpan = ns
+			floorCosts = append(floorCosts, ns)
+			floorRatios = append(floorRatios, ns/floor.NsPerSpan)
+			fmt.Fprintf(os.Stderr, "collector floor round %d: %.0f spans/s, %.0f ns/span, %.2f x the standalone floor\n", r+1, row.SpansPerSec, ns, ns/floor.NsPerSpan)
+		}
 		c.Rounds = append(c.Rounds, row)
 		ratios = append(ratios, row.Ratio)
 		costs = append(costs, row.NsPerSpan)
@@ -397,6 +450,9 @@ func collectorCPU(s settings, res *Result, workloadPath, dir string) error {
 	c.ProcessesStartedPerS = float64(processesStarted()-procs0) / time.Since(t0).Seconds()
 	c.NsPerSpan, c.FloorNsPerSpan, c.Ratio = median(costs), median(floors), median(ratios)
 	c.RatioMin, c.RatioMax = minOf(ratios), maxOf(ratios)
+	if len(floorCosts) > 0 {
+		c.CollectorFloorNsPerSpan, c.CollectorFloorRatio = median(floorCosts), median(floorRatios)
+	}
 
 	p, err := profileFlood(s, col, w)
 	if err != nil {
@@ -404,6 +460,52 @@ func collectorCPU(s settings, res *Result, workloadPath, dir string) error {
 	}
 	c.Profile = p
 	return nil
+}
+
+// collectorFloor runs the floor distro (the same collector, built with the
+// spanfloor receiver) on cpu at rate spans per second and returns its CPU
+// time per delivered span over s.floodSeconds, after a second of warm-up
+// (heap growth, first batches). It runs while the measured collector is
+// idle, on the same CPU.
+func collectorFloor(s settings, dir string, cpu int, rate float64) (float64, error) {
+	flush := s.flushInterval
+	if flush == "" {
+		flush = defaultFlushInterval().String()
+	}
+	col, err := startCollector(s.floorDistro, dir, "collector-floor.yaml", "spanfloor", cpu, func(pprofAddr string, prom int) string {
+		return floorConfig(int(rate), flush, pprofAddr, prom)
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer col.stop()
+	time.Sleep(time.Second)
+	from, err := col.accepted()
+	if err != nil {
+		return 0, err
+	}
+	u0, err := processUsage(col.pid)
+	if err != nil {
+		return 0, err
+	}
+	time.Sleep(time.Duration(s.floodSeconds * float64(time.Second)))
+	u1, err := processUsage(col.pid)
+	if err != nil {
+		return 0, err
+	}
+	to, err := col.accepted()
+	if err != nil {
+		return 0, err
+	}
+	if to <= from {
+		return 0, fmt.Errorf("the spanfloor receiver delivered no spans in %.1f s", s.floodSeconds)
+	}
+	return float64(u1.cpuNs-u0.cpuNs) / float64(to-from), nil
+}
+
+// defaultFlushInterval is the receiver's default flush_interval.
+func defaultFlushInterval() time.Duration {
+	return uprobereceiver.NewFactory().CreateDefaultConfig().(*uprobereceiver.Config).FlushInterval
 }
 
 func minOf(v []float64) float64 {

@@ -36,8 +36,11 @@ type PdataFloor struct {
 	BytesPerSpan float64 `json:"bytes_per_span"`
 }
 
-// buildFloorBatch builds one batch of floorBatch spans, numbered from base.
-func buildFloorBatch(base int) ptrace.Traces {
+// buildFloorBatch builds one ResourceSpans of count spans, numbered from
+// base. The spanfloor receiver (spanfloor.Build, a module of its own so
+// that ocb can build it into a collector) builds the same: both are
+// checked against testdata/floor-batch.json.
+func buildFloorBatch(base, count int) ptrace.Traces {
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()
 	ra := rs.Resource().Attributes()
@@ -51,8 +54,8 @@ func buildFloorBatch(base int) ptrace.Traces {
 	sc.Scope().SetName("github.com/otel-uprobe/uprobereceiver")
 	sc.Scope().SetVersion("0.1.0")
 	ss := sc.Spans()
-	ss.EnsureCapacity(floorBatch)
-	for j := 0; j < floorBatch; j++ {
+	ss.EnsureCapacity(count)
+	for j := range count {
 		n := uint64(base + j)
 		sp := ss.AppendEmpty()
 		sp.SetName("probed")
@@ -94,13 +97,13 @@ var floorSink ptrace.Traces
 // a busy machine takes the CPU away from it, not its measure.
 func measureFloor(how string, d time.Duration) *PdataFloor {
 	for i, cpu0 := 0, cpuSeconds(); cpuSeconds()-cpu0 < d.Seconds()/5; i += floorBatch {
-		floorSink = buildFloorBatch(i)
+		floorSink = buildFloorBatch(i, floorBatch)
 	}
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
 	cpu0, n := cpuSeconds(), 0
 	for cpuSeconds()-cpu0 < d.Seconds() {
-		floorSink = buildFloorBatch(n)
+		floorSink = buildFloorBatch(n, floorBatch)
 		n += floorBatch
 	}
 	cpu := cpuSeconds() - cpu0

@@ -25,9 +25,19 @@ func collectorMarkdown(b *strings.Builder, res *Result) {
 		"Collector CPU is the CPU time of all its threads (their scheduler statistics: user, kernel and garbage collection) from just before a flood until its pipeline took every span fired (accepted spans in its self-metrics, equal to fired in every round), per delivered span. "+
 		"The pdata floor builds the same spans with pdata alone (a resource with the receiver's five attributes, its scope, %d spans with name, kind, trace and span ids, start and end times and three integer attributes: thread.id and the two fetched values), GC on, in a process of its own pinned to the collector's CPU (so GOMAXPROCS is 1 in both), just before each flood; its CPU time per span. "+
 		"The ratio is taken per round, its median reported with the range.\n\n", flush, where, floorBatch)
-	fmt.Fprintf(b, "| round | spans/s | delivered | collector CPU | ns per span | context switches per 1,000 spans | pdata floor (standalone) | ratio |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	hasFloor := c.CollectorFloorNsPerSpan > 0
+	if hasFloor {
+		fmt.Fprintf(b, "The collector floor is the same collector (`otelcol-floor`: the distro's components built by ocb with one more receiver, internal/bench/spanfloor) whose spanfloor receiver builds the same spans with pdata alone (the same code as the standalone floor) and hands them to the same debug exporter, at the round's rate, every flush interval in batches of %d, as the receiver does: no eBPF, no ring buffer, no decoding. It runs just after each flood, pinned to the same CPU, while the measured collector is idle; its CPU time per delivered span over as many seconds, after a second of warm-up. It is what a receiver that cost nothing would reach in this collector, on this machine.\n\n", floorBatch)
+		fmt.Fprintf(b, "| round | spans/s | delivered | collector CPU | ns per span | context switches per 1,000 spans | pdata floor (standalone) | ratio | collector floor | its ratio |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	} else {
+		fmt.Fprintf(b, "| round | spans/s | delivered | collector CPU | ns per span | context switches per 1,000 spans | pdata floor (standalone) | ratio |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	}
 	for i, r := range c.Rounds {
-		fmt.Fprintf(b, "| %d | %.0f | %d | %.3f s | %.0f | %.1f | %.0f ns | %.2f |\n", i+1, r.SpansPerSec, r.Delivered, r.CPUSeconds, r.NsPerSpan, r.SwitchesPerSpan, r.Floor.NsPerSpan, r.Ratio)
+		fmt.Fprintf(b, "| %d | %.0f | %d | %.3f s | %.0f | %.1f | %.0f ns | %.2f |", i+1, r.SpansPerSec, r.Delivered, r.CPUSeconds, r.NsPerSpan, r.SwitchesPerSpan, r.Floor.NsPerSpan, r.Ratio)
+		if hasFloor {
+			fmt.Fprintf(b, " %.0f ns | %.2f |", r.CollectorFloorNsPerSpan, r.CollectorFloorNsPerSpan/r.Floor.NsPerSpan)
+		}
+		b.WriteString("\n")
 	}
 	fmt.Fprintf(b, "\n| | ns per span | allocations per span |\n|---|---:|---:|\n")
 	allocs := "—"
@@ -38,6 +48,11 @@ func collectorMarkdown(b *strings.Builder, res *Result) {
 	fmt.Fprintf(b, "| pdata alone, standalone process pinned to one CPU, median | %.0f | %.1f |\n", c.FloorNsPerSpan, floorAllocs(c))
 	if f := c.FloorInProcess; f != nil {
 		fmt.Fprintf(b, "| pdata alone, in the benchmark's own process (GOMAXPROCS %d, not pinned) | %.0f | %.1f |\n", f.GOMAXPROCS, f.NsPerSpan, f.AllocsPerSpn)
+	}
+	if hasFloor {
+		fmt.Fprintf(b, "| collector floor: the same collector, a receiver that only builds the spans with pdata, median | %.0f | |\n", c.CollectorFloorNsPerSpan)
+		fmt.Fprintf(b, "| the receiver's own cost: collector − collector floor | %.0f | |\n", c.NsPerSpan-c.CollectorFloorNsPerSpan)
+		fmt.Fprintf(b, "| ratio collector floor / standalone pdata (a receiver that cost nothing) | %.2f | |\n", c.CollectorFloorRatio)
 	}
 	fmt.Fprintf(b, "| **ratio collector / standalone pdata** | **%.2f** (rounds %.2f–%.2f) | |\n", c.Ratio, c.RatioMin, c.RatioMax)
 	fmt.Fprintf(b, "\nThe in-process floor is the same code timed in the benchmark's own process, as earlier versions of this benchmark reported it: there the process has GOMAXPROCS %d and a larger heap, and its CPU time includes what the garbage collector's workers do on the other CPU while it builds, so it is not the data model's cost; the standalone figure is. ", inProcessProcs(c))
