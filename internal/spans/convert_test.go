@@ -307,3 +307,21 @@ func TestIDsDependOnSalt(t *testing.T) {
 	assert.False(t, z.SpanID(0, 0, 0).IsEmpty())
 	assert.False(t, z.TraceID(0, 0, 0).IsEmpty())
 }
+
+// A site appended to the plan after the Builder was made (a file attached
+// later) decodes its values like the first ones.
+func TestAddSiteAppendedLater(t *testing.T) {
+	plan, in := benchShape(2)
+	bl := NewBuilder(Settings{Plan: plan, WallOffsetNs: testWallOffset, Salt: testSalt})
+	bl.Begin(1)
+	bl.Add(&in[0])
+	plan.Sites = append(plan.Sites, target.Site{Probe: 1, EntrySpan: -1, ExitSpan: 0, Exit: []target.Fetch{intFetch("late", sType(8))}})
+	ev := in[1]
+	ev.ExitSite, ev.Exit = 2, rec{}.int(77)
+	bl.Add(&ev)
+	ss := bl.End().ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	require.Equal(t, 2, ss.Len())
+	v, ok := ss.At(1).Attributes().Get("late")
+	require.True(t, ok)
+	assert.Equal(t, int64(77), v.Int())
+}

@@ -89,6 +89,11 @@ type Builder struct {
 	lastTraceKey ctxKey
 	ids          threadIDs
 
+	// ops are the compiled decoding of each site's entry and exit values
+	// (indexed by site, then 0 entry, 1 exit; see siteOps): integer
+	// attributes decode from them without touching the plan's fetches.
+	ops [][2][]valueOp
+
 	// Spans waiting for an enclosing carrier span's trace context.
 	waiting      map[ctxKey]*waiting
 	waitingSpans int
@@ -110,6 +115,56 @@ func NewBuilder(s Settings) *Builder {
 		s.MaxWaiting = DefaultMaxWaiting
 	}
 	return &Builder{s: s, groups: map[resourceKey]ptrace.SpanSlice{}, waiting: map[ctxKey]*waiting{}}
+}
+
+// siteOps returns the compiled values of a site of the plan, compiling
+// those of the sites added since the last call (the plan only grows: files
+// attached later append theirs).
+func (b *Builder) siteOps(site int) *[2][]valueOp {
+	for len(b.ops) <= site {
+		s := &b.s.Plan.Sites[len(b.ops)]
+		b.ops = append(b.ops, [2][]valueOp{compileOps(s.Entry), compileOps(s.Exit)})
+	}
+	return &b.ops[site]
+}
+
+// valueOp is how one stored value becomes an attribute, compiled from its
+// fetch: a plain integer attribute (no enum, not hex) is converted here;
+// anything else goes through the fetch (putValue, hidden.read).
+type valueOp struct {
+	key                string
+	plainInt           bool
+	fromArg, argSigned bool
+	shift, argSize     uint8
+	typeSize           uint8
+	typeSigned         bool
+}
+
+func compileOps(fetches []target.Fetch) []valueOp {
+	ops := make([]valueOp, len(fetches))
+	for i := range fetches {
+		f := &fetches[i]
+		v := f.Value
+		ops[i] = valueOp{
+			key:        f.Key,
+			plainInt:   f.Role == target.RoleAttribute && f.Store == target.StoreInt && v.Enum == nil && v.Type.Kind != fetch.KindHex,
+			fromArg:    v.FromArg,
+			argSigned:  v.ArgSigned,
+			shift:      v.Shift,
+			argSize:    v.ArgSize,
+			typeSize:   v.Type.Size,
+			typeSigned: v.Type.Kind == fetch.KindSigned,
+		}
+	}
+	return ops
+}
+
+// int converts a stored integer as intValue does.
+func (op *valueOp) int(raw uint64) int64 {
+	if op.fromArg {
+		raw = extend(raw>>op.shift, op.argSize, op.argSigned)
+	}
+	return int64(extend(raw, op.typeSize, op.typeSigned))
 }
 
 // SetWallOffset sets the nanoseconds added to CLOCK_MONOTONIC times to get
@@ -286,8 +341,8 @@ func (b *Builder) span(sp ptrace.Span, ev *event.Span, def *target.Span) (traceC
 	attrs.EnsureCapacity(1 + len(entry) + len(exit))
 	attrs.PutInt(string(semconv.ThreadIDKey), int64(ev.TID))
 	var h hidden
-	b.decode(attrs, entry, ev.Entry, ev.EntryFailed, &h)
-	b.decode(attrs, exit, ev.Exit, ev.ExitFailed, &h)
+	b.decode(attrs, entry, b.siteOps(int(ev.EntrySite))[0], ev.Entry, ev.EntryFailed, &h)
+	b.decode(attrs, exit, b.siteOps(int(ev.ExitSite))[1], ev.Exit, ev.ExitFailed, &h)
 	if ev.Truncated {
 		b.counts.Truncated++
 	}
@@ -344,13 +399,23 @@ func (h *hidden) read(f *target.Fetch, data []byte) (int, bool) {
 
 // decode puts the stored values of one span end into attrs, in fetch
 // order, and the hidden ones into h.
-func (b *Builder) decode(attrs pcommon.Map, fetches []target.Fetch, data []byte, failed uint8, h *hidden) {
-	for i := range fetches {
-		f := &fetches[i]
+func (b *Builder) decode(attrs pcommon.Map, fetches []target.Fetch, ops []valueOp, data []byte, failed uint8, h *hidden) {
+	for i := range ops {
 		if failed&(1<<i) != 0 {
 			b.counts.FetchErrors++
 			continue
 		}
+		if op := &ops[i]; op.plainInt {
+			if len(data) < 8 {
+				b.counts.Malformed++
+				return
+			}
+			// Unsigned values above math.MaxInt64 wrap: OpenTelemetry has no unsigned integers.
+			attrs.PutInt(op.key, op.int(bpfobj.IntValue(data)))
+			data = data[8:]
+			continue
+		}
+		f := &fetches[i]
 		var n int
 		var ok bool
 		if f.Role == target.RoleAttribute {
