@@ -71,8 +71,11 @@ type fileWatcher struct {
 	dirs    map[int]string   // inotify watch descriptor → directory
 	byDir   map[string][]int // directory → targets with a file there
 	inotify int
-	events  chan int // watch descriptors of changed directories
-	wg      sync.WaitGroup
+	// inotifyFile owns the inotify descriptor once watchDirs made it;
+	// run closes it when ctx ends, which ends readInotify.
+	inotifyFile *os.File
+	events      chan int // watch descriptors of changed directories
+	wg          sync.WaitGroup
 }
 
 func newFileWatcher(log *zap.Logger, plan *target.Plan, targets []config.Target, locator target.HostLocator) *fileWatcher {
@@ -184,10 +187,10 @@ func (w *fileWatcher) run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			w.wg.Wait()
-			if w.inotify >= 0 {
-				_ = unix.Close(w.inotify)
+			if w.inotifyFile != nil {
+				_ = w.inotifyFile.Close() // ends readInotify's read
 			}
+			w.wg.Wait()
 			return
 		case pid := <-w.requests:
 			if !w.lookAt(ctx, pid) {
@@ -374,6 +377,10 @@ func (w *fileWatcher) watchDirs() {
 		return
 	}
 	w.inotify = fd
+	// A pollable File (the descriptor is non-blocking): its reader parks
+	// in the runtime's poller instead of a thread in poll(2) that would
+	// wake every so often to look at ctx.
+	w.inotifyFile = os.NewFile(uintptr(fd), "inotify")
 	w.events = make(chan int, 256)
 	for _, f := range w.plan.Files {
 		w.watchDir(f.Target, f.Path)
@@ -406,18 +413,32 @@ func (w *fileWatcher) watchDir(ti int, path string) {
 	w.byDir[dir] = append(w.byDir[dir], ti)
 }
 
-// readInotify passes on the watch descriptors of changed directories.
+// readInotify passes on the watch descriptors of changed directories,
+// until run closes the inotify File.
 func (w *fileWatcher) readInotify(ctx context.Context) {
 	defer w.wg.Done()
+	conn, err := w.inotifyFile.SyscallConn()
+	if err != nil {
+		w.log.Warn("Upgrades of traced files are not followed: inotify", zap.Error(err))
+		return
+	}
 	buf := make([]byte, 64<<10)
-	fds := []unix.PollFd{{Fd: int32(w.inotify), Events: unix.POLLIN}}
 	for ctx.Err() == nil {
-		if n, err := unix.Poll(fds, 250); err != nil && !errors.Is(err, unix.EINTR) || n <= 0 {
-			continue // ctx is looked at again
+		var n int
+		var rerr error
+		err := conn.Read(func(fd uintptr) bool {
+			n, rerr = unix.Read(int(fd), buf)
+			return !errors.Is(rerr, unix.EAGAIN) // else wait in the poller
+		})
+		if err != nil {
+			return // closed: ctx ended
 		}
-		n, err := unix.Read(w.inotify, buf)
-		if err != nil || n <= 0 {
+		if errors.Is(rerr, unix.EINTR) || rerr == nil && n <= 0 {
 			continue
+		}
+		if rerr != nil {
+			w.log.Warn("Upgrades of traced files are no longer followed: reading inotify", zap.Error(rerr))
+			return
 		}
 		for off := 0; off+unix.SizeofInotifyEvent <= n; {
 			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
