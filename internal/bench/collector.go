@@ -32,25 +32,25 @@ type Collector struct {
 	// its default).
 	FlushInterval string `json:"flush_interval,omitempty"`
 	// Idle is the collector's cost while nothing is traced.
-	IdleSeconds          float64          `json:"idle_seconds"`
-	IdleCPUMsPerSecond   float64          `json:"idle_cpu_ms_per_second"`
-	IdleSwitchesPerSec   float64          `json:"idle_context_switches_per_second"`
-	Rounds               []CollectorRound `json:"rounds"`
-	NsPerSpan            float64          `json:"ns_per_span"`
-	FloorNsPerSpan       float64          `json:"floor_standalone_ns_per_span"`
-	Ratio                float64          `json:"ratio"`
-	RatioMin             float64          `json:"ratio_min"`
-	RatioMax             float64          `json:"ratio_max"`
-	FloorInProcess       *PdataFloor      `json:"floor_in_process,omitempty"`
+	IdleSeconds        float64          `json:"idle_seconds"`
+	IdleCPUMsPerSecond float64          `json:"idle_cpu_ms_per_second"`
+	IdleSwitchesPerSec float64          `json:"idle_context_switches_per_second"`
+	Rounds             []CollectorRound `json:"rounds"`
+	NsPerSpan          float64          `json:"ns_per_span"`
+	FloorNsPerSpan     float64          `json:"floor_standalone_ns_per_span"`
+	Ratio              float64          `json:"ratio"`
+	RatioMin           float64          `json:"ratio_min"`
+	RatioMax           float64          `json:"ratio_max"`
+	FloorInProcess     *PdataFloor      `json:"floor_in_process,omitempty"`
 	// CollectorFloorNsPerSpan is the median of the rounds' collector
 	// floor: the same collector with the spanfloor receiver, which only
 	// builds the same spans with pdata, at the round's rate (0 when not
 	// measured). CollectorFloorRatio is its median ratio to the
 	// standalone floor: what a receiver that cost nothing would reach.
-	CollectorFloorNsPerSpan float64 `json:"collector_floor_ns_per_span,omitempty"`
-	CollectorFloorRatio     float64 `json:"collector_floor_ratio,omitempty"`
-	ProcessesStartedPerS float64          `json:"machine_processes_started_per_second"`
-	Profile              *Profile         `json:"profile,omitempty"`
+	CollectorFloorNsPerSpan float64  `json:"collector_floor_ns_per_span,omitempty"`
+	CollectorFloorRatio     float64  `json:"collector_floor_ratio,omitempty"`
+	ProcessesStartedPerS    float64  `json:"machine_processes_started_per_second"`
+	Profile                 *Profile `json:"profile,omitempty"`
 	// Commit is the source the collector was built from, when known; Date
 	// when it was measured.
 	Commit string `json:"commit,omitempty"`
