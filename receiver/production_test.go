@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
+	"github.com/otel-uprobe/uprobereceiver/internal/spans"
 	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 )
 
@@ -237,6 +239,36 @@ func TestExecEndsOpenSpans(t *testing.T) {
 	assert.True(t, spans[0].ParentSpanID().IsEmpty())
 	assert.Equal(t, uint64(1), st.Abandoned, "the old image's open span")
 	assert.Equal(t, uint64(1), st.Unmatched, "the new image's first done has no start")
+}
+
+// A span waiting for the trace context of an enclosing carrier span leaves
+// as soon as its process execs (the carrier can never end), not after
+// the 10 s context wait.
+func TestExecReleasesSpansWaitingForContext(t *testing.T) {
+	testutil.RequireRoot(t)
+	bin := buildHardening(t)
+	p := testutil.StartProgram(t, bin, "ready")
+	s := startReceiver(t, []config.Target{{Path: bin, Spans: []config.Span{
+		{Name: "hex", Entry: "usdt:hex:start", Exit: "usdt:hex:done",
+			Attributes: map[string]string{"tp": "arg0:string"}, TraceContext: "tp"},
+		{Name: "four", Function: "four"},
+	}}})
+	start := time.Now()
+	assert.Equal(t, fmt.Sprintf("second %d", p.PID), p.Ask("exec", "second "), "exec keeps the pid")
+	var four []flatSpan
+	require.Eventually(t, func() bool {
+		four = nil
+		for _, sp := range allSpans(s.traces) {
+			if sp.Name() == "four" {
+				four = append(four, sp)
+			}
+		}
+		return len(four) == 1
+	}, 5*time.Second, 10*time.Millisecond, "the span nested in the abandoned carrier")
+	assert.Less(t, time.Since(start), spans.DefaultContextWait/2)
+	require.NoError(t, s.rcv.Shutdown(context.Background()))
+	assert.Equal(t, 0, s.rcv.builder.Waiting())
+	assert.Equal(t, uint64(1), s.rcv.builder.Counts().Context[spans.ContextTimeout])
 }
 
 // Entry values of exactly the record's capacity (four bytes[256]) fit.

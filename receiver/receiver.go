@@ -449,6 +449,9 @@ func (d *drainRecords) Span(ev *event.Span) {
 // the caches of process facts.
 func (d *drainRecords) Process(p *event.Process) {
 	r := d.r
+	if p.Event != event.ProcessFork && r.traces != nil {
+		r.builder.ProcessEnded(p.PID) // its carrier spans will not come
+	}
 	switch p.Event {
 	case event.ProcessExec:
 		r.chooser.exec(*p)

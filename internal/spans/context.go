@@ -180,6 +180,7 @@ func (b *Builder) wait(k ctxKey, w waiter) {
 	if !ok {
 		ws = &waiting{since: w.since}
 		b.waiting[k] = ws
+		b.waitingByPID[k.pid]++
 		if b.nextDeadline.IsZero() || w.since.Add(b.s.ContextWait).Before(b.nextDeadline) {
 			b.nextDeadline = w.since.Add(b.s.ContextWait)
 		}
@@ -195,8 +196,7 @@ func (b *Builder) resolve(k ctxKey, trace pcommon.TraceID, sampled, timedOut boo
 	if !ok {
 		return
 	}
-	delete(b.waiting, k)
-	b.waitingSpans -= len(ws.spans)
+	b.forget(k, ws)
 	for _, w := range ws.spans {
 		if timedOut {
 			b.counts.Context[ContextTimeout]++
@@ -228,17 +228,45 @@ func (b *Builder) expire(all bool) {
 			}
 			continue
 		}
-		// They keep the ids they were built with; spans waiting on a
-		// waiter that is a carrier follow it.
-		delete(b.waiting, k)
-		b.waitingSpans -= len(ws.spans)
-		for _, w := range ws.spans {
-			b.counts.Context[ContextTimeout]++
-			trace := w.span.TraceID() // finish moves the span out
-			b.finish(w.span, w.res, true)
-			if w.self != nil {
-				b.resolve(*w.self, trace, true, true)
-			}
+		b.release(k, ws)
+	}
+}
+
+// forget removes the waiters of carrier span k from the waiting spans.
+func (b *Builder) forget(k ctxKey, ws *waiting) {
+	delete(b.waiting, k)
+	b.waitingSpans -= len(ws.spans)
+	if b.waitingByPID[k.pid]--; b.waitingByPID[k.pid] <= 0 {
+		delete(b.waitingByPID, k.pid)
+	}
+}
+
+// release lets the spans waiting for carrier span k leave without its
+// context, counted as ContextTimeout: they keep the ids they were built
+// with, and spans waiting on a waiter that is a carrier follow it.
+func (b *Builder) release(k ctxKey, ws *waiting) {
+	b.forget(k, ws)
+	for _, w := range ws.spans {
+		b.counts.Context[ContextTimeout]++
+		trace := w.span.TraceID() // finish moves the span out
+		b.finish(w.span, w.res, true)
+		if w.self != nil {
+			b.resolve(*w.self, trace, true, true)
+		}
+	}
+}
+
+// ProcessEnded lets the spans of process pid that wait for a carrier
+// span's context leave at once, as if ContextWait had passed: the process
+// exited or replaced its image (exec), and its records come in order, so
+// no carrier span of it is still to come. Call it between Begin and End.
+func (b *Builder) ProcessEnded(pid uint32) {
+	if b.waitingByPID[pid] == 0 {
+		return
+	}
+	for k, ws := range b.waiting {
+		if k.pid == pid {
+			b.release(k, ws)
 		}
 	}
 }

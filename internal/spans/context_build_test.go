@@ -639,6 +639,36 @@ func TestContextWaitExpiry(t *testing.T) {
 	assert.Equal(t, 0, b.Waiting())
 }
 
+// TestProcessEndedReleasesItsWaiters: the exit or exec of a process lets its
+// waiting spans leave at once, with their own ids, counted as timeouts; the
+// spans of other processes keep waiting.
+func TestProcessEndedReleasesItsWaiters(t *testing.T) {
+	clk := newClock()
+	b := NewBuilder(ctxSettings(ctxPlan(t), clk))
+	h1, h2 := th{10, 11}, th{20, 21}
+	g1a := h1.work(200, 300, 100, 100, 100)
+	g1b := h1.work(250, 280, 200, 100, 100)
+	g2 := h2.work(200, 300, 100, 100, 100)
+	build(t, b, []event.Span{g1a, g1b, g2})
+	require.Equal(t, 3, b.Waiting())
+
+	b.Begin(0)
+	b.ProcessEnded(10)
+	td := b.End()
+	require.Equal(t, 2, td.SpanCount())
+	ss := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	ids := []pcommon.SpanID{ss.At(0).SpanID(), ss.At(1).SpanID()}
+	assert.ElementsMatch(t, []pcommon.SpanID{h1.spanID(b, 200), h1.spanID(b, 250)}, ids)
+	assert.Equal(t, 1, b.Waiting())
+	assert.Equal(t, uint64(2), b.Counts().Context[ContextTimeout])
+
+	b.Begin(0)
+	b.ProcessEnded(10) // nothing left of it
+	b.ProcessEnded(99) // never waited
+	assert.Equal(t, 0, b.End().SpanCount())
+	assert.Equal(t, 1, b.Waiting())
+}
+
 // TestContextWaitCarrierInExpiringBuild: expiry runs after the batch, so a
 // carrier arriving in the first Build past the deadline still gives its
 // context to its waiters.

@@ -97,6 +97,7 @@ type Builder struct {
 	// Spans waiting for an enclosing carrier span's trace context.
 	waiting      map[ctxKey]*waiting
 	waitingSpans int
+	waitingByPID map[uint32]int // carrier spans waited for, per process
 	nextDeadline time.Time
 }
 
@@ -114,7 +115,7 @@ func NewBuilder(s Settings) *Builder {
 	if s.MaxWaiting <= 0 {
 		s.MaxWaiting = DefaultMaxWaiting
 	}
-	return &Builder{s: s, groups: map[resourceKey]ptrace.SpanSlice{}, waiting: map[ctxKey]*waiting{}}
+	return &Builder{s: s, groups: map[resourceKey]ptrace.SpanSlice{}, waiting: map[ctxKey]*waiting{}, waitingByPID: map[uint32]int{}}
 }
 
 // siteOps returns the compiled values of a site of the plan, compiling

@@ -4,7 +4,8 @@
  * Commands on stdin, each answered by one line:
  *   four N        N calls of four(a, b, c, d), each pointing at 256 bytes
  *                 (a[i] = i, b[i] = i+1, ...); prints "four N"
- *   exec          hex:start fires (opening a span), then the process execs
+ *   exec          hex:start fires (opening a span), four() is called once
+ *                 inside it, then the process execs
  *                 itself as "hardening second", which fires hex:done (no
  *                 span of its own image is open), then hex:start and hex:done
  *                 once more, and prints "second PID"; the pid is the same
@@ -87,6 +88,7 @@ int main(int argc, char **argv)
 			printf("threads %d\n", n);
 		} else if (strncmp(line, "exec", 4) == 0) {
 			DTRACE_PROBE1(hex, start, 1);
+			four(bufs[0], bufs[1], bufs[2], bufs[3]);
 			fflush(stdout);
 			execl("/proc/self/exe", argv[0], "second", (char *)NULL);
 			return 1;
