@@ -92,7 +92,18 @@ func collectorConfig(workload, flushInterval, pprofAddr string, promPort int) st
             function: probed
             attributes: {a: arg0}
             exit_attributes: {ret: retval}
-exporters:
+`, flush, workload) + serviceConfig(pprofAddr, promPort, "uprobe", "traces", "metrics")
+}
+
+// serviceConfig is what both measured collectors share: the debug exporter
+// at basic verbosity, the pprof extension, the self-metrics for Prometheus
+// on 127.0.0.1, and a pipeline of each signal from receiver to the exporter.
+func serviceConfig(pprofAddr string, promPort int, receiver string, signals ...string) string {
+	var pipelines strings.Builder
+	for _, sig := range signals {
+		fmt.Fprintf(&pipelines, "    %s: {receivers: [%s], exporters: [debug]}\n", sig, receiver)
+	}
+	return fmt.Sprintf(`exporters:
   debug:
     verbosity: basic
 extensions:
@@ -109,9 +120,7 @@ service:
                 host: 127.0.0.1
                 port: %d
   pipelines:
-    traces: {receivers: [uprobe], exporters: [debug]}
-    metrics: {receivers: [uprobe], exporters: [debug]}
-`, flush, workload, pprofAddr, promPort)
+`, pprofAddr, promPort) + pipelines.String()
 }
 
 // floorConfig is the collector floor's pipeline: the spanfloor receiver
@@ -123,25 +132,7 @@ func floorConfig(rate int, flushInterval, pprofAddr string, promPort int) string
   spanfloor:
     rate: %d
     interval: %s
-exporters:
-  debug:
-    verbosity: basic
-extensions:
-  pprof:
-    endpoint: %s
-service:
-  extensions: [pprof]
-  telemetry:
-    metrics:
-      readers:
-        - pull:
-            exporter:
-              prometheus:
-                host: 127.0.0.1
-                port: %d
-  pipelines:
-    traces: {receivers: [spanfloor], exporters: [debug]}
-`, rate, flushInterval, pprofAddr, promPort)
+`, rate, flushInterval) + serviceConfig(pprofAddr, promPort, "spanfloor", "traces")
 }
 
 // collectorProc is a running distro.
