@@ -15,6 +15,7 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
+	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 )
 
 // gdbExpr writes what the engine computes for a as gdb expressions: the
@@ -199,7 +200,7 @@ var goRuntime = []runtimeCase{
 // with what the program holds there.
 func TestRuntimeAgainstGDB(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs every fixture under gdb")
+		testutil.SkipOrFail(t, "-short: runs every fixture under gdb")
 	}
 	type build struct {
 		name  string
