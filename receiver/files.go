@@ -1,6 +1,7 @@
 package receiver
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -75,7 +77,11 @@ type fileWatcher struct {
 	// run closes it when ctx ends, which ends readInotify.
 	inotifyFile *os.File
 	events      chan int // watch descriptors of changed directories
-	wg          sync.WaitGroup
+	// writable holds, per watch descriptor, the names of the attached
+	// files in that directory (see modifyMatters). run publishes it,
+	// readInotify reads it.
+	writable atomic.Pointer[map[int]map[string]bool]
+	wg       sync.WaitGroup
 }
 
 func newFileWatcher(log *zap.Logger, plan *target.Plan, targets []config.Target, locator target.HostLocator) *fileWatcher {
@@ -146,11 +152,48 @@ func (w *fileWatcher) checkWritten(ctx context.Context, dir string) []int {
 			continue
 		}
 		delete(w.stamps, path)
+		w.publishWritable()
 		delete(w.known[st.target], id)
 		w.send(ctx, fileChange{detach: id, how: "written in place: " + path})
 		again = append(again, st.target)
 	}
 	return again
+}
+
+// publishWritable publishes the names of the attached files of each
+// watched directory for readInotify; run calls it when files are attached,
+// detached or watched.
+func (w *fileWatcher) publishWritable() {
+	wdOf := make(map[string]int, len(w.dirs))
+	for wd, dir := range w.dirs {
+		wdOf[dir] = wd
+	}
+	m := map[int]map[string]bool{}
+	for path := range w.stamps {
+		wd, ok := wdOf[filepath.Dir(path)]
+		if !ok {
+			continue
+		}
+		if m[wd] == nil {
+			m[wd] = map[string]bool{}
+		}
+		m[wd][filepath.Base(path)] = true
+	}
+	w.writable.Store(&m)
+}
+
+// modifyMatters says whether an inotify event can change what is attached:
+// any event but a bare IN_MODIFY (created, moved in, closed after writing,
+// attributes), and IN_MODIFY only of an attached file (written in place).
+// Every write to any file of the directory is an IN_MODIFY: a log growing
+// next to a traced binary must not make its target be located again.
+// The name is the event's, NUL-padded.
+func (w *fileWatcher) modifyMatters(wd int, mask uint32, name []byte) bool {
+	if mask&^unix.IN_MODIFY != 0 {
+		return true
+	}
+	m := w.writable.Load()
+	return m != nil && (*m)[wd][string(bytes.TrimRight(name, "\x00"))]
 }
 
 // execed asks the watcher to look at a process that execed; it never
@@ -326,6 +369,7 @@ func (w *fileWatcher) consider(ctx context.Context, ti int, c target.Candidate) 
 	}
 	w.current[c.SeenAs] = id
 	w.watchDir(ti, c.Path)
+	w.publishWritable()
 	w.send(ctx, fileChange{spec: spec, how: c.How})
 }
 
@@ -390,6 +434,7 @@ func (w *fileWatcher) watchDirs() {
 			w.watchDir(ti, t.Path) // an optional target's file may appear there
 		}
 	}
+	w.publishWritable()
 }
 
 // watchDir watches the directory of a host path of target ti.
@@ -442,7 +487,11 @@ func (w *fileWatcher) readInotify(ctx context.Context) {
 		}
 		for off := 0; off+unix.SizeofInotifyEvent <= n; {
 			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			name := buf[off+unix.SizeofInotifyEvent : min(off+unix.SizeofInotifyEvent+int(ev.Len), n)]
 			off += unix.SizeofInotifyEvent + int(ev.Len)
+			if !w.modifyMatters(int(ev.Wd), ev.Mask, name) {
+				continue
+			}
 			select {
 			case w.events <- int(ev.Wd):
 			case <-ctx.Done():
