@@ -221,8 +221,8 @@ func (fl *file) debugSource() string {
 func (fl *file) readFunctions() error {
 	fl.functions = map[string][]function{}
 	debugSymbols := func() ([]elf.Symbol, error) {
-		if _, err := fl.elf.Symbols(); !errors.Is(err, elf.ErrNoSymbols) {
-			return nil, nil
+		if fl.elf.SectionByType(elf.SHT_SYMTAB) != nil {
+			return nil, nil // its own .symtab, read above
 		}
 		syms, err := debuginfo.DebugSymbols(context.Background(), fl.path, fl.elf, debuginfo.Options{DebugDirs: fl.opts.DebugDirs})
 		if err != nil {
