@@ -777,10 +777,12 @@ type Records interface {
 // Read passes up to max records from the ring buffer to h, the spans
 // decoded in place (nothing is copied but a process record's text), and
 // releases their space in the ring once, at the end. It returns how many
-// spans it passed and how many records were malformed (counted,
-// skipped). Only one goroutine may read.
+// records it read (spans, process events and malformed records alike:
+// fewer than max means the ring had no more committed records) and how
+// many of them were malformed (counted, skipped). Only one goroutine may
+// read.
 func (t *Tracer) Read(max int, h Records) (n, malformed int) {
-	_, corrupt := t.ring.read(max, func(raw []byte) {
+	n, corrupt := t.ring.read(max, func(raw []byte) {
 		if kind, _ := bpfobj.RecordKind(raw); kind == bpfobj.RecordKindProcess {
 			p, ok := bpfobj.DecodeProcess(raw)
 			if !ok {
@@ -831,7 +833,6 @@ func (t *Tracer) Read(max int, h Records) (n, malformed int) {
 			Exit:           rec.Exit,
 		}
 		h.Span(&t.ev)
-		n++
 	})
 	return n, malformed + corrupt
 }
@@ -865,7 +866,7 @@ func (t *Tracer) Buffered() int {
 
 // Drain moves up to max records from the ring buffer into batch (spans and
 // process events, their values copied into the batch's memory) and returns
-// how many spans it moved and how many records were malformed (counted,
+// how many records it read (as Read) and how many were malformed (counted,
 // skipped). Only one goroutine may drain.
 func (t *Tracer) Drain(batch *event.Batch, max int) (n, malformed int) {
 	return t.Read(max, batchRecords{batch})
