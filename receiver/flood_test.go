@@ -200,3 +200,74 @@ func TestShutdownDrainsPastProcessRecords(t *testing.T) {
 	assert.Equal(t, uint64(4*5*rounds), fired)
 	assert.Equal(t, int(fired), s.traces.SpanCount(), "every span completed before Shutdown is delivered")
 }
+
+// droppedSpans returns receiver_uprobe_spans_dropped by span name and
+// reason.
+func droppedSpans(t *testing.T, tel *componenttest.Telemetry) map[[2]string]int64 {
+	t.Helper()
+	out := map[[2]string]int64{}
+	m, err := tel.GetMetric("otelcol_receiver_uprobe_spans_dropped")
+	if err != nil {
+		return out
+	}
+	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+		name, _ := dp.Attributes.Value("span.name")
+		reason, _ := dp.Attributes.Value("drop.reason")
+		out[[2]string{name.AsString(), reason.AsString()}] += dp.Value
+	}
+	return out
+}
+
+// Every span the kernel completes is delivered or counted dropped, by
+// reason: head sampling leaves half of recurse's traces out, inner is
+// never as long as its min_duration, the pipeline refuses what it is
+// given, and Shutdown, its context ended, counts what is still in the
+// ring.
+func TestEveryCompletedSpanIsDeliveredOrCounted(t *testing.T) {
+	testutil.RequireRoot(t)
+	b := testutil.BuildDemo(t, "-O2")
+	demo := testutil.StartDemo(t, b.Program)
+	half := 0.5
+	cfg := createDefaultConfig()
+	cfg.MaxBatchSpans = 16
+	cfg.FlushInterval = time.Second
+	cfg.Targets = []config.Target{{Path: b.Program, Spans: []config.Span{
+		{Name: "recurse", Function: "recurse", Returns: config.ReturnsUretprobe, SampleRatio: &half},
+		{Name: "outer", Function: "outer"},
+		{Name: "inner", Function: "inner", MinDuration: time.Hour},
+	}}}
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	set := metadatatest.NewSettings(tel)
+	refuse := consumertest.NewErr(errors.New("refused"))
+	metrics := new(consumertest.MetricsSink)
+	r, err := NewFactory().CreateTraces(context.Background(), set, cfg, refuse)
+	require.NoError(t, err)
+	_, err = NewFactory().CreateMetrics(context.Background(), set, cfg, metrics)
+	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
+
+	const n = 200
+	demo.Run(n)
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.NoError(t, r.Shutdown(ended))
+
+	last := metrics.AllMetrics()[len(metrics.AllMetrics())-1]
+	d := durations(last)
+	dropped := droppedSpans(t, tel)
+	for name, want := range map[string]uint64{"recurse": 4 * n, "outer": n, "inner": 2 * n} {
+		assert.Equal(t, want, d[name].Count(), name)
+		var sum int64
+		for k, v := range dropped {
+			if k[0] == name {
+				sum += v
+			}
+		}
+		assert.Equal(t, int64(d[name].Count()), sum, "%s: every completed span counted dropped, none delivered: %v", name, dropped)
+	}
+	assert.Equal(t, int64(2*n), dropped[[2]string{"inner", "short"}], "%v", dropped)
+	assert.Positive(t, dropped[[2]string{"recurse", "unsampled"}])
+	assert.Positive(t, dropped[[2]string{"outer", "shutdown"}], "the ring was not empty at Shutdown")
+	assert.Positive(t, dropped[[2]string{"outer", "refused"}])
+}

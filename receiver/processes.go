@@ -307,13 +307,15 @@ func (c *chooser) chosen(ti int, mask uint64) bool {
 }
 
 // keep says whether a span recorded for a pending process counts: its
-// process was decided and chose the span's target.
-func (c *chooser) keep(ev *event.Span) bool {
+// process was decided and chose the span's target. known is false when the
+// process's decision is not known (its exec record was lost, or the
+// decisions were dropped for their bound).
+func (c *chooser) keep(ev *event.Span) (keep, known bool) {
 	if !ev.Pending {
-		return true
+		return true, true
 	}
 	mask, ok := c.decisions[imageKey{ev.PID, ev.Image}]
-	return ok && c.chosen(c.plan.Spans[ev.Def].Target, mask)
+	return ok && c.chosen(c.plan.Spans[ev.Def].Target, mask), ok
 }
 
 // addFolded adds the folded pending counts to a snapshot of the engine's.

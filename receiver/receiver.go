@@ -438,12 +438,37 @@ type drainRecords struct {
 }
 
 // Span builds a span that counts: one of a pending process counts only if
-// the process was chosen for its target.
+// the process was chosen for its target. One whose choice is no longer
+// known is dropped and counted.
 func (d *drainRecords) Span(ev *event.Span) {
-	if d.r.traces != nil && d.r.chooser.keep(ev) {
+	if d.r.traces == nil {
+		return
+	}
+	keep, known := d.r.chooser.keep(ev)
+	switch {
+	case keep:
 		d.r.builder.Add(ev)
+	case !known:
+		d.r.dropped(d.ctx, ev.Def, metadata.AttributeDropReasonUndecided, 1)
 	}
 }
+
+// dropped counts n completed spans of definition def that are not
+// delivered, for a reason.
+func (r *uprobeReceiver) dropped(ctx context.Context, def uint32, reason metadata.AttributeDropReason, n int64) {
+	if n <= 0 || int(def) >= len(r.plan.Spans) {
+		return
+	}
+	r.tel.ReceiverUprobeSpansDropped.Add(ctx, n, metric.WithAttributes(
+		attribute.String("span.name", r.plan.Spans[def].Name), attribute.String("drop.reason", reason.String())))
+}
+
+// countingRecords counts the spans of the records read, by definition,
+// without building them.
+type countingRecords struct{ spans map[uint32]int64 }
+
+func (c *countingRecords) Span(ev *event.Span)    { c.spans[ev.Def]++ }
+func (c *countingRecords) Process(*event.Process) {}
 
 // Process follows process events for the chooser, the file watcher and
 // the caches of process facts.
@@ -580,7 +605,8 @@ func (r *uprobeReceiver) followClock() {
 	}
 }
 
-// deliver hands spans to the traces pipeline, counting them as accepted or refused.
+// deliver hands spans to the traces pipeline, counting them as accepted or
+// refused (and refused ones as dropped, by span name).
 func (r *uprobeReceiver) deliver(ctx context.Context, td ptrace.Traces) {
 	n := td.SpanCount()
 	if n == 0 {
@@ -590,6 +616,21 @@ func (r *uprobeReceiver) deliver(ctx context.Context, td ptrace.Traces) {
 	err := r.traces.ConsumeTraces(obsCtx, td)
 	r.obs.EndTracesOp(obsCtx, metadata.Type.String(), n, err)
 	r.health(err)
+	if err == nil {
+		return
+	}
+	names := map[string]int64{}
+	for _, rs := range td.ResourceSpans().All() {
+		for _, ss := range rs.ScopeSpans().All() {
+			for _, sp := range ss.Spans().All() {
+				names[sp.Name()]++
+			}
+		}
+	}
+	for name, k := range names {
+		r.tel.ReceiverUprobeSpansDropped.Add(ctx, k, metric.WithAttributes(
+			attribute.String("span.name", name), attribute.String("drop.reason", metadata.AttributeDropReasonRefused.String())))
+	}
 }
 
 // reportCounts adds the builder's new per-event problem counts to the self-telemetry.
@@ -609,6 +650,13 @@ func (r *uprobeReceiver) reportCounts(ctx context.Context) {
 			r.tel.ReceiverUprobeTraceContexts.Add(ctx, int64(d),
 				metric.WithAttributes(attribute.String("outcome", spans.Outcome(o).String())))
 		}
+	}
+	for def, n := range c.TraceUnsampled {
+		var prev uint64
+		if def < len(r.reported.TraceUnsampled) {
+			prev = r.reported.TraceUnsampled[def]
+		}
+		r.dropped(ctx, uint32(def), metadata.AttributeDropReasonTraceUnsampled, int64(n-prev))
 	}
 	r.reported = c
 }
@@ -700,6 +748,7 @@ func (r *uprobeReceiver) Shutdown(ctx context.Context) error {
 		}
 		err = r.tracer.Detach()
 		r.drain(ctx)
+		r.dropLeft(ctx)
 		if r.traces != nil {
 			r.deliver(ctx, r.builder.Flush()) // spans still waiting for a trace context
 			r.reportCounts(ctx)
@@ -709,6 +758,28 @@ func (r *uprobeReceiver) Shutdown(ctx context.Context) error {
 		r.reportLocations(r.plan, -1)
 	})
 	return err
+}
+
+// dropLeft counts the spans still in the ring buffer after Shutdown's last
+// drain (its context ended first) as dropped, reading them without
+// building them.
+func (r *uprobeReceiver) dropLeft(ctx context.Context) {
+	if r.tracer.Buffered() == 0 {
+		return
+	}
+	left := countingRecords{spans: map[uint32]int64{}}
+	for {
+		n, malformed := r.tracer.Read(1<<16, &left)
+		if malformed > 0 {
+			r.tel.ReceiverUprobeRecordsMalformed.Add(context.WithoutCancel(ctx), int64(malformed))
+		}
+		if n < 1<<16 {
+			break
+		}
+	}
+	for def, n := range left.spans {
+		r.dropped(context.WithoutCancel(ctx), def, metadata.AttributeDropReasonShutdown, n)
+	}
 }
 
 // imageCache remembers one fact (process.executable.path, container.id)

@@ -57,6 +57,52 @@ var MapAttributeChange = map[string]AttributeChange{
 	"dropped":  AttributeChangeDropped,
 }
 
+// AttributeDropReason specifies the value drop.reason attribute.
+type AttributeDropReason int
+
+const (
+	_ AttributeDropReason = iota
+	AttributeDropReasonRingFull
+	AttributeDropReasonUnsampled
+	AttributeDropReasonShort
+	AttributeDropReasonTraceUnsampled
+	AttributeDropReasonUndecided
+	AttributeDropReasonRefused
+	AttributeDropReasonShutdown
+)
+
+// String returns the string representation of the AttributeDropReason.
+func (av AttributeDropReason) String() string {
+	switch av {
+	case AttributeDropReasonRingFull:
+		return "ring_full"
+	case AttributeDropReasonUnsampled:
+		return "unsampled"
+	case AttributeDropReasonShort:
+		return "short"
+	case AttributeDropReasonTraceUnsampled:
+		return "trace_unsampled"
+	case AttributeDropReasonUndecided:
+		return "undecided"
+	case AttributeDropReasonRefused:
+		return "refused"
+	case AttributeDropReasonShutdown:
+		return "shutdown"
+	}
+	return ""
+}
+
+// MapAttributeDropReason is a helper map of string to AttributeDropReason attribute value.
+var MapAttributeDropReason = map[string]AttributeDropReason{
+	"ring_full":       AttributeDropReasonRingFull,
+	"unsampled":       AttributeDropReasonUnsampled,
+	"short":           AttributeDropReasonShort,
+	"trace_unsampled": AttributeDropReasonTraceUnsampled,
+	"undecided":       AttributeDropReasonUndecided,
+	"refused":         AttributeDropReasonRefused,
+	"shutdown":        AttributeDropReasonShutdown,
+}
+
 // AttributeOutcome specifies the value outcome attribute.
 type AttributeOutcome int
 

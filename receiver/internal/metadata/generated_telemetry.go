@@ -43,6 +43,7 @@ type TelemetryBuilder struct {
 	ReceiverUprobeProbeDutyCycle       metric.Float64ObservableGauge
 	ReceiverUprobeRecordsMalformed     metric.Int64Counter
 	ReceiverUprobeSpansAbandoned       metric.Int64Counter
+	ReceiverUprobeSpansDropped         metric.Int64Counter
 	ReceiverUprobeSpansFiltered        metric.Int64Counter
 	ReceiverUprobeSpansOverflow        metric.Int64Counter
 	ReceiverUprobeSpansTruncated       metric.Int64Counter
@@ -307,6 +308,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	builder.ReceiverUprobeSpansAbandoned, err = builder.meter.Int64Counter(
 		"otelcol_receiver_uprobe_spans_abandoned",
 		metric.WithDescription("Open spans dropped because an enclosing span on the same thread closed first (their exit never came). [Alpha]"),
+		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverUprobeSpansDropped, err = builder.meter.Int64Counter(
+		"otelcol_receiver_uprobe_spans_dropped",
+		metric.WithDescription("Completed spans not delivered, by span definition and drop.reason: the count of uprobe.span.duration is exactly the spans the receiver delivered plus these (and receiver_uprobe_records_malformed, never expected). [Alpha]"),
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)

@@ -59,6 +59,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ReceiverUprobeLocations.Add(context.Background(), 1)
 	tb.ReceiverUprobeRecordsMalformed.Add(context.Background(), 1)
 	tb.ReceiverUprobeSpansAbandoned.Add(context.Background(), 1)
+	tb.ReceiverUprobeSpansDropped.Add(context.Background(), 1)
 	tb.ReceiverUprobeSpansFiltered.Add(context.Background(), 1)
 	tb.ReceiverUprobeSpansOverflow.Add(context.Background(), 1)
 	tb.ReceiverUprobeSpansTruncated.Add(context.Background(), 1)
@@ -108,6 +109,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverUprobeSpansAbandoned(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverUprobeSpansDropped(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverUprobeSpansFiltered(t, testTel,
