@@ -190,6 +190,13 @@ enum pending_kind {
 	PENDING_HITS = 1,        /* hits of probe id */
 	PENDING_SPAN_BUCKET = 2, /* completed spans of span id in bucket */
 	PENDING_SPAN_SUM = 3,    /* their durations, summed (ns) */
+	/* Completed spans of span id that were not recorded: the ring buffer
+	 * refused their record, their trace was not sampled, or they were
+	 * shorter than min_duration_ns (span_stats' lost, unsampled and
+	 * short_spans, for a process that is chosen). */
+	PENDING_SPAN_LOST = 4,
+	PENDING_SPAN_UNSAMPLED = 5,
+	PENDING_SPAN_SHORT = 6,
 };
 
 /* pending_key names one counter of a pending process: what it counted
@@ -328,6 +335,9 @@ struct span_stats {
 	__u64 unsampled;  /* completed spans not recorded: their trace was not sampled */
 	__u64 short_spans; /* completed spans not recorded: shorter than min_duration_ns */
 	__u64 filtered;   /* spans whose filters did not hold: not recorded, not in the histogram */
+	__u64 pending_full; /* completed spans of a pending process that could not be
+			     * counted (the pending counters were full): not recorded,
+			     * not in the histogram */
 	__u64 buckets[ABI_HIST_BUCKETS]; /* their sum is the number of completed spans */
 };
 

@@ -286,21 +286,25 @@ struct {
 	__uint(max_entries, 1); /* set by the loader */
 } proc_hits SEC(".maps");
 
-/* pending_add adds n to a counter of a pending process. */
-static __always_inline void pending_add(__u32 pid, __u8 kind, __u32 id, __u8 bucket, __u64 n)
+/* pending_add adds n to a counter of a pending process; it returns 0, or
+ * -1 when the counter could not be had (the map is full). A global
+ * function: its key stays off its callers' stacks. */
+__noinline int pending_add(__u32 pid, __u8 kind, __u32 id, __u8 bucket, __u64 n)
 {
 	struct pending_key key = {.pid = pid, .id = id, .kind = kind, .bucket = bucket};
 	__u64 *v = bpf_map_lookup_elem(&pending, &key);
 
 	if (v) {
 		__sync_fetch_and_add(v, n);
-		return;
+		return 0;
 	}
 	if (bpf_map_update_elem(&pending, &key, &n, BPF_NOEXIST) == 0)
-		return;
+		return 0;
 	v = bpf_map_lookup_elem(&pending, &key); /* another CPU made it first */
-	if (v)
-		__sync_fetch_and_add(v, n);
+	if (!v)
+		return -1;
+	__sync_fetch_and_add(v, n);
+	return 0;
 }
 
 /* choice says whether a hit of site s counts, for a process pid. */
@@ -1164,6 +1168,17 @@ static __always_inline int recorded_root(struct task_state *ts, int p)
 	return c.found;
 }
 
+/* unrecorded counts a completed span that is not recorded in field of the
+ * span's statistics, or in the pending counter kind of a pending process
+ * (span_exit's locals). */
+#define unrecorded(field, kind)                                              \
+	do {                                                                 \
+		if (flags & RECORD_PENDING)                                  \
+			pending_add(pid_tgid >> 32, kind, s->exit_span, 0, 1); \
+		else                                                         \
+			add(&st->field, 1);                                  \
+	} while (0)
+
 /*
  * span_exit closes the innermost open span of site s's exit span and sends
  * its record, counting into ps what is lost. A global function like
@@ -1224,23 +1239,38 @@ __noinline int span_exit(const struct site *s, __u32 site_id, struct probe_stats
 
 	/* bucket i holds (2^i, 2^(i+1)]; durations of 0 and 1 ns go to bucket 0 */
 	__u32 b = duration > 1 ? log2_bucket(duration - 1) : 0;
-	if (f->flags & RECORD_PENDING) {
+	__u8 flags = f->flags;
+	if (flags & RECORD_PENDING) {
+		/* It opened while its process was pending: the choice made
+		 * since, if any, is what counts. */
+		enum choice c = chosen(s, pid_tgid >> 32);
+		if (c == CHOICE_NO) {
+			truncate(ts, k);
+			goto out;
+		}
+		if (c == CHOICE_YES)
+			flags &= ~RECORD_PENDING;
+	}
+	if (flags & RECORD_PENDING) {
+		if (pending_add(pid_tgid >> 32, PENDING_SPAN_BUCKET, s->exit_span, b & (ABI_HIST_BUCKETS - 1), 1)) {
+			add(&st->pending_full, 1); /* counted nowhere: not recorded either */
+			truncate(ts, k);
+			goto out;
+		}
 		pending_add(pid_tgid >> 32, PENDING_SPAN_SUM, s->exit_span, 0, duration);
-		pending_add(pid_tgid >> 32, PENDING_SPAN_BUCKET, s->exit_span, b & (ABI_HIST_BUCKETS - 1), 1);
 	} else {
 		add(&st->sum_ns, duration); /* the count is the sum of the buckets */
 		add(&st->buckets[b & (ABI_HIST_BUCKETS - 1)], 1);
 	}
 
 	__u32 base = f->value_off;
-	__u8 flags = f->flags;
 	truncate(ts, k);
 	if (flags & RECORD_UNSAMPLED) {
-		add(&st->unsampled, 1);
+		unrecorded(unsampled, PENDING_SPAN_UNSAMPLED);
 		goto out;
 	}
 	if (duration < s->min_duration_ns && !(flags & RECORD_HAS_CHILD)) {
-		add(&st->short_spans, 1);
+		unrecorded(short_spans, PENDING_SPAN_SHORT);
 		goto out;
 	}
 
@@ -1292,8 +1322,12 @@ __noinline int span_exit(const struct site *s, __u32 site_id, struct probe_stats
 	rec->exit_failed = failed;
 	rec->kind = RECORD_KIND_SPAN;
 	if (bpf_ringbuf_output(&records, w, end + sizeof(struct span_record), wake_flags())) {
-		add(&st->lost, 1);
-		add(&ps->lost, 1);
+		if (flags & RECORD_PENDING) {
+			pending_add(pid_tgid >> 32, PENDING_SPAN_LOST, s->exit_span, 0, 1);
+		} else {
+			add(&st->lost, 1);
+			add(&ps->lost, 1);
+		}
 	}
 out:
 	if (s->flags & SITE_GO)

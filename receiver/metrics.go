@@ -320,6 +320,7 @@ func (e *metricsEmitter) selfTelemetry(ctx context.Context, tel *metadata.Teleme
 			{"depth", cur.Overflow, prev.Overflow},
 			{"no_state", cur.NoState, prev.NoState},
 			{"kernel_return_limit", cur.ReturnLimit, prev.ReturnLimit},
+			{"pending_full", cur.PendingFull, prev.PendingFull},
 		} {
 			if d := o.cur - o.prev; d > 0 {
 				tel.ReceiverUprobeSpansOverflow.Add(ctx, int64(d), metric.WithAttributes(

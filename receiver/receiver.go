@@ -65,6 +65,9 @@ type uprobeReceiver struct {
 	beforeAttach func(*target.Plan)
 	clockOffset  func() (int64, error)
 	clockEvery   time.Duration
+	// drainGate, when set, runs before each drain that has something to
+	// do: a test holds the drain goroutine with it.
+	drainGate func()
 
 	// Set in Start, then owned by the goroutines until Shutdown.
 	tracer *tracer.Tracer
@@ -400,6 +403,9 @@ func (r *uprobeReceiver) wait(deadline time.Time, first bool) {
 func (r *uprobeReceiver) drain(ctx context.Context) {
 	if r.tracer.Buffered() == 0 && r.builder.Waiting() == 0 && len(r.watcher.changes) == 0 {
 		return
+	}
+	if r.drainGate != nil {
+		r.drainGate()
 	}
 	r.followClock()
 	r.applyFileChanges(ctx)

@@ -162,7 +162,13 @@ const (
 	PendingHits       = uint8(engineX86PendingKindPENDING_HITS)
 	PendingSpanBucket = uint8(engineX86PendingKindPENDING_SPAN_BUCKET)
 	PendingSpanSum    = uint8(engineX86PendingKindPENDING_SPAN_SUM)
-	ProcPendingBit    = int(engineX86ProcMaskBitPROC_PENDING_BIT)
+	// PendingSpanLost, PendingSpanUnsampled and PendingSpanShort count the
+	// completed spans of a pending process that were not recorded, as
+	// SpanStats' Lost, Unsampled and ShortSpans do for the others.
+	PendingSpanLost      = uint8(engineX86PendingKindPENDING_SPAN_LOST)
+	PendingSpanUnsampled = uint8(engineX86PendingKindPENDING_SPAN_UNSAMPLED)
+	PendingSpanShort     = uint8(engineX86PendingKindPENDING_SPAN_SHORT)
+	ProcPendingBit       = int(engineX86ProcMaskBitPROC_PENDING_BIT)
 )
 
 // Names of the engine's programs and maps in the collection spec.

@@ -108,9 +108,12 @@ type engineX86PendingKey struct {
 type engineX86PendingKind uint32
 
 const (
-	engineX86PendingKindPENDING_HITS        engineX86PendingKind = 1
-	engineX86PendingKindPENDING_SPAN_BUCKET engineX86PendingKind = 2
-	engineX86PendingKindPENDING_SPAN_SUM    engineX86PendingKind = 3
+	engineX86PendingKindPENDING_HITS           engineX86PendingKind = 1
+	engineX86PendingKindPENDING_SPAN_BUCKET    engineX86PendingKind = 2
+	engineX86PendingKindPENDING_SPAN_SUM       engineX86PendingKind = 3
+	engineX86PendingKindPENDING_SPAN_LOST      engineX86PendingKind = 4
+	engineX86PendingKindPENDING_SPAN_UNSAMPLED engineX86PendingKind = 5
+	engineX86PendingKindPENDING_SPAN_SHORT     engineX86PendingKind = 6
 )
 
 type engineX86ProbeStats struct {
@@ -252,6 +255,7 @@ type engineX86SpanStats struct {
 	Unsampled   uint64
 	ShortSpans  uint64
 	Filtered    uint64
+	PendingFull uint64
 	Buckets     [64]uint64
 }
 

@@ -152,6 +152,9 @@ type SpanCounts struct {
 	// Filtered counts calls whose filter or exit_filter did not hold: not
 	// recorded, not in Buckets.
 	Filtered uint64
+	// PendingFull counts spans of pending processes the engine could not
+	// count (its pending counters were full): not recorded, not in Buckets.
+	PendingFull uint64
 	// Buckets[i] counts durations in (2^i, 2^(i+1)] ns; Buckets[0] also
 	// holds durations of 0 and 1 ns.
 	Buckets []uint64

@@ -1025,6 +1025,7 @@ func (t *Tracer) Stats() (event.Stats, error) {
 			out.Unsampled += c.Unsampled
 			out.Short += c.ShortSpans
 			out.Filtered += c.Filtered
+			out.PendingFull += c.PendingFull
 			for b, v := range c.Buckets {
 				out.Buckets[b] += v
 				out.Count += v

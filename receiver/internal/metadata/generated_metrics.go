@@ -153,6 +153,7 @@ const (
 	AttributeOverflowReasonDepth
 	AttributeOverflowReasonNoState
 	AttributeOverflowReasonKernelReturnLimit
+	AttributeOverflowReasonPendingFull
 )
 
 // String returns the string representation of the AttributeOverflowReason.
@@ -164,6 +165,8 @@ func (av AttributeOverflowReason) String() string {
 		return "no_state"
 	case AttributeOverflowReasonKernelReturnLimit:
 		return "kernel_return_limit"
+	case AttributeOverflowReasonPendingFull:
+		return "pending_full"
 	}
 	return ""
 }
@@ -173,6 +176,7 @@ var MapAttributeOverflowReason = map[string]AttributeOverflowReason{
 	"depth":               AttributeOverflowReasonDepth,
 	"no_state":            AttributeOverflowReasonNoState,
 	"kernel_return_limit": AttributeOverflowReasonKernelReturnLimit,
+	"pending_full":        AttributeOverflowReasonPendingFull,
 }
 
 // AttributeSiteClass specifies the value site.class attribute.
