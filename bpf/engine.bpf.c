@@ -16,6 +16,7 @@
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
 
 #include "abi.h"
 #include "regs.h"
@@ -38,9 +39,40 @@ struct linux_binprm {
 	const char *filename;
 } __attribute__((preserve_access_index));
 
+struct super_block {
+	__u32 s_dev;
+} __attribute__((preserve_access_index));
+
+struct inode {
+	unsigned long i_ino;
+	struct super_block *i_sb;
+} __attribute__((preserve_access_index));
+
+struct file {
+	struct inode *f_inode;
+} __attribute__((preserve_access_index));
+
 struct mm_struct {
 	unsigned long arg_start;
 	unsigned long arg_end;
+	struct file *exe_file;
+} __attribute__((preserve_access_index));
+
+struct kernfs_node {
+	__u64 id; /* 64 bits since Linux 5.5 */
+} __attribute__((preserve_access_index));
+
+struct cgroup {
+	struct kernfs_node *kn;
+} __attribute__((preserve_access_index));
+
+struct cgroup_subsys_state {
+	struct cgroup *cgroup;
+} __attribute__((preserve_access_index));
+
+struct css_set {
+	struct cgroup_subsys_state *subsys[1]; /* CGROUP_SUBSYS_COUNT in the kernel */
+	struct cgroup *dfl_cgrp;
 } __attribute__((preserve_access_index));
 
 struct task_struct {
@@ -52,6 +84,18 @@ struct task_struct {
 	__u64 self_exec_id; /* 64 bits since Linux 5.7 */
 	struct signal_struct *signal;
 	struct uprobe_task *utask;
+	struct css_set *cgroups;
+} __attribute__((preserve_access_index));
+
+/* The context of a task iterator (Linux 5.8). */
+struct seq_file;
+struct bpf_iter_meta {
+	struct seq_file *seq;
+} __attribute__((preserve_access_index));
+
+struct bpf_iter__task {
+	struct bpf_iter_meta *meta;
+	struct task_struct *task;
 } __attribute__((preserve_access_index));
 
 /* abi_types keeps every ABI type in the object's BTF so that bpf2go can
@@ -92,6 +136,21 @@ volatile const __u64 selector_bits = 0;
  * find targets' files in processes that start (containers of new images,
  * optional targets). Set by the loader. */
 volatile const __u8 send_execs = 0;
+
+/* process_facts makes the engine send a record at every exec, fork and exit
+ * of a process, with what user space needs to know of it while it is alive
+ * (its cgroups, its executable): its spans are built later. Set by the
+ * loader. */
+volatile const __u8 process_facts = 0;
+
+/* cgroup1_subsys is the kernel's id (enum cgroup_subsys_id) of the
+ * controller whose cgroup v1 hierarchy process records name, or
+ * CGROUP1_NONE. Set by the loader. */
+#define CGROUP1_NONE 0xffffffffu
+volatile const __u32 cgroup1_subsys = CGROUP1_NONE;
+
+/* process_lost counts process records the ring buffer refused. */
+__u64 process_lost = 0;
 
 /* Sizes below are placeholders: the loader sets them from the plan. */
 struct {
@@ -1489,46 +1548,104 @@ static __always_inline void forget_thread(struct task_struct *task)
 	bpf_task_storage_delete(&task_states, task);
 }
 
-/* process_buf is the fixed layout of a process record: the executable's
- * name, the command line, then the trailer. */
+/* process_buf is the layout of an exec record: the executable's name, the
+ * command line, then the trailer. Other process records are the trailer
+ * alone. */
 struct process_buf {
 	char filename[ABI_EXEC_FILENAME_MAX];
 	char args[ABI_EXEC_ARGS_MAX];
 	struct process_record rec;
 };
 
-/* send_process sends a process record; for an exec, with the executable's
- * name and the command line of the new image (current is the process). */
+/* cgroup1_id returns the kernfs id of the cgroup of task in the v1
+ * hierarchy of controller cgroup1_subsys, 0 for none. The controller's
+ * index into css_set.subsys is only known at run time: the reads go
+ * through bpf_probe_read_kernel, at offsets relocated against the running
+ * kernel (CO-RE). */
+static __always_inline __u64 cgroup1_id(struct task_struct *task)
+{
+	__u32 ssid = cgroup1_subsys;
+	struct cgroup_subsys_state *css = 0;
+
+	if (ssid >= 64)
+		return 0;
+	__u64 cset = (__u64)BPF_CORE_READ(task, cgroups);
+	if (!cset || bpf_probe_read_kernel(&css, sizeof(css),
+					   (const void *)(cset + bpf_core_field_offset(struct css_set, subsys) +
+							  ssid * sizeof(css))))
+		return 0;
+	return BPF_CORE_READ(css, cgroup, kn, id);
+}
+
+/* process_facts_of fills the facts of a process record with task's: its
+ * cgroups and its executable. */
+static __always_inline void process_facts_of(struct process_record *rec, struct task_struct *task)
+{
+	rec->cgroup_id = BPF_CORE_READ(task, cgroups, dfl_cgrp, kn, id);
+	rec->cgroup1_id = cgroup1_id(task);
+	rec->exe_ino = BPF_CORE_READ(task, mm, exe_file, f_inode, i_ino);
+	rec->exe_dev = BPF_CORE_READ(task, mm, exe_file, f_inode, i_sb, s_dev);
+}
+
+/* process_header fills the trailer of a process record of task. */
+static __always_inline void process_header(struct process_record *rec, struct task_struct *task, __u8 event,
+					   __u32 pid, __u32 parent, __u64 parent_start_ns)
+{
+	rec->time_ns = bpf_ktime_get_ns();
+	rec->start_ns = task->group_leader->start_time;
+	rec->exec_id = task->self_exec_id;
+	rec->parent_start_ns = parent_start_ns;
+	rec->pid = pid;
+	rec->parent = parent;
+	rec->filename_len = 0;
+	rec->args_len = 0;
+	rec->event = event;
+	for (int i = 0; i < sizeof(rec->pad); i++)
+		rec->pad[i] = 0;
+	rec->kind = RECORD_KIND_PROCESS;
+	process_facts_of(rec, task);
+}
+
+/* send_process sends a process record of task, a trailer alone; a lost one
+ * is counted in process_lost. Only records user space acts on (a pending
+ * process's) wake it: the others are read with the next span record, which
+ * they precede in the ring, or when the reader's sleep ends. */
 static __always_inline void send_process(struct task_struct *task, __u8 event, __u32 pid, __u32 parent,
-					 struct linux_binprm *bprm)
+					 __u64 parent_start_ns, int wake)
+{
+	struct process_record *rec = bpf_ringbuf_reserve(&records, sizeof(*rec), 0);
+
+	if (!rec) {
+		__sync_fetch_and_add(&process_lost, 1);
+		return;
+	}
+	process_header(rec, task, event, pid, parent, parent_start_ns);
+	bpf_ringbuf_submit(rec, wake ? wake_flags() : BPF_RB_NO_WAKEUP);
+}
+
+/* send_exec sends the exec record of task (the current process), with the
+ * executable's name and the command line of its new image. It wakes the
+ * reader (as send_process) when selectors or send_execs want it. */
+static __always_inline void send_exec(struct task_struct *task, __u32 pid, struct linux_binprm *bprm)
 {
 	struct process_buf *b = bpf_ringbuf_reserve(&records, sizeof(*b), 0);
 
-	if (!b)
-		return; /* counted by user space as a process it could not decide */
-	b->rec.time_ns = bpf_ktime_get_ns();
-	b->rec.start_ns = task->group_leader->start_time;
-	b->rec.exec_id = task->self_exec_id;
-	b->rec.pid = pid;
-	b->rec.parent = parent;
-	b->rec.event = event;
-	b->rec.kind = RECORD_KIND_PROCESS;
-	b->rec.pad[0] = b->rec.pad[1] = 0;
-	b->rec.filename_len = 0;
-	b->rec.args_len = 0;
-	if (bprm) {
-		long n = bpf_probe_read_kernel_str(b->filename, sizeof(b->filename), bprm->filename);
-		if (n > 0)
-			b->rec.filename_len = n - 1;
-		struct mm_struct *mm = task->mm;
-		__u64 start = mm->arg_start, end = mm->arg_end;
-		__u64 len = end > start ? end - start : 0;
-		if (len > sizeof(b->args))
-			len = sizeof(b->args);
-		if (len && bpf_probe_read_user(b->args, len, (const void *)start) == 0)
-			b->rec.args_len = len;
+	if (!b) {
+		__sync_fetch_and_add(&process_lost, 1);
+		return;
 	}
-	bpf_ringbuf_submit(b, wake_flags());
+	process_header(&b->rec, task, PROCESS_EXEC, pid, 0, 0);
+	long n = bpf_probe_read_kernel_str(b->filename, sizeof(b->filename), bprm->filename);
+	if (n > 0)
+		b->rec.filename_len = n - 1;
+	struct mm_struct *mm = task->mm;
+	__u64 start = mm->arg_start, end = mm->arg_end;
+	__u64 len = end > start ? end - start : 0;
+	if (len > sizeof(b->args))
+		len = sizeof(b->args);
+	if (len && bpf_probe_read_user(b->args, len, (const void *)start) == 0)
+		b->rec.args_len = len;
+	bpf_ringbuf_submit(b, selector_bits || send_execs ? wake_flags() : BPF_RB_NO_WAKEUP);
 }
 
 SEC("tp_btf/sched_process_exec")
@@ -1547,8 +1664,8 @@ int on_exec(__u64 *ctx)
 		e.mask = (pe ? pe->mask & ~selector_bits : 0) | (1ULL << PROC_PENDING_BIT);
 		bpf_map_update_elem(&procs, &pid, &e, BPF_ANY);
 	}
-	if (selector_bits || send_execs)
-		send_process(task, PROCESS_EXEC, pid, 0, bprm);
+	if (selector_bits || send_execs || process_facts)
+		send_exec(task, pid, bprm);
 	return 0;
 }
 
@@ -1561,13 +1678,15 @@ int on_fork(__u64 *ctx)
 
 	if (pid == ppid)
 		return 0; /* a thread */
+	int pending = 0;
 	struct proc_entry *pe = bpf_map_lookup_elem(&procs, &ppid);
-	if (!pe)
-		return 0;
-	/* Forked, not execed: the same program, the same choice. */
-	struct proc_entry e = {.mask = pe->mask, .start_ns = child->start_time};
-	if (bpf_map_update_elem(&procs, &pid, &e, BPF_ANY) == 0 && (e.mask & (1ULL << PROC_PENDING_BIT)))
-		send_process(child, PROCESS_FORK, pid, ppid, 0);
+	if (pe) {
+		/* Forked, not execed: the same program, the same choice. */
+		struct proc_entry e = {.mask = pe->mask, .start_ns = child->start_time};
+		pending = bpf_map_update_elem(&procs, &pid, &e, BPF_ANY) == 0 && (e.mask & (1ULL << PROC_PENDING_BIT));
+	}
+	if (pending || process_facts)
+		send_process(child, PROCESS_FORK, pid, ppid, parent->group_leader->start_time, pending);
 	return 0;
 }
 
@@ -1581,7 +1700,55 @@ int on_exit(__u64 *ctx)
 	if (task->signal->live.counter != 0)
 		return 0; /* not the last thread of the process */
 	forget_goroutines(pid);
-	if (bpf_map_delete_elem(&procs, &pid) == 0 && selector_bits)
-		send_process(task, PROCESS_EXIT, pid, 0, 0);
+	int chosen_exit = bpf_map_delete_elem(&procs, &pid) == 0 && selector_bits;
+	if (chosen_exit || process_facts)
+		send_process(task, PROCESS_EXIT, pid, 0, 0, chosen_exit);
+	return 0;
+}
+
+/* on_cgroup_attach follows a process that moves to another cgroup (a
+ * runtime that puts it in its container's after it started, in any
+ * hierarchy): with process_facts, its facts are sent again. Its arguments
+ * are the destination cgroup, its path, the task moved and whether its
+ * whole thread group moved. */
+SEC("tp_btf/cgroup_attach_task")
+int on_cgroup_attach(__u64 *ctx)
+{
+	struct task_struct *task = (struct task_struct *)ctx[2];
+
+	if (!process_facts || !task)
+		return 0;
+	task = task->group_leader;
+	send_process(task, PROCESS_CGROUP, task->tgid, 0, 0, 0);
+	return 0;
+}
+
+/* seen_scratch holds the record seen_task writes: too large for its stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct process_record);
+	__uint(max_entries, 1);
+} seen_scratch SEC(".maps");
+
+/*
+ * seen_task writes a PROCESS_SEEN record (a trailer) for every process
+ * (thread group leader) to the task iterator's output: user space learns
+ * the facts of the processes that were running before the exec, fork and
+ * exit programs could tell it of them.
+ */
+SEC("iter/task")
+int seen_task(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	__u32 zero = 0;
+
+	if (!task || task->pid != task->tgid)
+		return 0;
+	struct process_record *rec = bpf_map_lookup_elem(&seen_scratch, &zero);
+	if (!rec)
+		return 0;
+	process_header(rec, task, PROCESS_SEEN, task->tgid, 0, 0);
+	bpf_seq_write(ctx->meta->seq, rec, sizeof(*rec));
 	return 0;
 }

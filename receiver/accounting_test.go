@@ -28,11 +28,15 @@ type gate struct {
 
 func newGate() *gate { return &gate{open: make(chan struct{})} }
 
-func (g *gate) wait() {
+// wait returns when the gate opens or ctx (the drain's) ends.
+func (g *gate) wait(ctx context.Context) {
 	g.mu.Lock()
 	ch := g.open
 	g.mu.Unlock()
-	<-ch
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
 }
 
 func (g *gate) release() {

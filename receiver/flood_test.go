@@ -230,7 +230,6 @@ func TestEveryCompletedSpanIsDeliveredOrCounted(t *testing.T) {
 	half := 0.5
 	cfg := createDefaultConfig()
 	cfg.MaxBatchSpans = 16
-	cfg.FlushInterval = time.Second
 	cfg.Targets = []config.Target{{Path: b.Program, Spans: []config.Span{
 		{Name: "recurse", Function: "recurse", Returns: config.ReturnsUretprobe, SampleRatio: &half},
 		{Name: "outer", Function: "outer"},
@@ -245,13 +244,16 @@ func TestEveryCompletedSpanIsDeliveredOrCounted(t *testing.T) {
 	require.NoError(t, err)
 	_, err = NewFactory().CreateMetrics(context.Background(), set, cfg, metrics)
 	require.NoError(t, err)
+	g := newGate() // nothing is read before Shutdown
+	r.(*uprobeReceiver).drainGate = g.wait
+	t.Cleanup(g.release)
 	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
 
 	const n = 200
 	demo.Run(n)
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
-	require.NoError(t, r.Shutdown(ended))
+	require.NoError(t, r.Shutdown(ended)) // one batch of 16 is read, then the rest counted
 
 	last := metrics.AllMetrics()[len(metrics.AllMetrics())-1]
 	d := durations(last)

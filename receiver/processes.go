@@ -213,7 +213,12 @@ func procExe(filename string, self uint32) (uint32, bool) {
 }
 
 // fork decides a child of a pending process once its parent is decided.
+// Forks of other processes (every fork comes with process facts) change
+// nothing.
 func (c *chooser) fork(p event.Process) {
+	if c.selBits == 0 {
+		return
+	}
 	if exe, ok := c.exes[p.Parent]; ok {
 		c.remember(p.PID, exe) // forked, not execed: the same program
 	}
@@ -222,6 +227,9 @@ func (c *chooser) fork(p event.Process) {
 			c.decide(p.PID, p.Image, mask)
 			return
 		}
+	}
+	if mask, _, ok := c.engine.ProcessMask(p.Parent); ok && mask&(1<<bpfobj.ProcPendingBit) == 0 {
+		return // forked by an undecided process that is not pending: neither is its child
 	}
 	if len(c.children[p.Parent]) < 64 {
 		c.children[p.Parent] = append(c.children[p.Parent], p)
@@ -248,6 +256,9 @@ func (c *chooser) decide(pid uint32, image event.Image, mask uint64) {
 // exit forgets a process, adding what it did while pending after its
 // decision was read.
 func (c *chooser) exit(p event.Process) {
+	if c.selBits == 0 {
+		return // nothing is ever pending
+	}
 	mask, ok := c.decisions[imageKey{p.PID, p.Image}]
 	if !ok {
 		mask = 0

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -66,8 +65,9 @@ type uprobeReceiver struct {
 	clockOffset  func() (int64, error)
 	clockEvery   time.Duration
 	// drainGate, when set, runs before each drain that has something to
-	// do: a test holds the drain goroutine with it.
-	drainGate func()
+	// do, with the drain's context: a test holds the drain goroutine with
+	// it.
+	drainGate func(context.Context)
 
 	// Set in Start, then owned by the goroutines until Shutdown.
 	tracer *tracer.Tracer
@@ -86,10 +86,13 @@ type uprobeReceiver struct {
 	watcher     *fileWatcher
 	sendExecs   bool
 	waiting     map[int]bool    // targets with nothing traced now
-	exes        *imageCache     // process.executable.path of library targets' processes
-	containers  *imageCache     // container.id
+	ids         *identities     // container.id and process.executable.path of processes
 	budget      *overheadBudget // nil without overhead_budget
 	wakeups     int             // times the drain goroutine woke, for tests
+
+	// What self-telemetry was told of lost process records and unknown
+	// identities; the collecting goroutine's.
+	reportedProcessLost, reportedUnknown uint64
 }
 
 func newReceiver(cfg *Config, set receiver.Settings, onDone func()) (*uprobeReceiver, error) {
@@ -157,6 +160,14 @@ func (r *uprobeReceiver) start() error {
 	for _, t := range r.cfg.Targets {
 		r.sendExecs = r.sendExecs || t.PID == 0
 	}
+	// Processes' identities are taken from the engine's process records:
+	// cgroup ids in the unified hierarchy and, on hosts with cgroup v1
+	// hierarchies (v1 or hybrid), in one of them.
+	mounts, err := procfs.FS{}.CgroupMounts()
+	if err != nil {
+		log.Warn("Reading the cgroup mounts: spans carry no container.id", zap.Error(err))
+	}
+	v1Controller, _ := mounts.PreferredV1()
 	for attempt := 1; ; attempt++ {
 		plan, err = target.Resolve(r.cfg.Targets, target.Options{
 			OptimizedUprobes: tracer.HaveOptimizedUprobes(), ARM64StepsNop: tracer.ARM64StepsNop(),
@@ -172,7 +183,7 @@ func (r *uprobeReceiver) start() error {
 		}
 		tr, err = tracer.Open(plan, tracer.Options{
 			RingBufferSize: r.cfg.RingBufferSize, NoRecords: r.traces == nil, MaxGoroutines: r.cfg.MaxGoroutines,
-			SendExecs: r.sendExecs,
+			SendExecs: r.sendExecs, ProcessFacts: true, Cgroup1Controller: v1Controller,
 			// A budget switches probes one by one and measures programs.
 			ProbeControl: r.cfg.OverheadBudget > 0, ProgramStats: r.cfg.OverheadBudget > 0,
 		})
@@ -218,9 +229,18 @@ func (r *uprobeReceiver) start() error {
 	if err := r.chooser.chooseRunning(); err != nil {
 		log.Warn("Choosing the running processes of pid:/process: targets", zap.Error(err))
 	}
-	r.exes, r.containers = newImageCache(4096, readExecutable), newImageCache(4096, readContainerID)
-	// The collecting goroutine has its own cache: the drain's is not shared.
-	r.byContainer = newContainerCounts(newImageCache(4096, readContainerID).lookup)
+	// process.executable.path is looked up for shared-library targets:
+	// an executable target's is the target's file.
+	needExe := false
+	for _, t := range plan.Targets {
+		needExe = needExe || !t.Executable
+	}
+	r.ids = newIdentities(procfs.FS{}, mounts, v1Controller, needExe)
+	// The processes that ran before the engine could see them start.
+	if err := tr.RunningProcesses(r.ids.process); err != nil {
+		log.Warn("Listing the running processes: their spans carry no container.id", zap.Error(err))
+	}
+	r.byContainer = newContainerCounts(r.ids.identity)
 	r.builder = spans.NewBuilder(spans.Settings{
 		Plan:         plan,
 		WallOffsetNs: offset,
@@ -228,8 +248,8 @@ func (r *uprobeReceiver) start() error {
 		HostName:     r.hostName,
 		ScopeName:    metadata.ScopeName,
 		ScopeVersion: r.set.BuildInfo.Version,
-		Executable:   r.exes.lookup,
-		ContainerID:  r.containers.lookup,
+		Executable:   r.ids.Executable,
+		ContainerID:  r.ids.ContainerID,
 	})
 	r.emitter = newMetricsEmitter(r.cfg.MetricsBuilderConfig, r.set, plan, r.hostName, pcommon.NewTimestampFromTime(time.Now()))
 	if r.budget != nil {
@@ -405,7 +425,7 @@ func (r *uprobeReceiver) drain(ctx context.Context) {
 		return
 	}
 	if r.drainGate != nil {
-		r.drainGate()
+		r.drainGate(ctx)
 	}
 	r.followClock()
 	r.applyFileChanges(ctx)
@@ -480,7 +500,8 @@ func (c *countingRecords) Process(*event.Process) {}
 // the caches of process facts.
 func (d *drainRecords) Process(p *event.Process) {
 	r := d.r
-	if p.Event != event.ProcessFork && r.traces != nil {
+	r.ids.process(p)
+	if (p.Event == event.ProcessExec || p.Event == event.ProcessExit) && r.traces != nil {
 		r.builder.ProcessEnded(p.PID) // its carrier spans will not come
 	}
 	switch p.Event {
@@ -493,8 +514,6 @@ func (d *drainRecords) Process(p *event.Process) {
 		r.chooser.fork(*p)
 	case event.ProcessExit:
 		r.chooser.exit(*p)
-		r.exes.forget(p.PID)
-		r.containers.forget(p.PID)
 	}
 }
 
@@ -713,6 +732,19 @@ func (s *statusHosts) report(ev *componentstatus.Event) {
 	}
 }
 
+// reportIdentity adds the new counts of lost process records and of
+// unknown identities to the self-telemetry.
+func (r *uprobeReceiver) reportIdentity(ctx context.Context) {
+	lost, unknown := r.tracer.ProcessRecordsLost(), r.ids.unknownLookups()
+	if d := lost - r.reportedProcessLost; lost > r.reportedProcessLost {
+		r.tel.ReceiverUprobeProcessRecordsLost.Add(ctx, int64(d))
+	}
+	if d := unknown - r.reportedUnknown; unknown > r.reportedUnknown {
+		r.tel.ReceiverUprobeIdentitiesUnknown.Add(ctx, int64(d))
+	}
+	r.reportedProcessLost, r.reportedUnknown = lost, unknown
+}
+
 // collect reads the kernel's counters once and emits them.
 func (r *uprobeReceiver) collect(ctx context.Context) {
 	st, err := r.tracer.Stats()
@@ -721,6 +753,7 @@ func (r *uprobeReceiver) collect(ctx context.Context) {
 		return
 	}
 	r.chooser.addFolded(&st)
+	r.reportIdentity(ctx)
 	r.foldContainers(ctx)
 	r.byContainer.stats(&st)
 	r.emitter.selfTelemetry(ctx, r.tel, st)
@@ -786,72 +819,4 @@ func (r *uprobeReceiver) dropLeft(ctx context.Context) {
 	for def, n := range left.spans {
 		r.dropped(context.WithoutCancel(ctx), def, metadata.AttributeDropReasonShutdown, n)
 	}
-}
-
-// imageCache remembers one fact (process.executable.path, container.id)
-// per process image, read from /proc the first time the image is seen. A
-// process's facts are forgotten when the engine reports its exit; when the
-// cache is full, the images of processes that are gone are dropped (all
-// of them, if every one is still running). It is bounded by max entries.
-type imageCache struct {
-	max  int
-	n    int
-	read func(pid int) string
-	m    map[uint32]map[event.Image]string
-}
-
-func newImageCache(max int, read func(pid int) string) *imageCache {
-	return &imageCache{max: max, read: read, m: map[uint32]map[event.Image]string{}}
-}
-
-func (c *imageCache) lookup(pid uint32, image event.Image) string {
-	if v, ok := c.m[pid][image]; ok {
-		return v
-	}
-	if c.n >= c.max {
-		c.sweep()
-	}
-	v := c.read(int(pid))
-	if c.m[pid] == nil {
-		c.m[pid] = map[event.Image]string{}
-	}
-	c.m[pid][image] = v
-	c.n++
-	return v
-}
-
-// forget drops what the cache holds of pid.
-func (c *imageCache) forget(pid uint32) {
-	c.n -= len(c.m[pid])
-	delete(c.m, pid)
-}
-
-// sweep drops the images of processes that are gone, or everything when
-// none is.
-func (c *imageCache) sweep() {
-	n := c.n
-	for pid := range c.m {
-		if _, err := os.Stat("/proc/" + strconv.FormatUint(uint64(pid), 10)); err != nil {
-			c.forget(pid)
-		}
-	}
-	if c.n == n {
-		clear(c.m)
-		c.n = 0
-	}
-}
-
-// readExecutable returns process.executable.path of a running process.
-func readExecutable(pid int) string {
-	p, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
-	if err != nil {
-		return ""
-	}
-	return p
-}
-
-// readContainerID returns container.id of a running process, "" for none.
-func readContainerID(pid int) string {
-	id, _ := procfs.FS{}.ContainerID(pid)
-	return id
 }

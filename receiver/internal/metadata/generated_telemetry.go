@@ -38,9 +38,11 @@ type TelemetryBuilder struct {
 	ReceiverUprobeFetchErrors          metric.Int64Counter
 	ReceiverUprobeFileChanges          metric.Int64Counter
 	ReceiverUprobeFiles                metric.Int64UpDownCounter
+	ReceiverUprobeIdentitiesUnknown    metric.Int64Counter
 	ReceiverUprobeLocations            metric.Int64UpDownCounter
 	ReceiverUprobeProbeCost            metric.Float64ObservableGauge
 	ReceiverUprobeProbeDutyCycle       metric.Float64ObservableGauge
+	ReceiverUprobeProcessRecordsLost   metric.Int64Counter
 	ReceiverUprobeRecordsMalformed     metric.Int64Counter
 	ReceiverUprobeSpansAbandoned       metric.Int64Counter
 	ReceiverUprobeSpansDropped         metric.Int64Counter
@@ -281,6 +283,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{file}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ReceiverUprobeIdentitiesUnknown, err = builder.meter.Int64Counter(
+		"otelcol_receiver_uprobe_identities_unknown",
+		metric.WithDescription("Lookups of a process's identity (for a span's resource, or hits per container) that found no record of the process: its spans go without container.id and process.executable.path. Expected only after lost process records. [Alpha]"),
+		metric.WithUnit("{lookup}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ReceiverUprobeLocations, err = builder.meter.Int64UpDownCounter(
 		"otelcol_receiver_uprobe_locations",
 		metric.WithDescription("Attached probe locations by probe and site class; single-stepped ones cost about twenty times the others per hit. [Alpha]"),
@@ -297,6 +305,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_receiver_uprobe_probe_duty_cycle",
 		metric.WithDescription("The share of each period the probe is attached under the overhead budget: 1 fully attached, 0 detached (attached only for short samples). [Alpha]"),
 		metric.WithUnit("1"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverUprobeProcessRecordsLost, err = builder.meter.Int64Counter(
+		"otelcol_receiver_uprobe_process_records_lost",
+		metric.WithDescription("Process records (exec, fork, exit) the ring buffer had no room for: those processes' spans miss the identity taken at the event (container.id, process.executable.path), and a pending process stays undecided. [Alpha]"),
+		metric.WithUnit("{record}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ReceiverUprobeRecordsMalformed, err = builder.meter.Int64Counter(

@@ -56,7 +56,9 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ReceiverUprobeFetchErrors.Add(context.Background(), 1)
 	tb.ReceiverUprobeFileChanges.Add(context.Background(), 1)
 	tb.ReceiverUprobeFiles.Add(context.Background(), 1)
+	tb.ReceiverUprobeIdentitiesUnknown.Add(context.Background(), 1)
 	tb.ReceiverUprobeLocations.Add(context.Background(), 1)
+	tb.ReceiverUprobeProcessRecordsLost.Add(context.Background(), 1)
 	tb.ReceiverUprobeRecordsMalformed.Add(context.Background(), 1)
 	tb.ReceiverUprobeSpansAbandoned.Add(context.Background(), 1)
 	tb.ReceiverUprobeSpansDropped.Add(context.Background(), 1)
@@ -96,6 +98,9 @@ func TestSetupTelemetry(t *testing.T) {
 	AssertEqualReceiverUprobeFiles(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverUprobeIdentitiesUnknown(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverUprobeLocations(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
@@ -104,6 +109,9 @@ func TestSetupTelemetry(t *testing.T) {
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverUprobeProbeDutyCycle(t, testTel,
 		[]metricdata.DataPoint[float64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverUprobeProcessRecordsLost(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverUprobeRecordsMalformed(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
