@@ -151,7 +151,7 @@ bench-budget: deps build
 # dropped (by reason), and writes docs/soak.json and the soak section of
 # docs/benchmarks.md. Not part of make test.
 SOAK_DURATION ?= 10m
-SOAK_CHURNERS ?= 2
+SOAK_CHURNERS ?= 3
 soak: deps build
 	$(GO) run ./internal/soak -duration $(SOAK_DURATION) -churners $(SOAK_CHURNERS) -out docs -distro $(abspath $(DISTRO))
 

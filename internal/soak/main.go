@@ -57,7 +57,7 @@ func main() {
 	flag.DurationVar(&s.every, "every", 10*time.Second, "sample interval")
 	flag.IntVar(&s.rate, "rate", 100_000, "spans per second the USDT C program makes (steady:start to steady:done)")
 	flag.IntVar(&s.functionRate, "function-rate", 5_000, "spans per second the C program with a function span (push entry, uretprobe) makes")
-	flag.IntVar(&s.churners, "churners", 2, "loops starting short-lived Go processes side by side")
+	flag.IntVar(&s.churners, "churners", 3, "loops starting short-lived Go processes side by side")
 	flag.StringVar(&s.out, "out", "", "directory for soak.json and the soak section of benchmarks.md")
 	flag.Parse()
 	testutil.RequireRootOrExit()
@@ -132,6 +132,10 @@ type Result struct {
 	Dropped      map[string]int64 `json:"spans_dropped"`
 	Malformed    int64            `json:"records_malformed"`
 	Pipeline     int64            `json:"pipeline_failed"`
+	// Accepted is what the collector's telemetry says its pipeline took
+	// from the receiver (otelcol_receiver_accepted_spans): the sink's
+	// spans and the exporter's failures, when its last push arrived.
+	Accepted int64 `json:"receiver_accepted"`
 	DeliveryDiff int64            `json:"fired_minus_delivered_minus_dropped"`
 }
 
@@ -251,7 +255,11 @@ func run(s settings) (*Result, error) {
 	res.End = res.Samples[len(res.Samples)-1]
 	res.Delivered = sk.spans.Load()
 	res.Fired, res.Lost = sk.completed(), sk.lost()
-	res.Dropped, res.Malformed, res.Pipeline = sk.drops()
+	res.Dropped, res.Malformed, res.Pipeline, res.Accepted = sk.drops()
+	if res.Accepted != res.Delivered+res.Pipeline {
+		errs = append(errs, fmt.Errorf("the collector's telemetry says its pipeline accepted %d spans, the sink got %d and the exporter failed %d: its last push is missing",
+			res.Accepted, res.Delivered, res.Pipeline))
+	}
 	var dropped int64
 	for _, n := range res.Dropped {
 		dropped += n
@@ -579,9 +587,10 @@ func attrKey(m pcommon.Map) string {
 }
 
 // drops returns the receiver's named drops by reason, its malformed
-// records and the spans the exporter failed to send or to queue, from the
-// collector's last self-telemetry push.
-func (s *sink) drops() (byReason map[string]int64, malformed, pipeline int64) {
+// records, the spans the exporter failed to send or to queue and those the
+// pipeline accepted from the receiver, from the collector's last
+// self-telemetry push.
+func (s *sink) drops() (byReason map[string]int64, malformed, pipeline, accepted int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	byReason = map[string]int64{}
@@ -598,9 +607,11 @@ func (s *sink) drops() (byReason map[string]int64, malformed, pipeline int64) {
 			malformed += v
 		case "otelcol_exporter_send_failed_spans", "otelcol_exporter_enqueue_failed_spans":
 			pipeline += v
+		case "otelcol_receiver_accepted_spans":
+			accepted += v
 		}
 	}
-	return byReason, malformed, pipeline
+	return byReason, malformed, pipeline, accepted
 }
 
 func (s *sink) lost() int64 {
