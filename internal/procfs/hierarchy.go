@@ -17,11 +17,23 @@ import (
 
 // CgroupMount is one mounted cgroup hierarchy.
 type CgroupMount struct {
-	// Point is where it is mounted ("/sys/fs/cgroup/pids").
+	// Point is where it is mounted ("/sys/fs/cgroup/pids"), in the mount
+	// namespace whose table named it.
 	Point string
 	// Root is the cgroup the mount shows as its root ("/" unless a
 	// subtree was mounted or the mounter was in a cgroup namespace).
 	Root string
+	// Dir is where the reader opens it: Point, or Point under
+	// /proc/1/root for the mounts of the host's init process.
+	Dir string
+}
+
+// dir returns where to open m.
+func (m CgroupMount) dir() string {
+	if m.Dir != "" {
+		return m.Dir
+	}
+	return m.Point
 }
 
 // CgroupMounts are the cgroup hierarchies of a mount table: the unified
@@ -108,14 +120,52 @@ func (m CgroupMounts) PreferredV1() (string, bool) {
 	return "", false
 }
 
-// CgroupMounts reads the cgroup mounts of the reader's mount namespace
-// (/proc/self/mountinfo).
+// CgroupMounts reads the cgroup mounts of the host: those of its init
+// process (/proc/1/mountinfo), opened through its root (/proc/1/root),
+// which a collector in a container with the host's pid namespace reaches
+// (CAP_SYS_PTRACE) whatever its own mounts and cgroup namespace show;
+// else those of the reader's own mount namespace.
 func (f FS) CgroupMounts() (CgroupMounts, error) {
+	if data, err := readFileLimited(f.pidPath(1, "mountinfo"), maxMountinfo); err == nil {
+		m := ParseCgroupMounts(data)
+		if m.Unified.Point != "" || len(m.V1) > 0 {
+			through := f.pidPath(1, "root")
+			m.Unified.Dir = filepath.Join(through, m.Unified.Point)
+			for c, v1 := range m.V1 {
+				v1.Dir = filepath.Join(through, v1.Point)
+				m.V1[c] = v1
+			}
+			if m.Unified.Point == "" {
+				m.Unified.Dir = ""
+			}
+			if reachable(m) {
+				return m, nil
+			}
+		}
+	}
 	data, err := readFileLimited(filepath.Join(f.root(), "proc", "self", "mountinfo"), maxMountinfo)
 	if err != nil {
 		return CgroupMounts{V1: map[string]CgroupMount{}}, err
 	}
 	return ParseCgroupMounts(data), nil
+}
+
+// reachable says whether every mount of m can be opened (the host's
+// init process's root may be out of the reader's reach).
+func reachable(m CgroupMounts) bool {
+	all := []CgroupMount{m.Unified}
+	for _, v1 := range m.V1 {
+		all = append(all, v1)
+	}
+	for _, c := range all {
+		if c.Point == "" {
+			continue
+		}
+		if _, err := os.Stat(c.dir()); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // maxMountinfo bounds /proc/self/mountinfo (a node with many containers
@@ -144,9 +194,9 @@ func CgroupPath(m CgroupMount, id uint64) (string, error) {
 }
 
 func cgroupPathByHandle(m CgroupMount, id uint64) (string, error) {
-	mount, err := unix.Open(m.Point, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	mount, err := unix.Open(m.dir(), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return "", fmt.Errorf("opening cgroup mount %s: %w", m.Point, err)
+		return "", fmt.Errorf("opening cgroup mount %s: %w", m.dir(), err)
 	}
 	defer unix.Close(mount)
 	var h [8]byte
@@ -166,21 +216,24 @@ func cgroupPathByHandle(m CgroupMount, id uint64) (string, error) {
 	return relativeCgroup(m, p)
 }
 
-// relativeCgroup turns the path of a directory under m's mount point into
-// its cgroup's path.
+// relativeCgroup turns the path of a directory under m's mount point (as
+// the namespace of the mount sees it, or through m.Dir) into its cgroup's
+// path.
 func relativeCgroup(m CgroupMount, p string) (string, error) {
-	rel, ok := strings.CutPrefix(p, strings.TrimSuffix(m.Point, "/"))
-	if !ok || rel != "" && rel[0] != '/' {
-		return "", fmt.Errorf("cgroup directory %s is not under %s", p, m.Point)
+	for _, prefix := range []string{m.dir(), m.Point} {
+		rel, ok := strings.CutPrefix(p, strings.TrimSuffix(prefix, "/"))
+		if ok && (rel == "" || rel[0] == '/') {
+			return path.Join("/", m.Root, rel), nil
+		}
 	}
-	return path.Join("/", m.Root, rel), nil
+	return "", fmt.Errorf("cgroup directory %s is not under %s", p, m.Point)
 }
 
 func cgroupPathByWalk(m CgroupMount, id uint64) (string, error) {
 	var found string
 	seen := 0
 	stop := errors.New("found")
-	err := filepath.WalkDir(m.Point, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(m.dir(), func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil // removed meanwhile, or unreadable: not this one
 		}

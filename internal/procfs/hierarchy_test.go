@@ -124,3 +124,49 @@ func TestCgroupPath(t *testing.T) {
 		})
 	}
 }
+
+// The host's cgroup mounts are those of its init process, opened through
+// its root (a collector in a pod sees its own cgroup namespace in its
+// mounts); when that root is out of reach, the reader's own mounts.
+func TestCgroupMountsThroughInit(t *testing.T) {
+	testutil.RequireRoot(t)
+	self, err := os.ReadFile("/proc/self/mountinfo")
+	require.NoError(t, err)
+	own := ParseCgroupMounts(self)
+	c, ok := own.PreferredV1()
+	if !ok {
+		testutil.SkipOrFail(t, "no cgroup v1 hierarchy mounted")
+	}
+	root := t.TempDir()
+	for _, d := range []string{"proc/1", "proc/self"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(root, d), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(root, d, "mountinfo"), self, 0o644))
+	}
+	require.NoError(t, os.Symlink("/", filepath.Join(root, "proc/1/root")))
+	m, err := FS{Root: root}.CgroupMounts()
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(root, "proc/1/root", own.V1[c].Point), m.V1[c].Dir)
+	assert.Equal(t, own.V1[c].Point, m.V1[c].Point)
+
+	raw := make([]byte, 8)
+	_, _ = rand.Read(raw)
+	name := "uprobe-init-" + hex.EncodeToString(raw)
+	dir := filepath.Join(own.V1[c].Point, name)
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	t.Cleanup(func() { _ = os.Remove(dir) })
+	var st syscall.Stat_t
+	require.NoError(t, syscall.Stat(dir, &st))
+	got, err := CgroupPath(m.V1[c], st.Ino)
+	require.NoError(t, err)
+	assert.Equal(t, "/"+name, got, "by handle")
+	got, err = cgroupPathByWalk(m.V1[c], st.Ino)
+	require.NoError(t, err)
+	assert.Equal(t, "/"+name, got, "by walk")
+
+	// Init's root out of reach: the reader's own mounts.
+	require.NoError(t, os.Remove(filepath.Join(root, "proc/1/root")))
+	require.NoError(t, os.Symlink(filepath.Join(root, "nowhere"), filepath.Join(root, "proc/1/root")))
+	m, err = FS{Root: root}.CgroupMounts()
+	require.NoError(t, err)
+	assert.Equal(t, own, m)
+}
