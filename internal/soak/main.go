@@ -129,14 +129,14 @@ type Result struct {
 	// them (the same spans as Lost); Malformed the records that did not
 	// decode; Pipeline what the collector's exporter failed to send or
 	// queue (otelcol_exporter_send_failed_spans and _enqueue_failed_spans).
-	Dropped      map[string]int64 `json:"spans_dropped"`
-	Malformed    int64            `json:"records_malformed"`
-	Pipeline     int64            `json:"pipeline_failed"`
+	Dropped   map[string]int64 `json:"spans_dropped"`
+	Malformed int64            `json:"records_malformed"`
+	Pipeline  int64            `json:"pipeline_failed"`
 	// Accepted is what the collector's telemetry says its pipeline took
 	// from the receiver (otelcol_receiver_accepted_spans): the sink's
 	// spans and the exporter's failures, when its last push arrived.
-	Accepted int64 `json:"receiver_accepted"`
-	DeliveryDiff int64            `json:"fired_minus_delivered_minus_dropped"`
+	Accepted     int64 `json:"receiver_accepted"`
+	DeliveryDiff int64 `json:"fired_minus_delivered_minus_dropped"`
 }
 
 func run(s settings) (*Result, error) {
