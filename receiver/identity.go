@@ -54,13 +54,22 @@ func (p *processIdentity) image(execID uint64) (imageIdentity, bool) {
 	return imageIdentity{}, false
 }
 
-// add puts an image first, unless it is known.
+// add keeps an image, newest (highest exec id) first, unless it is known:
+// the task iterator at Start may list a process in an image whose exec or
+// fork record comes after.
 func (p *processIdentity) add(im imageIdentity) {
 	if _, ok := p.image(im.execID); ok && im.execID != 0 {
 		return
 	}
-	copy(p.images[1:], p.images[:maxImages-1])
-	p.images[0] = im
+	i := 0
+	for i < p.n && p.images[i].execID > im.execID {
+		i++
+	}
+	if i == maxImages {
+		return // older than every image kept
+	}
+	copy(p.images[i+1:], p.images[i:maxImages-1])
+	p.images[i] = im
 	p.n = min(p.n+1, maxImages)
 }
 

@@ -396,6 +396,21 @@ func TestIdentities(t *testing.T) {
 	assert.Equal(t, uint64(1), ids.unknownLookups())
 }
 
+// A process's images are kept newest first whatever order their records
+// come in (the task iterator at Start may list a process in an image whose
+// fork record comes after), two of them.
+func TestProcessIdentityImages(t *testing.T) {
+	var p processIdentity
+	for _, id := range []uint64{5, 4, 6, 5, 3} {
+		p.add(imageIdentity{execID: id, exe: strconv.FormatUint(id, 10)})
+	}
+	assert.Equal(t, 2, p.n)
+	assert.Equal(t, [maxImages]imageIdentity{{execID: 6, exe: "6"}, {execID: 5, exe: "5"}}, p.images)
+	im, ok := p.image(0)
+	assert.True(t, ok)
+	assert.Equal(t, uint64(6), im.execID, "0 asks for the newest")
+}
+
 // The exited processes kept are bounded: the oldest go first.
 func TestIdentitiesBound(t *testing.T) {
 	ids := newIdentities(procfs.FS{}, procfs.CgroupMounts{}, "", false)
