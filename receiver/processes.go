@@ -240,7 +240,7 @@ func (c *chooser) fork(p event.Process) {
 // and adds what it did while pending to the metrics if it is chosen.
 func (c *chooser) decide(pid uint32, image event.Image, mask uint64) {
 	if len(c.decisions) >= maxDecisions {
-		clear(c.decisions) // bounded: a lost decision drops that process's pending spans
+		c.forgetGone()
 	}
 	c.decisions[imageKey{pid, image}] = mask
 	if _, start, ok := c.engine.ProcessMask(pid); !ok || start != image.StartNs || c.engine.SetProcess(pid, image.StartNs, mask, true) != nil {
@@ -251,6 +251,23 @@ func (c *chooser) decide(pid uint32, image event.Image, mask uint64) {
 		c.decide(child.PID, child.Image, mask)
 	}
 	delete(c.children, pid)
+}
+
+// forgetGone drops the decisions of processes the engine no longer has
+// (their exit records were lost: a decided process's are deleted when its
+// exit is read), or all of them when none is gone: the bound of
+// maxDecisions. A pending span of a process whose decision is dropped is
+// not delivered (counted as undecided).
+func (c *chooser) forgetGone() {
+	n := len(c.decisions)
+	for k := range c.decisions {
+		if _, start, ok := c.engine.ProcessMask(k.pid); !ok || start != k.image.StartNs {
+			delete(c.decisions, k)
+		}
+	}
+	if len(c.decisions) == n {
+		clear(c.decisions)
+	}
 }
 
 // exit forgets a process, adding what it did while pending after its

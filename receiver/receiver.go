@@ -474,8 +474,11 @@ func (d *drainRecords) Span(ev *event.Span) {
 	switch {
 	case keep:
 		d.r.builder.Add(ev)
-	case !known:
-		d.r.dropped(d.ctx, ev.Def, metadata.AttributeDropReasonUndecided, 1)
+	case !known && int(ev.Def) < len(d.r.plan.Spans):
+		// Its counts go with the process's pending counters, which
+		// no choice folds: neither counted nor delivered.
+		d.r.tel.ReceiverUprobeSpansOverflow.Add(d.ctx, 1, metric.WithAttributes(
+			attribute.String("span.name", d.r.plan.Spans[ev.Def].Name), attribute.String("overflow.reason", "undecided")))
 	}
 }
 

@@ -66,7 +66,6 @@ const (
 	AttributeDropReasonUnsampled
 	AttributeDropReasonShort
 	AttributeDropReasonTraceUnsampled
-	AttributeDropReasonUndecided
 	AttributeDropReasonRefused
 	AttributeDropReasonShutdown
 )
@@ -82,8 +81,6 @@ func (av AttributeDropReason) String() string {
 		return "short"
 	case AttributeDropReasonTraceUnsampled:
 		return "trace_unsampled"
-	case AttributeDropReasonUndecided:
-		return "undecided"
 	case AttributeDropReasonRefused:
 		return "refused"
 	case AttributeDropReasonShutdown:
@@ -98,7 +95,6 @@ var MapAttributeDropReason = map[string]AttributeDropReason{
 	"unsampled":       AttributeDropReasonUnsampled,
 	"short":           AttributeDropReasonShort,
 	"trace_unsampled": AttributeDropReasonTraceUnsampled,
-	"undecided":       AttributeDropReasonUndecided,
 	"refused":         AttributeDropReasonRefused,
 	"shutdown":        AttributeDropReasonShutdown,
 }
@@ -154,6 +150,7 @@ const (
 	AttributeOverflowReasonNoState
 	AttributeOverflowReasonKernelReturnLimit
 	AttributeOverflowReasonPendingFull
+	AttributeOverflowReasonUndecided
 )
 
 // String returns the string representation of the AttributeOverflowReason.
@@ -167,6 +164,8 @@ func (av AttributeOverflowReason) String() string {
 		return "kernel_return_limit"
 	case AttributeOverflowReasonPendingFull:
 		return "pending_full"
+	case AttributeOverflowReasonUndecided:
+		return "undecided"
 	}
 	return ""
 }
@@ -177,6 +176,7 @@ var MapAttributeOverflowReason = map[string]AttributeOverflowReason{
 	"no_state":            AttributeOverflowReasonNoState,
 	"kernel_return_limit": AttributeOverflowReasonKernelReturnLimit,
 	"pending_full":        AttributeOverflowReasonPendingFull,
+	"undecided":           AttributeOverflowReasonUndecided,
 }
 
 // AttributeSiteClass specifies the value site.class attribute.
