@@ -60,8 +60,9 @@ type Options struct {
 	// (fewer links where the kernel has uprobe_multi).
 	ProbeControl bool
 	// ProcessFacts makes the engine send a process record at every exec,
-	// fork and exit on the host, with the process's facts (event.Facts)
-	// read while it is alive, so that spans built later carry them.
+	// fork, exit and cgroup move on the host, with the process's facts
+	// (event.Facts) read while it is alive, so that spans built later
+	// carry them.
 	ProcessFacts bool
 	// Cgroup1Controller names the controller ("pids", "memory", …) whose
 	// cgroup v1 hierarchy the process records name (Facts.Cgroup1ID); ""
