@@ -103,6 +103,9 @@ type Sample struct {
 	Goroutines int     `json:"goroutines"`
 	FDs        int     `json:"fds"`
 	GoStates   int     `json:"go_states"`
+	// Load is the machine's load average over the last minute: the soak's
+	// own programs make about 3 of it, anything more is other work.
+	Load float64 `json:"load_average"`
 }
 
 // Result is what a soak run measured.
@@ -229,6 +232,7 @@ func run(s settings) (*Result, error) {
 			Goroutines: goroutines(pprofAddr),
 			FDs:        fds(col.Process.Pid),
 			GoStates:   entries(goStates),
+			Load:       loadAverage(),
 		}
 	}
 	res.Samples = append(res.Samples, sample())
@@ -763,6 +767,17 @@ func goroutines(addr string) int {
 	return n
 }
 
+// loadAverage returns the machine's load average over the last minute.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	var l float64
+	fmt.Sscan(string(b), &l)
+	return l
+}
+
 func fds(pid int) int {
 	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	if err != nil {
@@ -825,13 +840,18 @@ func Markdown(r *Result) string {
 	}
 	sort.Strings(reasons)
 	fmt.Fprintf(&b, "| spans fired | delivered | dropped (by reason) | fired − delivered − dropped | delivered per second |\n|---|---|---|---|---|\n")
-	fmt.Fprintf(&b, "| %d | %d | %d (%s) | %d | %.0f |\n\n", r.Fired, r.Delivered, dropped, strings.Join(reasons, ", "), r.DeliveryDiff, r.RatePerSec)
+	byReason := ""
+	if len(reasons) > 0 {
+		byReason = " (" + strings.Join(reasons, ", ") + ")"
+	}
+	fmt.Fprintf(&b, "| %d | %d | %d%s | %d | %.0f |\n\n", r.Fired, r.Delivered, dropped, byReason, r.DeliveryDiff, r.RatePerSec)
 	fmt.Fprintf(&b, "| | start | after warm-up (%.0f s) | end |\n|---|---|---|---|\n", r.Warm.Seconds)
 	first := r.Samples[0]
 	fmt.Fprintf(&b, "| collector RSS (MiB) | %.1f | %.1f | %.1f |\n", first.RSSMiB, r.Warm.RSSMiB, r.End.RSSMiB)
 	fmt.Fprintf(&b, "| goroutines | %d | %d | %d |\n", first.Goroutines, r.Warm.Goroutines, r.End.Goroutines)
 	fmt.Fprintf(&b, "| file descriptors | %d | %d | %d |\n", first.FDs, r.Warm.FDs, r.End.FDs)
-	fmt.Fprintf(&b, "| goroutine states (BPF map entries) | %d | %d | %d |\n\n", first.GoStates, r.Warm.GoStates, r.End.GoStates)
+	fmt.Fprintf(&b, "| goroutine states (BPF map entries) | %d | %d | %d |\n", first.GoStates, r.Warm.GoStates, r.End.GoStates)
+	fmt.Fprintf(&b, "| machine load average, 1 min (the soak's programs make about 3) | %.1f | %.1f | %.1f |\n\n", first.Load, r.Warm.Load, r.End.Load)
 	if len(r.Growth) == 0 {
 		fmt.Fprintf(&b, "Nothing grew after the warm-up.\n")
 	} else {
