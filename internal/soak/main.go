@@ -103,8 +103,8 @@ type Sample struct {
 	Goroutines int     `json:"goroutines"`
 	FDs        int     `json:"fds"`
 	GoStates   int     `json:"go_states"`
-	// Load is the machine's load average over the last minute: the soak's
-	// own programs make about 3 of it, anything more is other work.
+	// Load is the machine's load average over the last minute, the soak's
+	// own programs included.
 	Load float64 `json:"load_average"`
 }
 
@@ -851,7 +851,7 @@ func Markdown(r *Result) string {
 	fmt.Fprintf(&b, "| goroutines | %d | %d | %d |\n", first.Goroutines, r.Warm.Goroutines, r.End.Goroutines)
 	fmt.Fprintf(&b, "| file descriptors | %d | %d | %d |\n", first.FDs, r.Warm.FDs, r.End.FDs)
 	fmt.Fprintf(&b, "| goroutine states (BPF map entries) | %d | %d | %d |\n", first.GoStates, r.Warm.GoStates, r.End.GoStates)
-	fmt.Fprintf(&b, "| machine load average, 1 min (the soak's programs make about 3) | %.1f | %.1f | %.1f |\n\n", first.Load, r.Warm.Load, r.End.Load)
+	fmt.Fprintf(&b, "| machine load average, 1 min (the soak's own programs included) | %.1f | %.1f | %.1f |\n\n", first.Load, r.Warm.Load, r.End.Load)
 	if len(r.Growth) == 0 {
 		fmt.Fprintf(&b, "Nothing grew after the warm-up.\n")
 	} else {
