@@ -981,11 +981,16 @@ func (t *Tracer) WaitRecords(deadline time.Time, first bool) error {
 // may call it until Close.
 func (t *Tracer) Interrupt() { t.waker.interrupt() }
 
-// Buffered returns at most how many span records the ring buffer holds for
-// Read now (its bytes over the smallest record's), 0 when it is empty.
+// Buffered returns at most how many records the ring buffer holds for Read
+// now (its bytes over the smallest record's: a process record alone is
+// smaller than a span record), 0 only when it is empty.
 func (t *Tracer) Buffered() int {
-	return t.ring.buffered() / (ringHeaderSize + bpfobj.RecordTrailerSize)
+	return t.ring.buffered() / smallestRecord
 }
+
+// smallestRecord is the size in the ring of its smallest record, header
+// included.
+const smallestRecord = ringHeaderSize + min(bpfobj.RecordTrailerSize, bpfobj.ProcessTrailerSize)
 
 // Drain moves up to max records from the ring buffer into batch (spans and
 // process events, their values copied into the batch's memory) and returns
