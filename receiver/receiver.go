@@ -414,7 +414,8 @@ func (r *uprobeReceiver) drain(ctx context.Context) {
 		if r.traces != nil {
 			r.builder.Begin(min(r.cfg.MaxBatchSpans, r.tracer.Buffered()))
 		}
-		n, malformed := r.tracer.Read(r.cfg.MaxBatchSpans, &r.records)
+		r.records.read = 0
+		_, malformed := r.tracer.Read(r.cfg.MaxBatchSpans, &r.records)
 		r.chooser.foldPending() // the batch's decided and exited processes, in one pass
 		if malformed > 0 {
 			r.tel.ReceiverUprobeRecordsMalformed.Add(deliverCtx, int64(malformed))
@@ -423,7 +424,11 @@ func (r *uprobeReceiver) drain(ctx context.Context) {
 			r.deliver(deliverCtx, r.builder.End())
 		}
 		r.reportCounts(deliverCtx)
-		if n < r.cfg.MaxBatchSpans || ctx.Err() != nil {
+		// The batch was full when it took as many records as it could,
+		// spans and process records alike: counting only its spans would
+		// end the drain at the first batch holding a process record (an
+		// exec anywhere on the host) with records still in the ring.
+		if r.records.read+malformed < r.cfg.MaxBatchSpans || ctx.Err() != nil {
 			return
 		}
 	}
@@ -435,11 +440,15 @@ func (r *uprobeReceiver) drain(ctx context.Context) {
 type drainRecords struct {
 	r   *uprobeReceiver
 	ctx context.Context
+	// read counts the records of the batch in hand, spans and process
+	// records alike.
+	read int
 }
 
 // Span builds a span that counts: one of a pending process counts only if
 // the process was chosen for its target.
 func (d *drainRecords) Span(ev *event.Span) {
+	d.read++
 	if d.r.traces != nil && d.r.chooser.keep(ev) {
 		d.r.builder.Add(ev)
 	}
@@ -448,6 +457,7 @@ func (d *drainRecords) Span(ev *event.Span) {
 // Process follows process events for the chooser, the file watcher and
 // the caches of process facts.
 func (d *drainRecords) Process(p *event.Process) {
+	d.read++
 	r := d.r
 	if p.Event != event.ProcessFork && r.traces != nil {
 		r.builder.ProcessEnded(p.PID) // its carrier spans will not come
