@@ -87,6 +87,7 @@ type uprobeReceiver struct {
 	containers  *imageCache     // container.id
 	budget      *overheadBudget // nil without overhead_budget
 	wakeups     int             // times the drain goroutine woke, for tests
+	detached    bool            // Shutdown detached the probes: no file is attached any more
 }
 
 func newReceiver(cfg *Config, set receiver.Settings, onDone func()) (*uprobeReceiver, error) {
@@ -478,9 +479,10 @@ func (d *drainRecords) Process(p *event.Process) {
 }
 
 // applyFileChanges attaches the files the watcher found and detaches the
-// replaced ones no process maps any more. The drain goroutine owns the plan.
+// replaced ones no process maps any more; after Shutdown detached the
+// probes, it leaves them. The drain goroutine owns the plan.
 func (r *uprobeReceiver) applyFileChanges(ctx context.Context) {
-	for {
+	for !r.detached {
 		var ch fileChange
 		select {
 		case ch = <-r.watcher.changes:
@@ -708,7 +710,11 @@ func (r *uprobeReceiver) Shutdown(ctx context.Context) error {
 		if r.budget != nil {
 			r.budget.stop()
 		}
+		// Every link closes side by side (about a second for thousands
+		// of files); then no probe fires, and the drain below takes
+		// every span completed before.
 		err = r.tracer.Detach()
+		r.detached = true
 		r.drain(ctx)
 		if r.traces != nil {
 			r.deliver(ctx, r.builder.Flush()) // spans still waiting for a trace context
