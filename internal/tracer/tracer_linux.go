@@ -478,9 +478,8 @@ func (t *Tracer) detachProbes(probes []int) error {
 		t.closing[p] = done
 	}
 	t.mu.Unlock()
-	// One queue in the order given: a probe's closes begin before the
-	// next probe's (closeEach starts them in order), at most maxClosers
-	// at once.
+	// One queue in the order given, at most maxClosers at once: a
+	// probe's closes take their turns before the next probe's.
 	var links []link.Link
 	var owner []int // index in which
 	for i, ls := range byProbe {
@@ -1181,8 +1180,8 @@ func StateBytes() (int, error) {
 
 // Detach closes every link: the probes stop firing and the kernel lowers
 // the USDT semaphores it raised. The links close side by side (see
-// closeFiles): about a tenth of a second whatever the number of attached
-// files. The ring buffer and counters stay readable until Close, and no
+// closeFiles): a few grace periods for a few files, 1 to 2 s for 2,000
+// files of three links each on 2 CPUs. The ring buffer and counters stay readable until Close, and no
 // file is attached after it (AttachFile fails). Detach is idempotent.
 func (t *Tracer) Detach() error {
 	t.mu.Lock()
