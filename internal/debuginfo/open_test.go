@@ -211,8 +211,9 @@ func TestOpenCompressed(t *testing.T) {
 				require.Equal(t, want, elf.CompressionType(ef.ByteOrder.Uint32(raw)))
 			}
 			// The decompressed size is checked before decompressing.
-			_, err = Open(context.Background(), out, Options{DebugDirs: []string{}, MaxSectionBytes: 1000})
-			assert.ErrorContains(t, err, "over the 1000-byte limit")
+			_, err = Open(context.Background(), out, Options{DebugDirs: []string{}, MaxBytes: 1000})
+			assert.ErrorContains(t, err, "over the 1000-byte budget of one file's debuginfo (max_debuginfo_bytes)")
+			assert.ErrorIs(t, err, ErrOverBudget)
 
 			f := open(t, out)
 			checkUsable(t, f)

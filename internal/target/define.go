@@ -3,6 +3,7 @@ package target
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
@@ -10,6 +11,7 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
+	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
 )
 
 // Options say what the running kernel can do, as far as placing probes
@@ -40,6 +42,35 @@ type Options struct {
 	// Debuginfod, when set, fetches a debug file by build id when no local
 	// one is found (debuginfo.NewDebuginfodFromEnv reads DEBUGINFOD_URLS).
 	Debuginfod *debuginfo.Debuginfod
+	// MaxDebuginfoBytes bounds the memory one file's sections and
+	// debuginfo may take (debuginfo.Options.MaxBytes, debuginfo.CheckELF);
+	// 0 means debuginfo.DefaultMaxBytes.
+	MaxDebuginfoBytes int64
+	// MaxSitesPerProbe bounds the locations of one probe in one file, and
+	// MaxSitesPerFile the distinct USDT sites of a file and the locations
+	// attached in it; 0 means DefaultMaxSitesPerProbe and
+	// DefaultMaxSitesPerFile.
+	MaxSitesPerProbe, MaxSitesPerFile int
+}
+
+// Defaults of Options' site bounds.
+const (
+	DefaultMaxSitesPerProbe = 1000
+	DefaultMaxSitesPerFile  = usdt.DefaultMaxSites
+)
+
+func (o Options) maxSitesPerProbe() int {
+	if o.MaxSitesPerProbe <= 0 {
+		return DefaultMaxSitesPerProbe
+	}
+	return o.MaxSitesPerProbe
+}
+
+func (o Options) maxSitesPerFile() int {
+	if o.MaxSitesPerFile <= 0 {
+		return DefaultMaxSitesPerFile
+	}
+	return o.MaxSitesPerFile
 }
 
 // Candidate is one file a target may trace.
@@ -109,57 +140,160 @@ func Resolve(targets []config.Target, opts ...Options) (*Plan, error) {
 			tg.Chosen, tg.ChosenBit = true, uint8(chosen)
 			chosen++
 		}
-		// The first file (if any) decides what only a file can tell: the
-		// return probes of returns: auto, and whether it is a library.
-		var first *file
-		failed := map[string]bool{}
-		for _, c := range cands {
-			fl, err := openFile(c.Path, plan.opts)
-			if err != nil {
-				errs = append(errs, err)
-				failed[c.Path] = true
-				continue
-			}
-			first = fl
-			break
-		}
-		tg.Executable = first == nil || first.executable()
 		plan.Targets = append(plan.Targets, tg)
-		_, err = plan.define(i, t, first)
-		if err != nil {
-			errs = append(errs, err)
-			if first != nil {
-				first.close()
-			}
-			continue
-		}
-		for _, c := range cands {
-			if failed[c.Path] {
-				continue
-			}
-			var fl *file
-			if first != nil && first.path == c.Path {
-				fl, first = first, nil
-			}
-			spec, err := plan.readFile(i, c, fl)
-			if errors.Is(err, ErrBuildIDMismatch) {
-				plan.Refused = append(plan.Refused, err) // not an error at Start: the receiver says so
-				continue
-			}
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			plan.Append(spec)
-		}
-		if first != nil {
-			first.close()
-		}
+		errs = append(errs, plan.resolveFiles(i, t, cands)...)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return plan, nil
+}
+
+// resolveFiles defines target ti (its probes and spans) from the first of
+// its candidate files that can be read, and reads each candidate. A file
+// that cannot be read or planned (hostile or corrupt, a build without a
+// probe, a bug of a parser) is left out (Plan.Unplanned) and the others
+// are kept; the errors returned are those of a target left with no file
+// at all although it is not optional, so that a configuration mistake
+// still fails Start.
+func (plan *Plan) resolveFiles(ti int, t config.Target, cands []Candidate) []error {
+	var (
+		first    *file
+		left     []Unplanned
+		done     = map[string]bool{}
+		leaveOut = func(c Candidate, err error) {
+			left = append(left, Unplanned{Target: ti, Candidate: c, Err: err})
+			done[c.Path] = true
+		}
+	)
+	// The first file that can be read and defines the target decides what
+	// only a file can tell: the functions a pattern matches, the return
+	// probes of returns: auto, and whether it is a library.
+	for _, c := range cands {
+		var fl *file
+		err := safely(c.Path, func() (err error) {
+			fl, err = openFile(c.Path, plan.opts)
+			return err
+		})
+		if err != nil {
+			leaveOut(c, err)
+			continue
+		}
+		m := plan.mark()
+		plan.Targets[ti].Executable = fl.executable()
+		err = safely(c.Path, func() error {
+			_, err := plan.define(ti, t, fl)
+			return err
+		})
+		if err != nil {
+			plan.rollback(m)
+			fl.close()
+			leaveOut(c, err)
+			continue
+		}
+		first = fl
+		break
+	}
+	if first == nil {
+		// No file to define it from: one that may appear later.
+		plan.Targets[ti].Executable = true
+		if _, err := plan.define(ti, t, nil); err != nil {
+			// The files' reasons, and this one unless a file said it
+			// already (a mistake of the configuration every file repeats).
+			errs := unplannedErrors(left)
+			for _, e := range errs {
+				if e.Error() == err.Error() {
+					return errs
+				}
+			}
+			return append(errs, err)
+		}
+	}
+	planned := 0
+	for _, c := range cands {
+		if done[c.Path] {
+			continue
+		}
+		var fl *file
+		if first != nil && first.path == c.Path {
+			fl, first = first, nil
+		}
+		var spec *FileSpec
+		err := safely(c.Path, func() (err error) {
+			spec, err = plan.readFile(ti, c, fl)
+			return err
+		})
+		switch {
+		case errors.Is(err, ErrBuildIDMismatch):
+			plan.Refused = append(plan.Refused, err) // not an error at Start: the receiver says so
+		case err != nil:
+			leaveOut(c, err)
+		default:
+			plan.Append(spec)
+			planned++
+		}
+	}
+	if first != nil {
+		first.close()
+	}
+	if planned == 0 && len(left) > 0 && !t.Optional {
+		return unplannedErrors(left)
+	}
+	plan.Unplanned = append(plan.Unplanned, left...)
+	return nil
+}
+
+// unplannedErrors returns the errors of files left out.
+func unplannedErrors(left []Unplanned) []error {
+	errs := make([]error, len(left))
+	for i, u := range left {
+		errs[i] = u.Err
+	}
+	return errs
+}
+
+// Unplanned is a file of a target that could not be read or planned: it
+// is left out, and the target's other files are traced.
+type Unplanned struct {
+	Target    int
+	Candidate Candidate
+	Err       error
+}
+
+// ErrPanic says reading or planning a file panicked: a bug of the
+// receiver's parsers, which leaves out that file only.
+var ErrPanic = errors.New("reading the file panicked (a bug: please report it with the file)")
+
+// safely runs fn, turning a panic into an error wrapping ErrPanic: a
+// parser's bug on one file must not stop the collector. (A stack overflow
+// cannot be recovered: the parsers bound every recursion instead.)
+func safely(path string, fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("target %s: %w: %v\n%s", path, ErrPanic, r, debug.Stack())
+		}
+	}()
+	return fn()
+}
+
+// planMark is how long the plan's lists were before a target was
+// defined, to take a failed definition back out.
+type planMark struct {
+	probes, spans, histograms, defs, notes int
+	ti                                     int
+}
+
+func (plan *Plan) mark() planMark {
+	ti := len(plan.Targets) - 1
+	return planMark{len(plan.Probes), len(plan.Spans), len(plan.Histograms), len(plan.defs), len(plan.Targets[ti].Notes), ti}
+}
+
+func (plan *Plan) rollback(m planMark) {
+	plan.Probes = plan.Probes[:m.probes]
+	plan.Spans = plan.Spans[:m.spans]
+	plan.Histograms = plan.Histograms[:m.histograms]
+	plan.defs = plan.defs[:m.defs]
+	plan.Targets[m.ti].Notes = plan.Targets[m.ti].Notes[:m.notes]
 }
 
 // targetDef is what a target's files are read against: its probes, in the
@@ -393,11 +527,15 @@ type FileSpec struct {
 // ReadFile reads one more file of target ti (a container's file, an
 // upgraded file) and compiles its sites, without changing the plan: it may
 // run beside users of the plan. Append adds the result.
-func (plan *Plan) ReadFile(ti int, c Candidate) (*FileSpec, error) {
+func (plan *Plan) ReadFile(ti int, c Candidate) (spec *FileSpec, err error) {
 	if ti < 0 || ti >= len(plan.defs) {
 		return nil, fmt.Errorf("no target %d", ti)
 	}
-	return plan.readFile(ti, c, nil)
+	err = safely(c.Path, func() (err error) {
+		spec, err = plan.readFile(ti, c, nil)
+		return err
+	})
+	return spec, err
 }
 
 // readFile reads candidate c of target ti, through fl when it is open
@@ -482,6 +620,9 @@ func (plan *Plan) readFile(ti int, c Candidate, fl *file) (_ *FileSpec, err erro
 	spec.File.DebugInfo = fl.debugSource()
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
+	}
+	if max := plan.opts.maxSitesPerFile(); len(spec.Attachments) > max {
+		return nil, fmt.Errorf("target %s: %s: %d probe locations, over max_sites_per_file (%d): %w", t.Path, c.Path, len(spec.Attachments), max, ErrTooManySites)
 	}
 	return spec, nil
 }

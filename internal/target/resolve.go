@@ -3,6 +3,7 @@ package target
 import (
 	"bytes"
 	"context"
+	"debug/dwarf"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -131,6 +132,11 @@ func openFile(path string, opts Options) (_ *file, err error) {
 			fl.close()
 		}
 	}()
+	// Before anything reads a section: debug/elf decompresses whatever
+	// size a compressed section's header claims.
+	if err := debuginfo.CheckELF(f, opts.MaxDebuginfoBytes); err != nil {
+		return nil, fmt.Errorf("target %s: %w", path, err)
+	}
 	arch, archErr := regs.ArchOf(f.Machine)
 	if f.Class != elf.ELFCLASS64 || f.Data != elf.ELFDATA2LSB || archErr != nil {
 		return nil, fmt.Errorf("target %s: %s %s %s file; only x86-64 and little-endian arm64 files (ELFCLASS64, ELFDATA2LSB, EM_X86_64 or EM_AARCH64) can be traced", path, f.Class, f.Data, f.Machine)
@@ -157,7 +163,15 @@ func openFile(path string, opts Options) (_ *file, err error) {
 	}
 	if isGo {
 		fl.isGo, fl.goVersion = true, info.GoVersion
-		fl.goIDOff, _ = gobin.GoIDOffset(f, info.GoVersion)
+		var d *dwarf.Data
+		if debuginfo.HasDWARF(f) {
+			// Its own DWARF, read within the file's budget and kept for
+			// names; one that cannot be read leaves the release table.
+			if dbg, err := fl.debug(); err == nil {
+				d = dbg.DWARF()
+			}
+		}
+		fl.goIDOff, _ = gobin.GoIDOffset(d, info.GoVersion)
 		fns, err := gobin.Functions(f)
 		if err != nil {
 			return nil, fmt.Errorf("target %s: reading the Go function table: %w", path, err)
@@ -168,7 +182,7 @@ func openFile(path string, opts Options) (_ *file, err error) {
 			}
 		}
 	}
-	probes, err := usdt.Probes(f)
+	probes, err := usdt.ProbesWithin(f, opts.maxSitesPerFile())
 	if err != nil {
 		return nil, fmt.Errorf("target %s: reading USDT notes: %w", path, err)
 	}
@@ -194,7 +208,7 @@ func (fl *file) debug() (*debuginfo.File, error) {
 	if !fl.dbgDone {
 		fl.dbgDone = true
 		fl.dbg, fl.dbgErr = debuginfo.OpenELF(context.Background(), fl.path, fl.elf,
-			debuginfo.Options{DebugDirs: fl.opts.DebugDirs, Debuginfod: fl.opts.Debuginfod})
+			debuginfo.Options{DebugDirs: fl.opts.DebugDirs, Debuginfod: fl.opts.Debuginfod, MaxBytes: fl.opts.MaxDebuginfoBytes})
 		if fl.dbgErr != nil {
 			fl.dbgErr = fmt.Errorf("reading debuginfo: %w", fl.dbgErr)
 		}
@@ -224,7 +238,7 @@ func (fl *file) readFunctions() error {
 		if fl.elf.SectionByType(elf.SHT_SYMTAB) != nil {
 			return nil, nil // its own .symtab, read above
 		}
-		syms, err := debuginfo.DebugSymbols(context.Background(), fl.path, fl.elf, debuginfo.Options{DebugDirs: fl.opts.DebugDirs})
+		syms, err := debuginfo.DebugSymbols(context.Background(), fl.path, fl.elf, debuginfo.Options{DebugDirs: fl.opts.DebugDirs, MaxBytes: fl.opts.MaxDebuginfoBytes})
 		if err != nil {
 			return nil, nil // names say what is wrong with the debug file, if they are asked for
 		}
@@ -429,6 +443,18 @@ func addresses(fns []function) string {
 // placed in every function of its symbol's name, or only in fns when fns
 // is not nil.
 func (fl *file) locate(p config.Probe, only []function) ([]location, error) {
+	locs, err := fl.locateAll(p, only)
+	if max := fl.opts.maxSitesPerProbe(); err == nil && len(locs) > max {
+		return nil, fmt.Errorf("target %s: %s: %d locations in this file, over max_sites_per_probe (%d): %w", fl.path, p, len(locs), max, ErrTooManySites)
+	}
+	return locs, err
+}
+
+// ErrTooManySites says a probe, or a file, has more locations than
+// max_sites_per_probe or max_sites_per_file allow.
+var ErrTooManySites = errors.New("too many probe sites")
+
+func (fl *file) locateAll(p config.Probe, only []function) ([]location, error) {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("target %s: %s: "+format, append([]any{fl.path, p}, args...)...)
 	}
@@ -437,6 +463,9 @@ func (fl *file) locate(p config.Probe, only []function) ([]location, error) {
 		up, ok := fl.probes[p.Provider+":"+p.Name]
 		if !ok {
 			return nil, fl.notFound(p)
+		}
+		if max := fl.opts.maxSitesPerProbe(); len(up.Locations) > max {
+			return nil, fail("%d sites in this file, over max_sites_per_probe (%d): %w", len(up.Locations), max, ErrTooManySites)
 		}
 		locs := make([]location, len(up.Locations))
 		for i := range up.Locations {
