@@ -84,33 +84,18 @@ func declaredSize(s *elf.Section) uint64 {
 	return s.Size
 }
 
-// readChunk is how much of a section is read (and allocated) at a time: a
-// section that declares more than its data gives costs no more than what
-// it really holds.
-const readChunk = 1 << 20
-
 // readSection reads (decompressing) the contents of s, which must be what
-// its header declares: no more (the read stops there) and no less.
+// its header declares: no more (the read stops there) and no less. The
+// caller checked size against the budget; the buffer's pages are only
+// touched as data arrives.
 func readSection(s *elf.Section, size uint64) ([]byte, error) {
-	r := io.LimitReader(s.Open(), int64(size))
-	buf := make([]byte, 0, min(size, readChunk))
-	for uint64(len(buf)) < size {
-		if len(buf) == cap(buf) {
-			grown := make([]byte, len(buf), min(size, uint64(cap(buf))*2))
-			copy(grown, buf)
-			buf = grown
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", s.Name, err)
-		}
+	buf := make([]byte, size)
+	n, err := io.ReadFull(s.Open(), buf)
+	if err == io.ErrUnexpectedEOF || err == io.EOF {
+		return nil, fmt.Errorf("reading %s: %d bytes, its header says %d: %w", s.Name, n, size, ErrMalformed)
 	}
-	if uint64(len(buf)) != size {
-		return nil, fmt.Errorf("reading %s: %d bytes, its header says %d: %w", s.Name, len(buf), size, ErrMalformed)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", s.Name, err)
 	}
 	return buf, nil
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // maxTypeHops bounds chains of typedefs and qualifiers.
-const maxTypeHops = 32
+const maxTypeHops = maxTypeChain + 1
 
 // resolve strips typedefs and const/volatile/restrict qualifiers.
 func resolve(t dwarf.Type) dwarf.Type {
