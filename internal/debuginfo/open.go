@@ -247,18 +247,25 @@ func (f *File) init(ctx context.Context, opts Options) error {
 	if eh := add(f.exe, ".eh_frame", &f.sections.ehFrame); eh != nil {
 		f.sections.ehFrameAddr = eh.Addr
 	}
+	// A file debuginfod served that turns out unusable leaves its cache.
+	reject := func(err error) error {
+		if f.Source == SourceDebuginfod && opts.Debuginfod != nil {
+			opts.Debuginfod.Reject(f.BuildID, err)
+		}
+		return err
+	}
 	if err := loadSections(loads, &f.budget); err != nil {
-		return fmt.Errorf("%s: %w", f.DebugPath, err)
+		return reject(fmt.Errorf("%s: %w", f.DebugPath, err))
 	}
 	f.sections.info = *raw[".debug_info"]
 	f.sections.loc = *raw[".debug_loc"]
 	f.sections.loclists = *raw[".debug_loclists"]
 	f.sections.addr = *raw[".debug_addr"]
 	if f.units, err = parseUnits(f.sections.info, f.order, &f.budget); err != nil {
-		return fmt.Errorf("reading DWARF of %s: %w", f.DebugPath, err)
+		return reject(fmt.Errorf("reading DWARF of %s: %w", f.DebugPath, err))
 	}
 	if f.data, err = newDWARF(raw, f.units, f.order, &f.budget); err != nil {
-		return fmt.Errorf("reading DWARF of %s: %w", f.DebugPath, err)
+		return reject(fmt.Errorf("reading DWARF of %s: %w", f.DebugPath, err))
 	}
 	f.types = newTypeReader(f.data, &f.budget)
 	return nil
@@ -363,6 +370,7 @@ func (f *File) findDebug(ctx context.Context, opts Options) (*elf.File, SourceKi
 		} else {
 			ef, err := f.openDebug(p, 0, false)
 			if err != nil {
+				opts.Debuginfod.Reject(f.BuildID, err)
 				rejected = append(rejected, err)
 			} else if ef != nil {
 				f.DebugPath = p

@@ -1,6 +1,7 @@
 package target
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -51,6 +52,16 @@ type Options struct {
 	// attached in it; 0 means DefaultMaxSitesPerProbe and
 	// DefaultMaxSitesPerFile.
 	MaxSitesPerProbe, MaxSitesPerFile int
+	// Context ends what reading files may wait for (debuginfod downloads)
+	// in Resolve; nil means none. ReadFileContext takes its own.
+	Context context.Context
+}
+
+func (o Options) context() context.Context {
+	if o.Context == nil {
+		return context.Background()
+	}
+	return o.Context
 }
 
 // Defaults of Options' site bounds.
@@ -528,11 +539,23 @@ type FileSpec struct {
 // upgraded file) and compiles its sites, without changing the plan: it may
 // run beside users of the plan. Append adds the result.
 func (plan *Plan) ReadFile(ti int, c Candidate) (spec *FileSpec, err error) {
+	return plan.ReadFileContext(context.Background(), ti, c)
+}
+
+// ReadFileContext is ReadFile whose waits (debuginfod downloads) end
+// with ctx.
+func (plan *Plan) ReadFileContext(ctx context.Context, ti int, c Candidate) (spec *FileSpec, err error) {
 	if ti < 0 || ti >= len(plan.defs) {
 		return nil, fmt.Errorf("no target %d", ti)
 	}
+	opts := plan.opts
+	opts.Context = ctx
 	err = safely(c.Path, func() (err error) {
-		spec, err = plan.readFile(ti, c, nil)
+		var fl *file
+		if fl, err = openFile(c.Path, opts); err != nil {
+			return err
+		}
+		spec, err = plan.readFile(ti, c, fl)
 		return err
 	})
 	return spec, err

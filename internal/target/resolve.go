@@ -2,7 +2,6 @@ package target
 
 import (
 	"bytes"
-	"context"
 	"debug/dwarf"
 	"debug/elf"
 	"errors"
@@ -207,7 +206,7 @@ func (fl *file) close() {
 func (fl *file) debug() (*debuginfo.File, error) {
 	if !fl.dbgDone {
 		fl.dbgDone = true
-		fl.dbg, fl.dbgErr = debuginfo.OpenELF(context.Background(), fl.path, fl.elf,
+		fl.dbg, fl.dbgErr = debuginfo.OpenELF(fl.opts.context(), fl.path, fl.elf,
 			debuginfo.Options{DebugDirs: fl.opts.DebugDirs, Debuginfod: fl.opts.Debuginfod, MaxBytes: fl.opts.MaxDebuginfoBytes})
 		if fl.dbgErr != nil {
 			fl.dbgErr = fmt.Errorf("reading debuginfo: %w", fl.dbgErr)
@@ -238,7 +237,7 @@ func (fl *file) readFunctions() error {
 		if fl.elf.SectionByType(elf.SHT_SYMTAB) != nil {
 			return nil, nil // its own .symtab, read above
 		}
-		syms, err := debuginfo.DebugSymbols(context.Background(), fl.path, fl.elf, debuginfo.Options{DebugDirs: fl.opts.DebugDirs, MaxBytes: fl.opts.MaxDebuginfoBytes})
+		syms, err := debuginfo.DebugSymbols(fl.opts.context(), fl.path, fl.elf, debuginfo.Options{DebugDirs: fl.opts.DebugDirs, MaxBytes: fl.opts.MaxDebuginfoBytes})
 		if err != nil {
 			return nil, nil // names say what is wrong with the debug file, if they are asked for
 		}
