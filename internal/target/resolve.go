@@ -115,7 +115,12 @@ func fileKind(m fs.FileMode) string {
 	return m.Type().String()
 }
 
+// beforePlanning is called with the path of every file openFile opens; a
+// test makes it panic, as a parser's bug would.
+var beforePlanning = func(path string) {}
+
 func openFile(path string, opts Options) (_ *file, err error) {
+	beforePlanning(path)
 	raw, id, err := openRegular(path)
 	if err != nil {
 		return nil, fmt.Errorf("target %s: %w", path, err)

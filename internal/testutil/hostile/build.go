@@ -2,6 +2,7 @@ package hostile
 
 import (
 	"debug/elf"
+	"encoding/binary"
 	"path/filepath"
 	"testing"
 
@@ -42,6 +43,13 @@ func WithType(t testing.TB, program string, typ func(u *Unit) uint32, extra ...S
 // of the note of its probe hostile:tick, and returns its path.
 func WithNotes(t testing.TB, program string, n int) string {
 	t.Helper()
+	return WithNotesApart(t, program, n, 0)
+}
+
+// WithNotesApart is WithNotes with copy i's address moved by i*step
+// bytes: n distinct sites of hostile:tick (step 0: one site).
+func WithNotesApart(t testing.TB, program string, n int, step uint64) string {
+	t.Helper()
 	f, err := elf.Open(program)
 	if err != nil {
 		t.Fatal(err)
@@ -56,8 +64,12 @@ func WithNotes(t testing.TB, program string, n int) string {
 		t.Fatal(err)
 	}
 	notes := make([]byte, 0, n*len(data))
-	for range n {
+	const addrAt = 12 + 8 // the note's header and owner name "stapsdt\0"
+	for i := range n {
+		at := len(notes)
 		notes = append(notes, data...)
+		addr := binary.LittleEndian.Uint64(notes[at+addrAt:])
+		binary.LittleEndian.PutUint64(notes[at+addrAt:], addr+uint64(i)*step)
 	}
 	out := filepath.Join(t.TempDir(), "hostile")
 	err = Patch(program, out, map[string]string{".note.stapsdt": ".note.stapsdt.orig"},

@@ -404,3 +404,51 @@ func Symbol(path, name string) (addr, size uint64, err error) {
 	}
 	return 0, 0, fmt.Errorf("%s: no function %s", path, name)
 }
+
+// MinimalELF returns a 64-bit little-endian x86-64 ELF executable with no
+// segments and only its section name table: a base for AddSections in
+// memory (fuzz targets).
+func MinimalELF() []byte {
+	le := binary.LittleEndian
+	names := []byte("\x00.shstrtab\x00")
+	b := make([]byte, 64)
+	copy(b, elf.ELFMAG)
+	b[4], b[5], b[6] = byte(elf.ELFCLASS64), byte(elf.ELFDATA2LSB), byte(elf.EV_CURRENT)
+	le.PutUint16(b[0x10:], uint16(elf.ET_EXEC))
+	le.PutUint16(b[0x12:], uint16(elf.EM_X86_64))
+	le.PutUint32(b[0x14:], uint32(elf.EV_CURRENT))
+	le.PutUint16(b[0x34:], 64) // e_ehsize
+	le.PutUint16(b[0x3a:], 64) // e_shentsize
+	le.PutUint16(b[0x3c:], 2)  // e_shnum
+	le.PutUint16(b[0x3e:], 1)  // e_shstrndx
+	strOff := uint64(len(b))
+	b = append(b, names...)
+	for len(b)%8 != 0 {
+		b = append(b, 0)
+	}
+	le.PutUint64(b[0x28:], uint64(len(b))) // e_shoff
+	b = append(b, make([]byte, 64)...)     // SHN_UNDEF
+	h := make([]byte, 64)
+	le.PutUint32(h[0:], 1)
+	le.PutUint32(h[4:], uint32(elf.SHT_STRTAB))
+	le.PutUint64(h[0x18:], strOff)
+	le.PutUint64(h[0x20:], uint64(len(names)))
+	le.PutUint64(h[0x30:], 1)
+	return append(b, h...)
+}
+
+// AppendSections is AddSections on a file in memory.
+func AppendSections(b []byte, secs ...Section) ([]byte, error) {
+	return appendSections(append([]byte(nil), b...), nil, secs)
+}
+
+// CompressedRaw returns an SHF_COMPRESSED zlib section whose header
+// declares declared bytes and whose stream is raw, as given: a header
+// that lies, a stream that is not zlib.
+func CompressedRaw(name string, raw []byte, declared uint64) Section {
+	hdr := make([]byte, 24)
+	binary.LittleEndian.PutUint32(hdr[0:], uint32(elf.COMPRESS_ZLIB))
+	binary.LittleEndian.PutUint64(hdr[8:], declared)
+	binary.LittleEndian.PutUint64(hdr[16:], 1)
+	return Section{Name: name, Type: elf.SHT_PROGBITS, Flags: elf.SHF_COMPRESSED, Data: append(hdr, raw...), Align: 8}
+}
