@@ -272,7 +272,7 @@ func TestUSDTNoteCopies(t *testing.T) {
 	for name, file := range map[string]string{"one": one, "copies": copies} {
 		p := testutil.StartProgram(t, file, "ready")
 		s := startReceiver(t, []config.Target{{Path: file, Counters: config.CountersOf("usdt:hostile:tick")}})
-		require.Len(t, s.rcv.plan.Attachments, 1, name)
+		require.Equal(t, 1, len(s.rcv.plan.Attachments), name)
 		require.Equal(t, 1, s.rcv.plan.Probes[0].Locations)
 		start := threadCPU(t, p.PID)
 		p.Ask("tick 100000", "tick 100000")

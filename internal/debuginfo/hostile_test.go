@@ -2,6 +2,7 @@ package debuginfo
 
 import (
 	"context"
+	"debug/elf"
 	"runtime"
 	"testing"
 	"time"
@@ -171,4 +172,28 @@ func TestDeeplyNestedDIEs(t *testing.T) {
 	require.Len(t, s.Vars, 1)
 	_, err = f.Scope(fn, addr+1, SiteLine)
 	assert.ErrorContains(t, err, "scopes nested over 64 deep")
+}
+
+// A DWARF 5 line program whose header declares a billion files in a few
+// bytes is refused before debug/dwarf allocates them (16 GB up front).
+func TestLineHeaderBomb(t *testing.T) {
+	prog := hostile.Program(t)
+	addr, size, err := hostile.Symbol(prog, "work")
+	require.NoError(t, err)
+	u := hostile.NewUnitWithLines(addr, size)
+	u.Function("work", addr, size, "x", u.Base("long", 8), 0)
+	path := t.TempDir() + "/lines"
+	require.NoError(t, hostile.AddSections(prog, path, append(hostile.DWARFSections(u),
+		hostile.Section{Name: ".debug_line", Type: elf.SHT_PROGBITS, Data: hostile.LineProgramV5(1, 1_000_000_000)})...))
+	f, err := Open(context.Background(), path, Options{DebugDirs: []string{}})
+	require.NoError(t, err)
+	defer f.Close()
+	before := allocated()
+	_, err = f.Lines("hostile.c", 1)
+	require.Error(t, err)
+	assert.Less(t, allocated()-before, uint64(16<<20))
+	files, err := f.lineFiles(f.idx.cus[0])
+	assert.Empty(t, files)
+	assert.ErrorIs(t, err, ErrOverBudget)
+	assert.Contains(t, err.Error(), "declares 1000000000 entries")
 }

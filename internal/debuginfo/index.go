@@ -276,16 +276,19 @@ func (f *File) lineFiles(cu *compUnit) ([]*dwarf.LineFile, error) {
 			cu.files, cu.filesErr = other.files, other.filesErr
 			return cu.files, cu.filesErr
 		}
-		lr, err := f.data.LineReader(cu.entry)
+		var lr *dwarf.LineReader
+		err := error(nil)
+		if cu.stmtList >= 0 {
+			err = checkLineHeader(f.sections.line, uint64(cu.stmtList), f.order, &f.budget)
+		}
+		if err == nil {
+			lr, err = f.data.LineReader(cu.entry)
+		}
 		switch {
 		case err != nil:
 			cu.filesErr = err
 		case lr != nil:
 			cu.files = lr.Files()
-			cu.filesErr = f.budget.charge(int64(len(cu.files))*lineFileCost, "line table files")
-			if cu.filesErr != nil {
-				cu.files = nil
-			}
 		}
 		if cu.stmtList >= 0 {
 			if f.lineTables == nil {

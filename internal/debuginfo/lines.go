@@ -82,7 +82,7 @@ func (f *File) Lines(file string, line int) ([]LineSite, error) {
 			}
 			programs[cu.stmtList] = true
 		}
-		files, err := f.lineFiles(cu)
+		files, err := f.lineFiles(cu) // checks the header first
 		if err != nil || len(files) == 0 {
 			continue
 		}

@@ -118,7 +118,7 @@ type File struct {
 // sections are the raw (decompressed) debug sections the package decodes
 // itself; debug/dwarf keeps its copies private.
 type sections struct {
-	info, loc, loclists, addr, debugFrame, ehFrame []byte
+	info, loc, loclists, addr, line, debugFrame, ehFrame []byte
 	// ehFrameAddr is the virtual address of .eh_frame (for pc-relative
 	// pointers); debugFrame has none.
 	ehFrameAddr uint64
@@ -261,6 +261,7 @@ func (f *File) init(ctx context.Context, opts Options) error {
 	f.sections.loc = *raw[".debug_loc"]
 	f.sections.loclists = *raw[".debug_loclists"]
 	f.sections.addr = *raw[".debug_addr"]
+	f.sections.line = *raw[".debug_line"]
 	if f.units, err = parseUnits(f.sections.info, f.order, &f.budget); err != nil {
 		return reject(fmt.Errorf("reading DWARF of %s: %w", f.DebugPath, err))
 	}

@@ -1,6 +1,7 @@
 package debuginfo
 
 import (
+	"bytes"
 	"debug/dwarf"
 	"encoding/binary"
 	"fmt"
@@ -66,6 +67,21 @@ func (r *reader) u64() uint64 {
 		return 0
 	}
 	return r.order.Uint64(b)
+}
+
+// cstring reads a NUL-terminated string, without the NUL.
+func (r *reader) cstring() []byte {
+	if r.err != nil {
+		return nil
+	}
+	rest := r.b[min(r.off, uint64(len(r.b))):]
+	i := bytes.IndexByte(rest, 0)
+	if i < 0 {
+		r.fail("a NUL-terminated string")
+		return nil
+	}
+	r.off += uint64(i) + 1
+	return rest[:i]
 }
 
 // addr reads an address of size bytes (1, 2, 4 or 8).

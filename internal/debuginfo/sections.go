@@ -306,3 +306,126 @@ func CheckELF(ef *elf.File, maxBytes int64) error {
 	}
 	return nil
 }
+
+// checkLineHeader counts the directories and files the header of the
+// line program at off declares and charges them to the budget before
+// debug/dwarf's LineReader decodes them: it allocates a DWARF 5 header's
+// counts up front (a few bytes can declare a billion files) and an entry
+// per byte or so for older ones.
+func checkLineHeader(line []byte, off uint64, order binary.ByteOrder, b *budget) error {
+	if off >= uint64(len(line)) {
+		return fmt.Errorf("line program at %#x past .debug_line (%d bytes): %w", off, len(line), ErrMalformed)
+	}
+	r := reader{b: line, off: off, order: order}
+	length := uint64(r.u32())
+	dwarf64 := false
+	if length == 0xffffffff {
+		length, dwarf64 = r.u64(), true
+	}
+	end := r.off + length
+	if r.err != nil || end > uint64(len(line)) || end < r.off {
+		return fmt.Errorf("line program at %#x: length %#x past the section: %w", off, length, ErrMalformed)
+	}
+	r.b = line[:end]
+	version := r.u16()
+	if version >= 5 {
+		r.u8() // address size
+		r.u8() // segment selector size
+	}
+	r.offset(dwarf64) // header length
+	r.u8()            // minimum instruction length
+	if version >= 4 {
+		r.u8() // maximum operations per instruction
+	}
+	r.u8() // default is_stmt
+	r.u8() // line base
+	r.u8() // line range
+	opcodeBase := r.u8()
+	if opcodeBase > 0 {
+		r.bytes(uint64(opcodeBase) - 1)
+	}
+	if r.err != nil {
+		return fmt.Errorf("line program at %#x: %w", off, r.err)
+	}
+	entries := uint64(0)
+	if version < 5 {
+		// Directories, then files (a name and three numbers), each list
+		// ending with an empty name.
+		for _, isFile := range []bool{false, true} {
+			for {
+				name := r.cstring()
+				if r.err != nil {
+					return fmt.Errorf("line program at %#x: %w", off, r.err)
+				}
+				if len(name) == 0 {
+					break
+				}
+				if isFile {
+					r.uleb()
+					r.uleb()
+					r.uleb()
+				}
+				entries++
+			}
+		}
+		return b.charge(int64(entries)*lineFileCost, "line table files")
+	}
+	for range 2 { // directories, then files
+		nforms := r.u8()
+		forms := make([]uint64, nforms)
+		for i := range forms {
+			r.uleb() // content type
+			forms[i] = r.uleb()
+		}
+		count := r.uleb()
+		if r.err != nil {
+			return fmt.Errorf("line program at %#x: %w", off, r.err)
+		}
+		if count > uint64(b.limit)/lineFileCost {
+			return fmt.Errorf("line program at %#x declares %d entries: %w", off, count, ErrOverBudget)
+		}
+		if err := b.charge(int64(count)*lineFileCost, "line table files"); err != nil {
+			return err
+		}
+		for range count {
+			for _, form := range forms {
+				if err := skipForm(&r, form, dwarf64); err != nil {
+					return fmt.Errorf("line program at %#x: %w", off, err)
+				}
+			}
+			if r.err != nil {
+				return fmt.Errorf("line program at %#x: %w", off, r.err)
+			}
+		}
+	}
+	return nil
+}
+
+// skipForm skips one value of a form a line program header may use.
+func skipForm(r *reader, form uint64, dwarf64 bool) error {
+	switch form {
+	case 0x08: // string
+		r.cstring()
+	case 0x0e, 0x1f, 0x1d: // strp, line_strp, strp_sup
+		r.offset(dwarf64)
+	case 0x1a, 0x0f: // strx, udata
+		r.uleb()
+	case 0x25, 0x0b: // strx1, data1
+		r.u8()
+	case 0x26, 0x05: // strx2, data2
+		r.u16()
+	case 0x27: // strx3
+		r.bytes(3)
+	case 0x28, 0x06: // strx4, data4
+		r.u32()
+	case 0x07: // data8
+		r.u64()
+	case 0x1e: // data16
+		r.bytes(16)
+	case 0x09: // block
+		r.bytes(r.uleb())
+	default:
+		return fmt.Errorf("form %#x in a line program header: %w", form, ErrMalformed)
+	}
+	return nil
+}
