@@ -26,12 +26,12 @@ import (
 // Bounds of the container tests: a Start or a Shutdown that takes longer
 // is stuck (normal ones take well under a second here).
 const (
-	startBound    = 10 * time.Second
-	shutdownBound = 5 * time.Second
+	containerStartBound    = 10 * time.Second
+	containerShutdownBound = 5 * time.Second
 )
 
 // createdBounded creates the receiver of cfg without starting it, like
-// created, but its cleanup waits for Shutdown at most shutdownBound: a
+// created, but its cleanup waits for Shutdown at most containerShutdownBound: a
 // stuck receiver fails the test instead of hanging it.
 func createdBounded(t *testing.T, cfg *Config) started {
 	t.Helper()
@@ -44,7 +44,7 @@ func createdBounded(t *testing.T, cfg *Config) started {
 	require.NoError(t, err)
 	s.rcv = tr.(*uprobeReceiver)
 	t.Cleanup(func() {
-		if _, err := within(shutdownBound, func() error { return s.rcv.Shutdown(context.Background()) }); err != nil {
+		if _, err := within(containerShutdownBound, func() error { return s.rcv.Shutdown(context.Background()) }); err != nil {
 			t.Errorf("Shutdown: %v", err)
 		}
 	})
@@ -67,9 +67,9 @@ func within(bound time.Duration, fn func() error) (time.Duration, error) {
 	}
 }
 
-// startBounded starts s within startBound.
+// startBounded starts s within containerStartBound.
 func startBounded(s started) (time.Duration, error) {
-	return within(startBound, func() error { return s.rcv.Start(context.Background(), componenttest.NewNopHost()) })
+	return within(containerStartBound, func() error { return s.rcv.Start(context.Background(), componenttest.NewNopHost()) })
 }
 
 func idOf(t *testing.T, path string) procfs.FileID {
@@ -144,7 +144,7 @@ func TestContainerSwapsItsEntryAtStart(t *testing.T) {
 				assert.Equal(t, f.ID, attached, "the kernel got the descriptor of the file the plan read")
 			}
 		}
-		_, err := within(shutdownBound, func() error { return s.rcv.Shutdown(context.Background()) })
+		_, err := within(containerShutdownBound, func() error { return s.rcv.Shutdown(context.Background()) })
 		require.NoError(t, err)
 	}
 	t.Logf("%d starts, %d swaps: %d files of the container, %d of the host, %d starts failed", starts, swaps.Load(), ownFiles, hostFiles, failed)
@@ -293,7 +293,7 @@ func TestContainerFIFODebuglinkLeavesTheWatcherFree(t *testing.T) {
 	require.NoError(t, os.Rename(next, hostProg), "an upgrade: a new inode at the path")
 	assert.Eventually(t, func() bool { return fileChanges(s, "attached") == 2 }, 5*time.Second, 5*time.Millisecond,
 		"the host target's upgrade is followed")
-	took, err := within(shutdownBound, func() error { return s.rcv.Shutdown(context.Background()) })
+	took, err := within(containerShutdownBound, func() error { return s.rcv.Shutdown(context.Background()) })
 	t.Logf("Shutdown took %v", took)
 	require.NoError(t, err)
 }
