@@ -87,6 +87,7 @@ type uprobeReceiver struct {
 	containers  *imageCache     // container.id
 	budget      *overheadBudget // nil without overhead_budget
 	wakeups     int             // times the drain goroutine woke, for tests
+	detached    bool            // Shutdown detached the probes: no file is attached any more
 }
 
 func newReceiver(cfg *Config, set receiver.Settings, onDone func()) (*uprobeReceiver, error) {
@@ -422,7 +423,8 @@ func (r *uprobeReceiver) drain(ctx context.Context) {
 		if r.traces != nil {
 			r.builder.Begin(min(r.cfg.MaxBatchSpans, r.tracer.Buffered()))
 		}
-		n, malformed := r.tracer.Read(r.cfg.MaxBatchSpans, &r.records)
+		r.records.read = 0
+		_, malformed := r.tracer.Read(r.cfg.MaxBatchSpans, &r.records)
 		r.chooser.foldPending() // the batch's decided and exited processes, in one pass
 		if malformed > 0 {
 			r.tel.ReceiverUprobeRecordsMalformed.Add(deliverCtx, int64(malformed))
@@ -431,7 +433,11 @@ func (r *uprobeReceiver) drain(ctx context.Context) {
 			r.deliver(deliverCtx, r.builder.End())
 		}
 		r.reportCounts(deliverCtx)
-		if n < r.cfg.MaxBatchSpans || ctx.Err() != nil {
+		// The batch was full when it took as many records as it could,
+		// spans and process records alike: counting only its spans would
+		// end the drain at the first batch holding a process record (an
+		// exec anywhere on the host) with records still in the ring.
+		if r.records.read+malformed < r.cfg.MaxBatchSpans || ctx.Err() != nil {
 			return
 		}
 	}
@@ -443,11 +449,15 @@ func (r *uprobeReceiver) drain(ctx context.Context) {
 type drainRecords struct {
 	r   *uprobeReceiver
 	ctx context.Context
+	// read counts the records of the batch in hand, spans and process
+	// records alike.
+	read int
 }
 
 // Span builds a span that counts: one of a pending process counts only if
 // the process was chosen for its target.
 func (d *drainRecords) Span(ev *event.Span) {
+	d.read++
 	if d.r.traces != nil && d.r.chooser.keep(ev) {
 		d.r.builder.Add(ev)
 	}
@@ -456,6 +466,7 @@ func (d *drainRecords) Span(ev *event.Span) {
 // Process follows process events for the chooser, the file watcher and
 // the caches of process facts.
 func (d *drainRecords) Process(p *event.Process) {
+	d.read++
 	r := d.r
 	if p.Event != event.ProcessFork && r.traces != nil {
 		r.builder.ProcessEnded(p.PID) // its carrier spans will not come
@@ -476,9 +487,10 @@ func (d *drainRecords) Process(p *event.Process) {
 }
 
 // applyFileChanges attaches the files the watcher found and detaches the
-// replaced ones no process maps any more. The drain goroutine owns the plan.
+// replaced ones no process maps any more; after Shutdown detached the
+// probes, it leaves them. The drain goroutine owns the plan.
 func (r *uprobeReceiver) applyFileChanges(ctx context.Context) {
-	for {
+	for !r.detached {
 		var ch fileChange
 		select {
 		case ch = <-r.watcher.changes:
@@ -706,7 +718,11 @@ func (r *uprobeReceiver) Shutdown(ctx context.Context) error {
 		if r.budget != nil {
 			r.budget.stop()
 		}
+		// Every link closes side by side (about a second for thousands
+		// of files); then no probe fires, and the drain below takes
+		// every span completed before.
 		err = r.tracer.Detach()
+		r.detached = true
 		r.drain(ctx)
 		if r.traces != nil {
 			r.deliver(ctx, r.builder.Flush()) // spans still waiting for a trace context
