@@ -197,12 +197,20 @@ func (r *uprobeReceiver) start() error {
 		if r.beforeAttach != nil {
 			r.beforeAttach(plan)
 		}
+		if err := plan.Replaced(); err != nil && attempt < maxResolves {
+			log.Info("A traced file was replaced while it was being read; reading it again", zap.Error(err))
+			plan.Close()
+			continue
+		}
 		tr, err = tracer.Open(plan, tracer.Options{
 			RingBufferSize: r.cfg.RingBufferSize, NoRecords: r.traces == nil, MaxGoroutines: r.cfg.MaxGoroutines,
 			SendExecs: r.sendExecs,
 			// A budget switches probes one by one and measures programs.
 			ProbeControl: r.cfg.OverheadBudget > 0, ProgramStats: r.cfg.OverheadBudget > 0,
 		})
+		if err != nil {
+			plan.Close() // the files the tracer did not take
+		}
 		if errors.Is(err, tracer.ErrFileChanged) && attempt < maxResolves {
 			log.Info("A traced file changed while it was being read; reading it again", zap.Error(err))
 			continue
@@ -773,6 +781,8 @@ func (r *uprobeReceiver) Shutdown(ctx context.Context) error {
 		}
 		r.collect(ctx)
 		err = errors.Join(err, r.tracer.Close())
+		r.watcher.closePending()
+		err = errors.Join(err, r.plan.Close())
 		r.reportLocations(r.plan, -1)
 	})
 	return err

@@ -11,14 +11,22 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
+
+	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 )
 
 // DefaultDebugDir is where distributions install separate debug files.
 const DefaultDebugDir = "/usr/lib/debug"
+
+// DefaultMaxDebugFileBytes bounds the size of a separate debug file Open
+// reads (a .gnu_debuglink candidate's CRC32 is computed over all of it,
+// which takes about a second per GiB).
+const DefaultMaxDebugFileBytes = 2 << 30
 
 // Options say where Open looks for debuginfo.
 type Options struct {
@@ -35,6 +43,23 @@ type Options struct {
 	// sections after decompression, together, and what is decoded from
 	// them; 0 means DefaultMaxBytes.
 	MaxBytes int64
+	// MaxDebugFileBytes bounds the size of a separate debug file; a
+	// larger one is refused with a sentence. 0 means
+	// DefaultMaxDebugFileBytes.
+	MaxDebugFileBytes int64
+	// Root is the tree the traced file was found in when it is not the
+	// collector's own view: a container's root, opened once. Its separate
+	// debug files are then looked for inside it (each DebugDirs root and
+	// the .gnu_debuglink candidates taken as paths inside it), and on the
+	// host only by build id (DIR/.build-id/… of each DebugDirs root, and
+	// debuginfod): a file name the container chose (.gnu_debuglink) is
+	// never looked up on the host. Nil is the collector's own view. The
+	// caller keeps owning it.
+	Root *procfs.Dir
+	// SeenAs is the traced file's path inside Root (in the collector's
+	// view when Root is nil; "" means the path given to Open or OpenELF):
+	// the .gnu_debuglink candidates are next to the file it leads to.
+	SeenAs string
 }
 
 // maxBytes returns MaxBytes or its default.
@@ -130,16 +155,29 @@ type sections struct {
 // opts.Debuginfod. A separate file must carry the same build id (and, by
 // debuglink, the same CRC32). The error wraps ErrNoDebugInfo when nothing
 // was found and lists where Open looked.
+//
+// path is opened once in the collector's view (or inside opts.Root when
+// set), without blocking, and must be a regular file.
 func Open(ctx context.Context, path string, opts Options) (*File, error) {
-	exe, err := elf.Open(path)
+	var tree procfs.Tree = procfs.Root("")
+	if opts.Root != nil {
+		tree = opts.Root
+	} else if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	fh, fi, err := tree.OpenRegular(path)
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
+	exe, err := elf.NewFile(io.NewSectionReader(fh, 0, fi.Size()))
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("opening %s: %w", path, err), fh.Close())
+	}
 	f, err := OpenELF(ctx, path, exe, opts)
 	if err != nil {
-		return nil, errors.Join(err, exe.Close())
+		return nil, errors.Join(err, fh.Close())
 	}
-	f.closers = append([]io.Closer{exe}, f.closers...)
+	f.closers = append([]io.Closer{fh}, f.closers...)
 	return f, nil
 }
 
@@ -172,10 +210,10 @@ func DebugSymbols(ctx context.Context, path string, exe *elf.File, opts Options)
 	}
 	f.BuildID = hex.EncodeToString(id)
 	dbg, src, _, err := f.findDebug(ctx, opts)
+	defer f.Close()
 	if err != nil || dbg == nil || src == SourceEmbedded {
 		return nil, nil // a debug file of another build is not used
 	}
-	defer dbg.Close()
 	syms, err := dbg.Symbols()
 	if errors.Is(err, elf.ErrNoSymbols) {
 		return nil, nil
@@ -301,7 +339,10 @@ func hasDWARF(ef *elf.File) bool {
 }
 
 // findDebug returns the ELF file holding the DWARF, how it was found and,
-// when none was, every place it looked.
+// when none was, every place it looked. A separate debug file is opened
+// by descriptor inside the tree it belongs to (see Options.Root), never
+// blocking and only when it is a regular file; its descriptor joins
+// f.closers.
 func (f *File) findDebug(ctx context.Context, opts Options) (*elf.File, SourceKind, []string, error) {
 	if hasDWARF(f.exe) {
 		return f.exe, SourceEmbedded, nil, nil
@@ -311,20 +352,44 @@ func (f *File) findDebug(ctx context.Context, opts Options) (*elf.File, SourceKi
 	if dirs == nil {
 		dirs = []string{DefaultDebugDir}
 	}
+	maxBytes := opts.MaxDebugFileBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxDebugFileBytes
+	}
 	var rejected []error
+	// host is the collector's own view, own the traced file's tree.
+	host, err := procfs.Root("").OpenDir()
+	if err != nil {
+		return nil, 0, nil, fmt.Errorf("%s: opening /: %w", f.Path, err)
+	}
+	defer host.Close() // the files opened from it stay open
+	own := host
+	if opts.Root != nil {
+		own = opts.Root
+	}
+	try := func(tree *procfs.Dir, name string, crc uint32, checkCRC bool) *elf.File {
+		looked = append(looked, tree.Display(name))
+		ef, err := f.openDebug(tree, name, crc, checkCRC, maxBytes)
+		if err != nil {
+			rejected = append(rejected, err)
+			return nil
+		}
+		if ef != nil {
+			f.DebugPath = tree.Display(name)
+		}
+		return ef
+	}
 
 	if f.BuildID != "" && len(f.BuildID) > 2 {
-		for _, dir := range dirs {
-			p := filepath.Join(dir, ".build-id", f.BuildID[:2], f.BuildID[2:]+".debug")
-			looked = append(looked, p)
-			ef, err := f.openDebug(p, 0, false)
-			if err != nil {
-				rejected = append(rejected, err)
-				continue
-			}
-			if ef != nil {
-				f.DebugPath = p
-				return ef, SourceBuildID, nil, nil
+		trees := []*procfs.Dir{own}
+		if own != host {
+			trees = append(trees, host) // by build id only
+		}
+		for _, tree := range trees {
+			for _, dir := range dirs {
+				if ef := try(tree, filepath.Join(dir, ".build-id", f.BuildID[:2], f.BuildID[2:]+".debug"), 0, false); ef != nil {
+					return ef, SourceBuildID, nil, nil
+				}
 			}
 		}
 	}
@@ -334,30 +399,31 @@ func (f *File) findDebug(ctx context.Context, opts Options) (*elf.File, SourceKi
 		return nil, 0, nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
 	if ok {
-		abs, err := filepath.Abs(f.Path)
+		seen := opts.SeenAs
+		if seen == "" {
+			seen = f.Path
+		}
+		if own == host {
+			if abs, err := filepath.Abs(seen); err == nil {
+				seen = abs
+			}
+		}
+		// The debug file lies next to the file, not next to a link to it:
+		// the links are resolved inside the file's own tree.
+		real, err := own.Realpath(seen)
 		if err != nil {
-			return nil, 0, nil, fmt.Errorf("resolving %s: %w", f.Path, err)
+			real = filepath.Join("/", seen)
 		}
-		if real, err := filepath.EvalSymlinks(abs); err == nil {
-			abs = real // the debug file lies next to the file, not the link
-		}
-		dir := filepath.Dir(abs)
+		dir := filepath.Dir(real)
 		cands := []string{filepath.Join(dir, link), filepath.Join(dir, ".debug", link)}
 		for _, d := range dirs {
 			cands = append(cands, filepath.Join(d, dir, link))
 		}
 		for _, p := range cands {
-			if p == abs {
+			if p == real {
 				continue // the debuglink of a file never names the file itself
 			}
-			looked = append(looked, p)
-			ef, err := f.openDebug(p, crc, true)
-			if err != nil {
-				rejected = append(rejected, err)
-				continue
-			}
-			if ef != nil {
-				f.DebugPath = p
+			if ef := try(own, p, crc, true); ef != nil {
 				return ef, SourceDebuglink, nil, nil
 			}
 		}
@@ -369,13 +435,14 @@ func (f *File) findDebug(ctx context.Context, opts Options) (*elf.File, SourceKi
 		if err != nil {
 			rejected = append(rejected, err)
 		} else {
-			ef, err := f.openDebug(p, 0, false)
-			if err != nil {
-				opts.Debuginfod.Reject(f.BuildID, err)
-				rejected = append(rejected, err)
-			} else if ef != nil {
-				f.DebugPath = p
+			looked = looked[:len(looked)-1] // try names the cached file
+			failed := len(rejected)
+			if ef := try(host, p, 0, false); ef != nil {
 				return ef, SourceDebuginfod, nil, nil
+			}
+			if len(rejected) > failed {
+				// The cached file is unusable: it leaves the cache.
+				opts.Debuginfod.Reject(f.BuildID, rejected[len(rejected)-1])
 			}
 		}
 	}
@@ -385,54 +452,56 @@ func (f *File) findDebug(ctx context.Context, opts Options) (*elf.File, SourceKi
 	return nil, 0, looked, nil
 }
 
-// openDebug opens a candidate debug file. It returns nil, nil when the file
-// does not exist, and an error when it exists but does not belong to the
-// traced file (build id, CRC32) or has no DWARF.
-func (f *File) openDebug(path string, crc uint32, checkCRC bool) (*elf.File, error) {
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+// openDebug opens a candidate debug file by descriptor inside tree. It
+// returns nil, nil when there is no such file, and an error that says why
+// when there is one that is not used: not a regular file (a FIFO, a
+// device: never waited for nor read), over maxBytes, or not belonging to
+// the traced file (build id, CRC32, machine) or without DWARF. The CRC32
+// is computed only of a regular file of tree, at most maxBytes of it.
+func (f *File) openDebug(tree *procfs.Dir, name string, crc uint32, checkCRC bool, maxBytes int64) (*elf.File, error) {
+	fh, fi, err := tree.OpenRegular(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
 		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("debug file candidate ignored: %w", err)
 	}
+	display := tree.Display(name)
+	if fi.Size() > maxBytes {
+		return nil, errors.Join(fmt.Errorf("debug file %s: %d bytes, over the %d-byte limit", display, fi.Size(), maxBytes), fh.Close())
+	}
+	contents := io.NewSectionReader(fh, 0, fi.Size())
 	if checkCRC {
-		got, err := fileCRC32(path)
-		if err != nil {
-			return nil, fmt.Errorf("reading debuglink %s: %w", path, err)
+		h := crc32.NewIEEE()
+		if _, err := io.Copy(h, io.NewSectionReader(fh, 0, fi.Size())); err != nil {
+			return nil, errors.Join(fmt.Errorf("reading debuglink %s: %w", display, err), fh.Close())
 		}
-		if got != crc {
-			return nil, fmt.Errorf("debuglink %s: crc32 %#08x, want %#08x: %w", path, got, crc, ErrCRCMismatch)
+		if got := h.Sum32(); got != crc {
+			return nil, errors.Join(fmt.Errorf("debuglink %s: crc32 %#08x, want %#08x: %w", display, got, crc, ErrCRCMismatch), fh.Close())
 		}
 	}
-	ef, err := elf.Open(path)
+	ef, err := elf.NewFile(contents)
 	if err != nil {
-		return nil, fmt.Errorf("opening debug file %s: %w", path, err)
+		return nil, errors.Join(fmt.Errorf("opening debug file %s: %w", display, err), fh.Close())
 	}
 	if err := CheckELF(ef, f.budget.limit); err != nil {
-		return nil, errors.Join(fmt.Errorf("debug file %s: %w", path, err), ef.Close())
+		return nil, errors.Join(fmt.Errorf("debug file %s: %w", display, err), fh.Close())
 	}
 	id, err := BuildID(ef)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("debug file %s: %w", path, err), ef.Close())
+		return nil, errors.Join(fmt.Errorf("debug file %s: %w", display, err), fh.Close())
 	}
 	if got := hex.EncodeToString(id); f.BuildID != "" && got != f.BuildID {
-		return nil, errors.Join(fmt.Errorf("debug file %s: build id %q, want %q: %w", path, got, f.BuildID, ErrBuildIDMismatch), ef.Close())
+		return nil, errors.Join(fmt.Errorf("debug file %s: build id %q, want %q: %w", display, got, f.BuildID, ErrBuildIDMismatch), fh.Close())
 	}
 	if ef.Machine != f.exe.Machine {
-		return nil, errors.Join(fmt.Errorf("debug file %s: machine %s, want %s", path, ef.Machine, f.exe.Machine), ef.Close())
+		return nil, errors.Join(fmt.Errorf("debug file %s: machine %s, want %s", display, ef.Machine, f.exe.Machine), fh.Close())
 	}
 	if !hasDWARF(ef) {
-		return nil, errors.Join(fmt.Errorf("debug file %s: %w", path, ErrNoDebugInfo), ef.Close())
+		return nil, errors.Join(fmt.Errorf("debug file %s: %w", display, ErrNoDebugInfo), fh.Close())
 	}
+	f.closers = append(f.closers, fh)
 	return ef, nil
-}
-
-// fileCRC32 is the CRC32 (IEEE, as .gnu_debuglink uses) of a whole file.
-func fileCRC32(path string) (uint32, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	h := crc32.NewIEEE()
-	_, err = io.Copy(h, fh)
-	return h.Sum32(), errors.Join(err, fh.Close())
 }
 
 // BuildID returns the GNU build id note (NT_GNU_BUILD_ID) of an ELF file,

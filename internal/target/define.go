@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime/debug"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
+	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
 )
@@ -38,7 +40,9 @@ type Options struct {
 	// DebugDirs are the roots of separate debug files
 	// (DIR/.build-id/xx/rest.debug, DIR/<directory>/<debuglink name>),
 	// searched when a target needs debuginfo: nil means /usr/lib/debug, an
-	// empty non-nil slice none.
+	// empty non-nil slice none. For a file found through a container's
+	// root they are searched inside that root, and on the host by build id
+	// only (see debuginfo.Options.Root).
 	DebugDirs []string
 	// Debuginfod, when set, fetches a debug file by build id when no local
 	// one is found (debuginfo.NewDebuginfodFromEnv reads DEBUGINFOD_URLS).
@@ -84,37 +88,94 @@ func (o Options) maxSitesPerFile() int {
 	return o.MaxSitesPerFile
 }
 
-// Candidate is one file a target may trace.
+// Candidate is one file a target may trace, found and opened once: every
+// later step (its identity, its ELF and DWARF, its debug files, the
+// tracer's attach through /proc/self/fd/N) uses File, never a path.
+//
+// A Candidate owns File and Root. Resolve and Plan.ReadFile take it
+// (whether they succeed or not); a Candidate not handed to them must be
+// closed with Close.
 type Candidate struct {
-	// Path is where the receiver opens it: a host path, or a path inside a
-	// process's root (/proc/PID/root/...).
+	// Path is where the file was found, for people (messages, logs,
+	// telemetry) and never opened again: a path in the collector's own
+	// view, or inside a process's root shown as /proc/PID/root/….
 	Path string
 	// SeenAs is its path as the target's processes see it.
 	SeenAs string
 	// How says how it was found, for the log ("PATH", "ld.so.cache",
 	// "the root of process 1234", …).
 	How string
+	// File is the file, opened once inside the tree it was found in:
+	// read-only, non-blocking, a regular file.
+	File *os.File
+	// ID is File's identity (fstat) when it was opened.
+	ID FileID
+	// Root is the root of the process the file was found through (a
+	// container's), opened once: the file's separate debug files are
+	// looked for inside it. Nil for a file of the collector's own view.
+	Root *procfs.Dir
+	// ThroughRoot says the file was found through a process's root: it
+	// lives in another mount namespace or root directory (a container's).
+	ThroughRoot bool
+}
+
+// Close closes the candidate's file and root.
+func (c Candidate) Close() error {
+	var errs []error
+	if c.File != nil {
+		errs = append(errs, c.File.Close())
+	}
+	if c.Root != nil {
+		errs = append(errs, c.Root.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // Locator finds the files a target traces now.
 type Locator interface {
-	// Locate returns the target's files, each once; none (and no error)
-	// when there is nothing to trace yet. The error explains why a path or
-	// name leads nowhere.
+	// Locate returns the target's files, each once and open (the caller
+	// owns the Candidates); none (and no error) when there is nothing to
+	// trace yet. The error explains why a path or name leads nowhere.
 	Locate(t config.Target) ([]Candidate, error)
 }
 
-// pathLocator is the Locator of an absolute path alone.
+// pathLocator is the Locator of an absolute path alone, in the
+// collector's own view.
 type pathLocator struct{}
 
 func (pathLocator) Locate(t config.Target) ([]Candidate, error) {
 	if len(t.Path) == 0 || t.Path[0] != '/' {
 		return nil, fmt.Errorf("%q is a name, and names need a locator", t.Path)
 	}
-	if _, _, err := openRegular(t.Path); err != nil {
+	c, err := openHostPath(t.Path)
+	if err != nil {
 		return nil, err
 	}
-	return []Candidate{{Path: t.Path, SeenAs: t.Path, How: "path"}}, nil
+	return []Candidate{*c}, nil
+}
+
+// OpenPath opens path, in the collector's own view, as a Candidate found
+// "by path" (for a file the caller names itself); the caller owns it.
+func OpenPath(path string) (Candidate, error) {
+	c, err := openHostPath(path)
+	if err != nil {
+		return Candidate{}, fmt.Errorf("target %s: %w", path, err)
+	}
+	return *c, nil
+}
+
+// openHostPath opens path, in the collector's own view, as a candidate.
+func openHostPath(path string) (*Candidate, error) {
+	host, err := procfs.Root("").OpenDir()
+	if err != nil {
+		return nil, readError(err)
+	}
+	defer host.Close()
+	c, err := openCandidate(host, path, "path")
+	if err == nil && c == nil {
+		err = errors.New("no such file")
+	}
+	return c, err
 }
 
 // Resolve reads every target's files and builds the plan. It reports the
@@ -155,6 +216,7 @@ func Resolve(targets []config.Target, opts ...Options) (*Plan, error) {
 		errs = append(errs, plan.resolveFiles(i, t, cands)...)
 	}
 	if err := errors.Join(errs...); err != nil {
+		plan.Close()
 		return nil, err
 	}
 	return plan, nil
@@ -170,24 +232,27 @@ func Resolve(targets []config.Target, opts ...Options) (*Plan, error) {
 func (plan *Plan) resolveFiles(ti int, t config.Target, cands []Candidate) []error {
 	var (
 		first    *file
+		firstAt  = -1
 		left     []Unplanned
-		done     = map[string]bool{}
-		leaveOut = func(c Candidate, err error) {
+		done     = map[int]bool{} // candidates handed on: left out, or the first
+		leaveOut = func(ci int, c Candidate, err error) {
 			left = append(left, Unplanned{Target: ti, Candidate: c, Err: err})
-			done[c.Path] = true
+			done[ci] = true
 		}
 	)
 	// The first file that can be read and defines the target decides what
 	// only a file can tell: the functions a pattern matches, the return
-	// probes of returns: auto, and whether it is a library.
-	for _, c := range cands {
+	// probes of returns: auto, and whether it is a library. Every
+	// candidate is handed on once: to openFile (which closes it on error),
+	// to readFile (which takes it), or left out with its file closed.
+	for ci, c := range cands {
 		var fl *file
 		err := safely(c.Path, func() (err error) {
-			fl, err = openFile(c.Path, plan.opts)
+			fl, err = openFile(c, plan.opts)
 			return err
 		})
 		if err != nil {
-			leaveOut(c, err)
+			leaveOut(ci, c, err)
 			continue
 		}
 		m := plan.mark()
@@ -199,10 +264,10 @@ func (plan *Plan) resolveFiles(ti int, t config.Target, cands []Candidate) []err
 		if err != nil {
 			plan.rollback(m)
 			fl.close()
-			leaveOut(c, err)
+			leaveOut(ci, c, err)
 			continue
 		}
-		first = fl
+		first, firstAt = fl, ci
 		break
 	}
 	if first == nil {
@@ -221,13 +286,13 @@ func (plan *Plan) resolveFiles(ti int, t config.Target, cands []Candidate) []err
 		}
 	}
 	planned := 0
-	for _, c := range cands {
-		if done[c.Path] {
+	for ci, c := range cands {
+		if done[ci] && ci != firstAt {
 			continue
 		}
 		var fl *file
-		if first != nil && first.path == c.Path {
-			fl, first = first, nil
+		if ci == firstAt {
+			fl = first
 		}
 		var spec *FileSpec
 		err := safely(c.Path, func() (err error) {
@@ -238,14 +303,11 @@ func (plan *Plan) resolveFiles(ti int, t config.Target, cands []Candidate) []err
 		case errors.Is(err, ErrBuildIDMismatch):
 			plan.Refused = append(plan.Refused, err) // not an error at Start: the receiver says so
 		case err != nil:
-			leaveOut(c, err)
+			left = append(left, Unplanned{Target: ti, Candidate: c, Err: err})
 		default:
 			plan.Append(spec)
 			planned++
 		}
-	}
-	if first != nil {
-		first.close()
 	}
 	if planned == 0 && len(left) > 0 && !t.Optional {
 		return unplannedErrors(left)
@@ -526,19 +588,34 @@ func (plan *Plan) define(ti int, t config.Target, fl *file) (*targetDef, error) 
 var ErrBuildIDMismatch = errors.New("the file's build id is not the target's build_id")
 
 // FileSpec is one file of a target read and compiled, before it joins a
-// plan: site indexes and cookies are counted from its own start.
+// plan: site indexes and cookies are counted from its own start. It owns
+// the open file it was read from until Append hands that to the plan;
+// a FileSpec that is not appended must be closed with Close.
 type FileSpec struct {
 	File        File
 	Sites       []Site
 	Attachments []Attachment
 	// Locations counts the file's locations per probe id.
 	Locations map[int]int
+
+	open *os.File
+}
+
+// Close closes the file of a FileSpec that was not appended.
+func (spec *FileSpec) Close() error {
+	if spec.open == nil {
+		return nil
+	}
+	err := spec.open.Close()
+	spec.open = nil
+	return err
 }
 
 // ReadFile reads one more file of target ti (a container's file, an
 // upgraded file) and compiles its sites, without changing the plan: it may
-// run beside users of the plan. Append adds the result.
-func (plan *Plan) ReadFile(ti int, c Candidate) (spec *FileSpec, err error) {
+// run beside users of the plan. Append adds the result. It takes c, and
+// closes it on error.
+func (plan *Plan) ReadFile(ti int, c Candidate) (*FileSpec, error) {
 	return plan.ReadFileContext(context.Background(), ti, c)
 }
 
@@ -546,14 +623,15 @@ func (plan *Plan) ReadFile(ti int, c Candidate) (spec *FileSpec, err error) {
 // with ctx.
 func (plan *Plan) ReadFileContext(ctx context.Context, ti int, c Candidate) (spec *FileSpec, err error) {
 	if ti < 0 || ti >= len(plan.defs) {
+		c.Close()
 		return nil, fmt.Errorf("no target %d", ti)
 	}
 	opts := plan.opts
 	opts.Context = ctx
 	err = safely(c.Path, func() (err error) {
 		var fl *file
-		if fl, err = openFile(c.Path, opts); err != nil {
-			return err
+		if fl, err = openFile(c, opts); err != nil {
+			return err // it closed c
 		}
 		spec, err = plan.readFile(ti, c, fl)
 		return err
@@ -562,10 +640,11 @@ func (plan *Plan) ReadFileContext(ctx context.Context, ti int, c Candidate) (spe
 }
 
 // readFile reads candidate c of target ti, through fl when it is open
-// already (it is closed either way).
+// already. It takes both: the FileSpec keeps the open file, the rest is
+// closed.
 func (plan *Plan) readFile(ti int, c Candidate, fl *file) (_ *FileSpec, err error) {
 	if fl == nil {
-		if fl, err = openFile(c.Path, plan.opts); err != nil {
+		if fl, err = openFile(c, plan.opts); err != nil {
 			return nil, err
 		}
 	}
@@ -577,7 +656,7 @@ func (plan *Plan) readFile(ti int, c Candidate, fl *file) (_ *FileSpec, err erro
 		File: File{
 			Target: ti, Path: c.Path, SeenAs: c.SeenAs, ID: fl.id, Executable: fl.executable(), Arch: fl.arch,
 			Go: fl.isGo, GoVersion: fl.goVersion, GoIDOffset: fl.goIDOff,
-			BuildID: fl.buildID, GoBuildID: fl.goBuildID, ThroughRoot: c.Path != c.SeenAs,
+			BuildID: fl.buildID, GoBuildID: fl.goBuildID, ThroughRoot: c.ThroughRoot,
 		},
 		Locations: map[int]int{},
 	}
@@ -647,14 +726,22 @@ func (plan *Plan) readFile(ti int, c Candidate, fl *file) (_ *FileSpec, err erro
 	if max := plan.opts.maxSitesPerFile(); len(spec.Attachments) > max {
 		return nil, fmt.Errorf("target %s: %s: %d probe locations, over max_sites_per_file (%d): %w", t.Path, c.Path, len(spec.Attachments), max, ErrTooManySites)
 	}
+	spec.open = fl.release()
 	return spec, nil
 }
 
 // Append adds a file read by ReadFile to the plan and returns its index:
 // its sites get the next site ids and its attachments the cookies that
-// select them. Only the plan's owner may call it.
+// select them. The plan takes the spec's open file (see TakeFile). Only
+// the plan's owner may call it.
 func (plan *Plan) Append(spec *FileSpec) int {
 	fi := len(plan.Files)
+	if spec.open != nil {
+		if plan.open == nil {
+			plan.open = map[int]*os.File{}
+		}
+		plan.open[fi], spec.open = spec.open, nil
+	}
 	f := spec.File
 	f.Sites = Range{len(plan.Sites), len(plan.Sites) + len(spec.Sites)}
 	f.Attachments = Range{len(plan.Attachments), len(plan.Attachments) + len(spec.Attachments)}

@@ -13,10 +13,22 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
 )
 
-// listLocator finds the same candidates for every target.
-type listLocator []Candidate
+// listLocator finds the same files for every target, opened anew at each
+// call (Resolve takes the Candidates).
+type listLocator []string
 
-func (l listLocator) Locate(config.Target) ([]Candidate, error) { return l, nil }
+func (l listLocator) Locate(config.Target) ([]Candidate, error) {
+	var out []Candidate
+	for _, p := range l {
+		c, err := OpenPath(p)
+		if err != nil {
+			return nil, err
+		}
+		c.SeenAs = "/app"
+		out = append(out, c)
+	}
+	return out, nil
+}
 
 // A target with several files (the host's, containers') keeps the ones it
 // can plan; each other one is left out with its reason (a type of itself,
@@ -38,16 +50,13 @@ func TestBadFileHurtsOnlyItself(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { beforePlanning = func(string) {} })
-	cand := func(p string) Candidate { return Candidate{Path: p, SeenAs: "/app", How: "test"} }
 	tg := config.Target{Path: "/app", Spans: []config.Span{{Name: "work", Function: "work", Attributes: map[string]string{"x": "$x"}}}}
 
 	for _, order := range [][]string{{selfTypedef, good, bombed, panics}, {good, selfTypedef, bombed, panics}} {
-		var cands listLocator
-		for _, p := range order {
-			cands = append(cands, cand(p))
-		}
+		cands := listLocator(order)
 		plan, err := Resolve([]config.Target{tg}, Options{Locator: cands, DebugDirs: []string{}})
 		require.NoError(t, err)
+		t.Cleanup(func() { plan.Close() })
 		require.Len(t, plan.Files, 1)
 		assert.Equal(t, good, plan.Files[0].Path)
 		assert.Len(t, plan.Sites, 2, "entry and exit of work")
@@ -62,7 +71,7 @@ func TestBadFileHurtsOnlyItself(t *testing.T) {
 		assert.Contains(t, reasons[panics].Error(), "a parser's bug")
 	}
 
-	bad := listLocator{cand(selfTypedef), cand(bombed)}
+	bad := listLocator{selfTypedef, bombed}
 	_, err = Resolve([]config.Target{tg}, Options{Locator: bad, DebugDirs: []string{}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "a typedef refers back to itself")
@@ -71,6 +80,7 @@ func TestBadFileHurtsOnlyItself(t *testing.T) {
 	tg.Optional = true
 	plan, err := Resolve([]config.Target{tg}, Options{Locator: bad, DebugDirs: []string{}})
 	require.NoError(t, err)
+	t.Cleanup(func() { plan.Close() })
 	assert.Empty(t, plan.Files)
 	assert.Len(t, plan.Unplanned, 2)
 }

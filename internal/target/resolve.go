@@ -6,6 +6,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"sort"
@@ -19,9 +20,9 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/otel-uprobe/uprobereceiver/internal/gobin"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
+	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
-	"golang.org/x/sys/unix"
 )
 
 // function is one function symbol of a traced file.
@@ -35,7 +36,9 @@ type function struct {
 // goes through raw, so that the plan describes exactly the file identified
 // by id.
 type file struct {
-	path      string
+	path      string      // for messages only
+	seenAs    string      // its path inside root
+	root      *procfs.Dir // the tree it was found in (a container's root), nil for the collector's view
 	opts      Options
 	raw       *os.File
 	id        FileID
@@ -62,35 +65,6 @@ type file struct {
 	dbgDone bool
 }
 
-// openRegular opens path for reading, refusing anything that is not a
-// regular file before it could block (a FIFO) or read a device, and returns
-// the file with its identity as the open descriptor sees it.
-func openRegular(path string) (*os.File, FileID, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, FileID{}, errors.New("no such file")
-		}
-		return nil, FileID{}, readError(err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, FileID{}, fmt.Errorf("not a regular file (%s)", fileKind(st.Mode()))
-	}
-	// O_NONBLOCK: should the path turn into a FIFO after the check, open
-	// must not wait for a writer.
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
-	if err != nil {
-		return nil, FileID{}, readError(&fs.PathError{Op: "open", Path: path, Err: err})
-	}
-	raw := os.NewFile(uintptr(fd), path)
-	id, err := StatFileID(raw)
-	if err != nil {
-		raw.Close()
-		return nil, FileID{}, err
-	}
-	return raw, id, nil
-}
-
 // readError explains an error opening or reading a traced file.
 func readError(err error) error {
 	if errors.Is(err, fs.ErrPermission) {
@@ -99,38 +73,31 @@ func readError(err error) error {
 	return err
 }
 
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeDir != 0:
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	}
-	return m.Type().String()
-}
-
 // beforePlanning is called with the path of every file openFile opens; a
 // test makes it panic, as a parser's bug would.
 var beforePlanning = func(path string) {}
 
-func openFile(path string, opts Options) (_ *file, err error) {
-	beforePlanning(path)
-	raw, id, err := openRegular(path)
+// openFile reads the ELF file of candidate c, from its open file. It takes
+// c: the file owns c's file and root from then on, and closes them on
+// error.
+func openFile(c Candidate, opts Options) (_ *file, err error) {
+	beforePlanning(c.Path)
+	path, raw := c.Path, c.File
+	if raw == nil {
+		c.Close()
+		return nil, fmt.Errorf("target %s: the file is not open", path)
+	}
+	id, err := StatFileID(raw)
 	if err != nil {
+		c.Close()
 		return nil, fmt.Errorf("target %s: %w", path, err)
 	}
-	f, err := elf.NewFile(raw)
+	f, err := elf.NewFile(io.NewSectionReader(raw, 0, id.Size))
 	if err != nil {
-		raw.Close()
+		c.Close()
 		return nil, fmt.Errorf("target %s: not an ELF file (%v)", path, err)
 	}
-	fl := &file{path: path, opts: opts, raw: raw, id: id, elf: f, decoded: map[uint64][]insn.Inst{}}
+	fl := &file{path: path, seenAs: c.SeenAs, root: c.Root, opts: opts, raw: raw, id: id, elf: f, decoded: map[uint64][]insn.Inst{}}
 	defer func() {
 		if err != nil {
 			fl.close()
@@ -202,7 +169,31 @@ func (fl *file) close() {
 		fl.dbg.Close()
 	}
 	fl.elf.Close()
-	fl.raw.Close()
+	if fl.raw != nil {
+		fl.raw.Close()
+	}
+	if fl.root != nil {
+		fl.root.Close()
+		fl.root = nil
+	}
+}
+
+// release takes the open file out of fl, for the plan to hold: close then
+// leaves it open.
+func (fl *file) release() *os.File {
+	raw := fl.raw
+	fl.raw = nil
+	return raw
+}
+
+// debugOptions say where the file's debug files are looked for: inside
+// the tree it was found in, and on the host by build id only.
+func (fl *file) debugOptions(withDebuginfod bool) debuginfo.Options {
+	o := debuginfo.Options{DebugDirs: fl.opts.DebugDirs, Root: fl.root, SeenAs: fl.seenAs, MaxBytes: fl.opts.MaxDebuginfoBytes}
+	if withDebuginfod {
+		o.Debuginfod = fl.opts.Debuginfod
+	}
+	return o
 }
 
 // debug returns the file's debuginfo, opened on the first call: from the
@@ -211,8 +202,7 @@ func (fl *file) close() {
 func (fl *file) debug() (*debuginfo.File, error) {
 	if !fl.dbgDone {
 		fl.dbgDone = true
-		fl.dbg, fl.dbgErr = debuginfo.OpenELF(fl.opts.context(), fl.path, fl.elf,
-			debuginfo.Options{DebugDirs: fl.opts.DebugDirs, Debuginfod: fl.opts.Debuginfod, MaxBytes: fl.opts.MaxDebuginfoBytes})
+		fl.dbg, fl.dbgErr = debuginfo.OpenELF(fl.opts.context(), fl.path, fl.elf, fl.debugOptions(true))
 		if fl.dbgErr != nil {
 			fl.dbgErr = fmt.Errorf("reading debuginfo: %w", fl.dbgErr)
 		}
@@ -242,7 +232,7 @@ func (fl *file) readFunctions() error {
 		if fl.elf.SectionByType(elf.SHT_SYMTAB) != nil {
 			return nil, nil // its own .symtab, read above
 		}
-		syms, err := debuginfo.DebugSymbols(fl.opts.context(), fl.path, fl.elf, debuginfo.Options{DebugDirs: fl.opts.DebugDirs, MaxBytes: fl.opts.MaxDebuginfoBytes})
+		syms, err := debuginfo.DebugSymbols(fl.opts.context(), fl.path, fl.elf, fl.debugOptions(false))
 		if err != nil {
 			return nil, nil // names say what is wrong with the debug file, if they are asked for
 		}

@@ -159,6 +159,9 @@ type fileLinks struct {
 	// fh is the file held open with Options.ProbeControl, to attach its
 	// probes again to this very file whatever its path names now.
 	fh *os.File
+	// attached is the identity of the descriptor the kernel was last
+	// given (/proc/self/fd/N), zero before.
+	attached target.FileID
 }
 
 // allProbes is the key of fileLinks.byProbe without Options.ProbeControl.
@@ -333,6 +336,18 @@ func (t *Tracer) AttachFile(fi int) error {
 		return errors.Join(&AttachError{Failures: failures}, t.detachFile(fi))
 	}
 	return nil
+}
+
+// AttachedFileID returns the identity (fstat) of the descriptor file fi
+// of the plan was attached through, and whether it is attached.
+func (t *Tracer) AttachedFileID(fi int) (target.FileID, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	fl := t.files[fi]
+	if fl == nil || fl.attached == (target.FileID{}) {
+		return target.FileID{}, false
+	}
+	return fl.attached, true
 }
 
 // DetachFile detaches every location of a file: the kernel lowers its
@@ -609,20 +624,18 @@ var ErrDetached = errors.New("the tracer is detached: it attaches nothing more")
 // not apply to it. Resolve the targets again.
 var ErrFileChanged = errors.New("the file changed after it was read: its plan does not apply to it")
 
-// openFile opens file fi of the plan for attaching and checks it is the
-// very file the plan was read from. The kernel is then given the path of
-// the open descriptor (/proc/self/fd/N), so that it attaches exactly that
-// file whatever happens at the path meanwhile.
+// openFile takes the open file the plan read file fi from (Plan.TakeFile:
+// the file the locator opened once inside its root, never reopened by
+// path) and checks it is still as it was read (not written in place
+// since). The kernel is then given the path of that descriptor
+// (/proc/self/fd/N), so that it attaches exactly that file whatever
+// happens at its path meanwhile. The caller owns the file.
 func (t *Tracer) openFile(fi int) (*os.File, error) {
 	tf := t.plan.Files[fi]
-	fd, err := unix.Open(tf.Path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
-	if err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return nil, fmt.Errorf("%w (it is gone)", ErrFileChanged)
-		}
-		return nil, fmt.Errorf("opening %s: %w", tf.Path, err)
+	f := t.plan.TakeFile(fi)
+	if f == nil {
+		return nil, fmt.Errorf("attaching %s: the plan holds no open file for it (taken already, or the plan was closed)", tf.Path)
 	}
-	f := os.NewFile(uintptr(fd), tf.Path)
 	if err := checkFile(f, tf.ID); err != nil {
 		f.Close()
 		return nil, err
@@ -646,6 +659,9 @@ func checkFile(f *os.File, want target.FileID) error {
 func (t *Tracer) attachFile(fi int) []AttachFailure {
 	f := t.plan.Files[fi]
 	if f.Attachments.End == f.Attachments.Start {
+		if fh := t.plan.TakeFile(fi); fh != nil {
+			fh.Close() // nothing to attach: the descriptor is not kept
+		}
 		return nil
 	}
 	fl := t.files[fi]
@@ -706,6 +722,7 @@ func (t *Tracer) attach(fl *fileLinks, keep func(target.Attachment) bool) []Atta
 	err := checkFile(fl.fh, fl.id)
 	var ex *link.Executable
 	if err == nil {
+		fl.attached = fl.id
 		ex, err = link.OpenExecutable(fmt.Sprintf("/proc/self/fd/%d", fl.fh.Fd()))
 	}
 	if err != nil {
