@@ -10,6 +10,7 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
+	"github.com/otel-uprobe/uprobereceiver/internal/target"
 	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadata"
 )
 
@@ -53,6 +54,19 @@ type Config struct {
 	// what a hit costs at Start and duty-cycles the costliest probes when
 	// their estimated cost goes over it.
 	OverheadBudget float64 `mapstructure:"overhead_budget"`
+	// MaxDebuginfoBytes bounds the memory reading one traced file may
+	// take: its debug sections once decompressed (each read once),
+	// together, what is decoded from them (functions, types), and its
+	// other compressed sections and symbol tables. A file over it (a
+	// compressed-section bomb, a million nested types) is left out with a
+	// warning, and the other files are traced.
+	MaxDebuginfoBytes int64 `mapstructure:"max_debuginfo_bytes"`
+	// MaxSitesPerProbe bounds the locations one probe may have in one
+	// file; MaxSitesPerFile the distinct USDT sites of a file (copies of
+	// one note are one site) and the locations attached in it. A file
+	// over either is left out with a warning naming the setting.
+	MaxSitesPerProbe int `mapstructure:"max_sites_per_probe"`
+	MaxSitesPerFile  int `mapstructure:"max_sites_per_file"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -72,8 +86,18 @@ const (
 	minOverheadBudget = 0.001
 )
 
+// Bounds of the per-file limits.
+const (
+	minDebuginfoBytes = 1 << 20
+	maxDebuginfoBytes = 4 << 30
+	maxSitesLimit     = 1 << 20
+)
+
 func createDefaultConfig() *Config {
 	return &Config{
+		MaxDebuginfoBytes:    debuginfo.DefaultMaxBytes,
+		MaxSitesPerProbe:     target.DefaultMaxSitesPerProbe,
+		MaxSitesPerFile:      target.DefaultMaxSitesPerFile,
 		MetricsBuilderConfig: metadata.DefaultMetricsBuilderConfig(),
 		FlushInterval:        defaultFlushInterval,
 		CollectionInterval:   defaultCollectionInterval,
@@ -105,6 +129,15 @@ func (c *Config) Validate() error {
 	}
 	if b := c.OverheadBudget; math.IsNaN(b) || b < 0 || b > maxOverheadBudget || b > 0 && b < minOverheadBudget {
 		errs = append(errs, fmt.Errorf("overhead_budget %v: want 0 (none) or a fraction of a CPU from %v to %d", b, minOverheadBudget, maxOverheadBudget))
+	}
+	if c.MaxDebuginfoBytes < minDebuginfoBytes || c.MaxDebuginfoBytes > maxDebuginfoBytes {
+		errs = append(errs, fmt.Errorf("max_debuginfo_bytes %d: want %d (1 MiB) to %d (4 GiB)", c.MaxDebuginfoBytes, minDebuginfoBytes, int64(maxDebuginfoBytes)))
+	}
+	if c.MaxSitesPerProbe < 1 || c.MaxSitesPerProbe > maxSitesLimit {
+		errs = append(errs, fmt.Errorf("max_sites_per_probe %d: want 1 to %d", c.MaxSitesPerProbe, maxSitesLimit))
+	}
+	if c.MaxSitesPerFile < 1 || c.MaxSitesPerFile > maxSitesLimit {
+		errs = append(errs, fmt.Errorf("max_sites_per_file %d: want 1 to %d", c.MaxSitesPerFile, maxSitesLimit))
 	}
 	for i, d := range c.DebugDirectories {
 		if !filepath.IsAbs(d) {

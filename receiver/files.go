@@ -59,13 +59,20 @@ type fileWatcher struct {
 	changes  chan fileChange
 	notify   func()   // after a change is sent; nil for none
 	requests chan int // pids that execed
+	// leftOut says a file could not be read or planned (nil: only logged).
+	leftOut func(ti int, c target.Candidate, err error)
 
 	ownMounts uint64 // the collector's mount namespace, 0 if unknown
 	ownRoot   string // and its root directory as /proc shows it
 
-	known    map[int]map[procfs.FileID]bool // per target, files attached or refused
-	current  map[string]procfs.FileID       // SeenAs path → file attached for it
-	replaced map[procfs.FileID]string       // files replaced at their path
+	known map[int]map[procfs.FileID]bool // per target, files attached or refused
+	// failed holds, per target, the files that could not be read or
+	// planned, with their size and modification time: one is read again
+	// only once it changed (it may have been half written), not at every
+	// exec of a process that has it.
+	failed   map[int]map[target.FileID]bool
+	current  map[string]procfs.FileID // SeenAs path → file attached for it
+	replaced map[procfs.FileID]string // files replaced at their path
 	// stamps holds the identity (with size and modification time) of
 	// each attached host file, by path, and its target: a file written in
 	// place keeps its inode, and only these say it changed.
@@ -90,6 +97,7 @@ func newFileWatcher(log *zap.Logger, plan *target.Plan, targets []config.Target,
 		changes:  make(chan fileChange, 64),
 		requests: make(chan int, maxFileRequests),
 		known:    map[int]map[procfs.FileID]bool{},
+		failed:   map[int]map[target.FileID]bool{},
 		current:  map[string]procfs.FileID{},
 		replaced: map[procfs.FileID]string{},
 		stamps:   map[string]fileStamp{},
@@ -102,6 +110,7 @@ func newFileWatcher(log *zap.Logger, plan *target.Plan, targets []config.Target,
 	w.matchers = make([]*procfs.Matcher, len(targets))
 	for ti, t := range targets {
 		w.known[ti] = map[procfs.FileID]bool{}
+		w.failed[ti] = map[target.FileID]bool{}
 		if t.Process != nil {
 			w.matchers[ti], _ = t.Process.Compile() // valid: Start compiled it
 		}
@@ -349,19 +358,34 @@ func (w *fileWatcher) consider(ctx context.Context, ti int, c target.Candidate) 
 		c.Close()
 		return
 	}
+	full := c.ID // with its size and modification time
+	if w.failed[ti][full] {
+		c.Close()
+		return // the same contents failed already
+	}
 	w.known[ti][id] = true
 	thisDir := filepath.Dir(c.SeenAs)
 	throughRoot := c.ThroughRoot
-	spec, err := w.plan.ReadFile(ti, c)
+	readCtx, cancel := context.WithTimeout(ctx, debuginfodFileBound)
+	spec, err := w.plan.ReadFileContext(readCtx, ti, c)
+	cancel()
 	switch {
 	case errors.Is(err, target.ErrBuildIDMismatch):
 		w.log.Warn("File not attached: another build than the target's build_id", zap.String("path", c.Path), zap.Error(err))
 		w.send(ctx, fileChange{how: "refused"})
 		return
 	case err != nil:
-		w.log.Warn("File not attached", zap.String("path", c.Path), zap.String("found", c.How), zap.Error(err))
+		if w.leftOut != nil {
+			w.leftOut(ti, c, err)
+		} else {
+			w.log.Warn("File not attached", zap.String("path", c.Path), zap.String("found", c.How), zap.Error(err))
+		}
 		w.send(ctx, fileChange{how: "failed"})
 		delete(w.known[ti], id) // read again at its next change: it may be half written
+		if len(w.failed[ti]) >= maxFileRequests {
+			clear(w.failed[ti])
+		}
+		w.failed[ti][full] = true
 		return
 	}
 	w.stamp(spec.File)

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -88,6 +89,12 @@ type uprobeReceiver struct {
 	budget      *overheadBudget // nil without overhead_budget
 	wakeups     int             // times the drain goroutine woke, for tests
 	detached    bool            // Shutdown detached the probes: no file is attached any more
+	// unplanned counts the files left out (at Start or found later), for
+	// tests; restatus says the last status event (a file left out at
+	// Start) is reported again once the collector has reported the
+	// component started.
+	unplanned atomic.Int64
+	restatus  *componentstatus.Event
 }
 
 func newReceiver(cfg *Config, set receiver.Settings, onDone func()) (*uprobeReceiver, error) {
@@ -127,6 +134,16 @@ func (r *uprobeReceiver) Start(_ context.Context, host component.Host) error {
 // changed between reading and attaching it.
 const maxResolves = 3
 
+// debuginfodStartBound bounds the time Start waits for debuginfod, all
+// downloads together; debuginfodFileBound the time the file watcher
+// waits for the downloads of one file. A build id whose download failed
+// (or was cut short by these bounds) is not asked for again for 10
+// minutes, even across restarts (debuginfo.Debuginfod.NegativeTTL).
+const (
+	debuginfodStartBound = 30 * time.Second
+	debuginfodFileBound  = 30 * time.Second
+)
+
 func (r *uprobeReceiver) start() error {
 	log := r.set.Logger
 	var (
@@ -149,6 +166,14 @@ func (r *uprobeReceiver) start() error {
 	if err != nil {
 		return err
 	}
+	if debuginfod != nil {
+		debuginfod.MaxBytes = r.cfg.MaxDebuginfoBytes
+	}
+	// Downloads from debuginfod hold Start at most this long in all: past
+	// it, the files still waiting for one are read without (their names
+	// fail, and they are left out or fail Start with that reason).
+	downloads, cancelDownloads := context.WithTimeout(context.Background(), debuginfodStartBound)
+	defer cancelDownloads()
 	locator := target.HostLocator{}
 	// Every exec is looked at for targets' files (containers of new images,
 	// optional targets), unless every target is one process.
@@ -159,8 +184,12 @@ func (r *uprobeReceiver) start() error {
 		plan, err = target.Resolve(r.cfg.Targets, target.Options{
 			OptimizedUprobes: tracer.HaveOptimizedUprobes(), ARM64StepsNop: tracer.ARM64StepsNop(),
 			Arch: tracer.Arch(), Locator: locator,
-			DebugDirs:  r.cfg.DebugDirectories,
-			Debuginfod: debuginfod,
+			DebugDirs:         r.cfg.DebugDirectories,
+			Debuginfod:        debuginfod,
+			MaxDebuginfoBytes: r.cfg.MaxDebuginfoBytes,
+			MaxSitesPerProbe:  r.cfg.MaxSitesPerProbe,
+			MaxSitesPerFile:   r.cfg.MaxSitesPerFile,
+			Context:           downloads,
 		})
 		if err != nil {
 			return fmt.Errorf("resolving targets: %w", err)
@@ -255,10 +284,21 @@ func (r *uprobeReceiver) start() error {
 	}
 	r.reportLocations(plan, 1)
 	r.reportFiles(plan)
+	for _, u := range plan.Unplanned {
+		r.leftOut(context.Background(), plan.Targets[u.Target].Path, u.Candidate, u.Err)
+	}
+	if len(plan.Unplanned) > 0 {
+		// The collector reports the component OK once Start returns: a
+		// file left out at Start is said again at the first collection.
+		r.restatus = r.hosts.lastEvent()
+	}
 	log.Info("Probes attached", zap.Int("targets", len(plan.Targets)), zap.Int("files", len(plan.Files)),
 		zap.Int("probes", len(plan.Probes)), zap.Int("spans", len(plan.Spans)), zap.Int("locations", len(plan.Attachments)))
 	r.watcher = newFileWatcher(log, plan, r.cfg.Targets, locator)
 	r.watcher.notify = tr.Interrupt // the drain goroutine may be asleep
+	r.watcher.leftOut = func(ti int, c target.Candidate, err error) {
+		r.leftOut(context.Background(), r.cfg.Targets[ti].Path, c, err)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
@@ -670,6 +710,13 @@ func (s *statusHosts) add(h component.Host) {
 	}
 }
 
+// lastEvent returns the last status reported, nil for none.
+func (s *statusHosts) lastEvent() *componentstatus.Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
+}
+
 func (s *statusHosts) report(ev *componentstatus.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -681,6 +728,10 @@ func (s *statusHosts) report(ev *componentstatus.Event) {
 
 // collect reads the kernel's counters once and emits them.
 func (r *uprobeReceiver) collect(ctx context.Context) {
+	if ev := r.restatus; ev != nil {
+		r.restatus = nil
+		r.hosts.report(ev)
+	}
 	st, err := r.tracer.Stats()
 	if err != nil {
 		r.set.Logger.Warn("Reading probe counters", zap.Error(err))

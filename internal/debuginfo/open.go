@@ -23,10 +23,6 @@ import (
 // DefaultDebugDir is where distributions install separate debug files.
 const DefaultDebugDir = "/usr/lib/debug"
 
-// DefaultMaxSectionBytes bounds the size of one debug section, after
-// decompression, that Open reads into memory.
-const DefaultMaxSectionBytes = 1 << 30
-
 // DefaultMaxDebugFileBytes bounds the size of a separate debug file Open
 // reads (a .gnu_debuglink candidate's CRC32 is computed over all of it,
 // which takes about a second per GiB).
@@ -43,9 +39,10 @@ type Options struct {
 	// local one is found. NewDebuginfodFromEnv builds one from
 	// DEBUGINFOD_URLS.
 	Debuginfod *Debuginfod
-	// MaxSectionBytes bounds one decompressed debug section;
-	// 0 means DefaultMaxSectionBytes.
-	MaxSectionBytes int64
+	// MaxBytes bounds the memory the file's debuginfo may take: its debug
+	// sections after decompression, together, and what is decoded from
+	// them; 0 means DefaultMaxBytes.
+	MaxBytes int64
 	// MaxDebugFileBytes bounds the size of a separate debug file; a
 	// larger one is refused with a sentence. 0 means
 	// DefaultMaxDebugFileBytes.
@@ -63,6 +60,14 @@ type Options struct {
 	// view when Root is nil; "" means the path given to Open or OpenELF):
 	// the .gnu_debuglink candidates are next to the file it leads to.
 	SeenAs string
+}
+
+// maxBytes returns MaxBytes or its default.
+func (o Options) maxBytes() int64 {
+	if o.MaxBytes <= 0 {
+		return DefaultMaxBytes
+	}
+	return o.MaxBytes
 }
 
 // SourceKind says where a file's DWARF came from.
@@ -121,6 +126,11 @@ type File struct {
 	data     *dwarf.Data
 	sections sections
 	units    []unit
+	budget   budget
+	types    *typeReader
+	// lineTables holds, by line program offset, the unit whose file list
+	// was read for it.
+	lineTables map[int64]*compUnit
 
 	once    sync.Once
 	idx     *index
@@ -133,7 +143,7 @@ type File struct {
 // sections are the raw (decompressed) debug sections the package decodes
 // itself; debug/dwarf keeps its copies private.
 type sections struct {
-	info, loc, loclists, addr, debugFrame, ehFrame []byte
+	info, loc, loclists, addr, line, debugFrame, ehFrame []byte
 	// ehFrameAddr is the virtual address of .eh_frame (for pc-relative
 	// pointers); debugFrame has none.
 	ehFrameAddr uint64
@@ -193,7 +203,7 @@ func OpenELF(ctx context.Context, path string, exe *elf.File, opts Options) (*Fi
 // returns no symbols and no error when exe carries its own debuginfo or
 // no debug file of exe is found.
 func DebugSymbols(ctx context.Context, path string, exe *elf.File, opts Options) ([]elf.Symbol, error) {
-	f := &File{Path: path, DebugPath: path, exe: exe, order: exe.ByteOrder, Type: exe.Type}
+	f := &File{Path: path, DebugPath: path, exe: exe, order: exe.ByteOrder, Type: exe.Type, budget: budget{limit: opts.maxBytes()}}
 	id, err := BuildID(exe)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -235,10 +245,7 @@ func (f *File) init(ctx context.Context, opts Options) error {
 		return fmt.Errorf("%s: %w", f.Path, err)
 	}
 	f.BuildID = hex.EncodeToString(id)
-	maxBytes := opts.MaxSectionBytes
-	if maxBytes <= 0 {
-		maxBytes = DefaultMaxSectionBytes
-	}
+	f.budget = budget{limit: opts.maxBytes()}
 
 	dbg, src, looked, err := f.findDebug(ctx, opts)
 	if err != nil {
@@ -252,47 +259,54 @@ func (f *File) init(ctx context.Context, opts Options) error {
 		f.closers = append(f.closers, dbg)
 	}
 
-	if err := checkSectionSizes(dbg, maxBytes); err != nil {
-		return fmt.Errorf("%s: %w", f.DebugPath, err)
+	// Every section is read once, after their declared sizes together
+	// were checked against the budget: debug/elf's DWARF() would
+	// decompress every .debug_ section there is, with no bound.
+	raw := map[string]*[]byte{}
+	var loads []sectionLoad
+	add := func(ef *elf.File, name string, dst *[]byte) *elf.Section {
+		s := sectionOf(ef, name)
+		if s != nil {
+			loads = append(loads, sectionLoad{sec: s, size: declaredSize(s), dst: dst})
+		}
+		return s
 	}
-	if f.data, err = dbg.DWARF(); err != nil {
-		return fmt.Errorf("reading DWARF of %s: %w", f.DebugPath, err)
-	}
-	read := func(ef *elf.File, name string) ([]byte, *elf.Section, error) {
-		return sectionData(ef, name, maxBytes)
-	}
-	if f.sections.info, _, err = read(dbg, ".debug_info"); err != nil {
-		return err
-	}
-	if f.sections.loc, _, err = read(dbg, ".debug_loc"); err != nil {
-		return err
-	}
-	if f.sections.loclists, _, err = read(dbg, ".debug_loclists"); err != nil {
-		return err
-	}
-	if f.sections.addr, _, err = read(dbg, ".debug_addr"); err != nil {
-		return err
+	for _, name := range dwarfSections {
+		if name != ".debug_frame" {
+			raw[name] = new([]byte)
+			add(dbg, name, raw[name])
+		}
 	}
 	// .debug_frame may be in either file; .eh_frame is loaded, so only the
 	// traced file has its contents (--only-keep-debug leaves it NOBITS).
-	if f.sections.debugFrame, _, err = read(dbg, ".debug_frame"); err != nil {
-		return err
+	if add(dbg, ".debug_frame", &f.sections.debugFrame) == nil && dbg != f.exe {
+		add(f.exe, ".debug_frame", &f.sections.debugFrame)
 	}
-	if f.sections.debugFrame == nil && dbg != f.exe {
-		if f.sections.debugFrame, _, err = read(f.exe, ".debug_frame"); err != nil {
-			return err
-		}
-	}
-	var eh *elf.Section
-	if f.sections.ehFrame, eh, err = read(f.exe, ".eh_frame"); err != nil {
-		return err
-	}
-	if eh != nil {
+	if eh := add(f.exe, ".eh_frame", &f.sections.ehFrame); eh != nil {
 		f.sections.ehFrameAddr = eh.Addr
 	}
-	if f.units, err = parseUnits(f.sections.info, f.order); err != nil {
-		return fmt.Errorf("reading DWARF of %s: %w", f.DebugPath, err)
+	// A file debuginfod served that turns out unusable leaves its cache.
+	reject := func(err error) error {
+		if f.Source == SourceDebuginfod && opts.Debuginfod != nil {
+			opts.Debuginfod.Reject(f.BuildID, err)
+		}
+		return err
 	}
+	if err := loadSections(loads, &f.budget); err != nil {
+		return reject(fmt.Errorf("%s: %w", f.DebugPath, err))
+	}
+	f.sections.info = *raw[".debug_info"]
+	f.sections.loc = *raw[".debug_loc"]
+	f.sections.loclists = *raw[".debug_loclists"]
+	f.sections.addr = *raw[".debug_addr"]
+	f.sections.line = *raw[".debug_line"]
+	if f.units, err = parseUnits(f.sections.info, f.order, &f.budget); err != nil {
+		return reject(fmt.Errorf("reading DWARF of %s: %w", f.DebugPath, err))
+	}
+	if f.data, err = newDWARF(raw, f.units, f.order, &f.budget); err != nil {
+		return reject(fmt.Errorf("reading DWARF of %s: %w", f.DebugPath, err))
+	}
+	f.types = newTypeReader(f.data, &f.budget)
 	return nil
 }
 
@@ -303,6 +317,16 @@ func (f *File) noDebugHint() string {
 	}
 	return ": install the package's debug symbols, set DEBUGINFOD_URLS, or build with -g"
 }
+
+// HasDWARF reports whether ef carries its own DWARF (.debug_info with
+// contents).
+func HasDWARF(ef *elf.File) bool { return hasDWARF(ef) }
+
+// DWARF returns the file's DWARF as debug/dwarf reads it, for readers of
+// DIEs (not of types, which File reads itself: debug/dwarf's Type
+// recurses without bound). Iterate with bounded depth, and never call
+// dwarf.Reader.SkipChildren, which recurses as deep as the DIEs nest.
+func (f *File) DWARF() *dwarf.Data { return f.data }
 
 // hasDWARF reports whether ef carries .debug_info with contents.
 func hasDWARF(ef *elf.File) bool {
@@ -412,8 +436,13 @@ func (f *File) findDebug(ctx context.Context, opts Options) (*elf.File, SourceKi
 			rejected = append(rejected, err)
 		} else {
 			looked = looked[:len(looked)-1] // try names the cached file
+			failed := len(rejected)
 			if ef := try(host, p, 0, false); ef != nil {
 				return ef, SourceDebuginfod, nil, nil
+			}
+			if len(rejected) > failed {
+				// The cached file is unusable: it leaves the cache.
+				opts.Debuginfod.Reject(f.BuildID, rejected[len(rejected)-1])
 			}
 		}
 	}
@@ -455,6 +484,9 @@ func (f *File) openDebug(tree *procfs.Dir, name string, crc uint32, checkCRC boo
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("opening debug file %s: %w", display, err), fh.Close())
 	}
+	if err := CheckELF(ef, f.budget.limit); err != nil {
+		return nil, errors.Join(fmt.Errorf("debug file %s: %w", display, err), fh.Close())
+	}
 	id, err := BuildID(ef)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("debug file %s: %w", display, err), fh.Close())
@@ -478,7 +510,9 @@ func (f *File) openDebug(tree *procfs.Dir, name string, crc uint32, checkCRC boo
 func BuildID(ef *elf.File) ([]byte, error) {
 	var datas [][]byte
 	for _, s := range ef.Sections {
-		if s.Type == elf.SHT_NOTE {
+		// A build id note is never compressed; a compressed note section
+		// is not decompressed to look for one.
+		if s.Type == elf.SHT_NOTE && !compressed(s) && s.Size < 1<<20 {
 			b, err := s.Data()
 			if err != nil {
 				return nil, fmt.Errorf("reading %s: %w", s.Name, err)
@@ -569,53 +603,4 @@ func parseDebuglink(b []byte, order binary.ByteOrder) (string, uint32, error) {
 		return "", 0, fmt.Errorf("reading .gnu_debuglink: no crc32: %w", ErrMalformed)
 	}
 	return name, order.Uint32(b[off:]), nil
-}
-
-// checkSectionSizes refuses debug sections whose decompressed size is over
-// maxBytes before anything decompresses them: SHF_COMPRESSED sections give
-// it in their header (debug/elf's Size), legacy .zdebug ones after "ZLIB".
-func checkSectionSizes(ef *elf.File, maxBytes int64) error {
-	for _, s := range ef.Sections {
-		if s.Type == elf.SHT_NOBITS {
-			continue
-		}
-		size := s.Size
-		switch {
-		case strings.HasPrefix(s.Name, ".zdebug_") && s.ReaderAt != nil:
-			var hdr [12]byte
-			if _, err := s.ReadAt(hdr[:], 0); err == nil && string(hdr[:4]) == "ZLIB" {
-				size = binary.BigEndian.Uint64(hdr[4:])
-			}
-		case strings.HasPrefix(s.Name, ".debug_"):
-		default:
-			continue
-		}
-		if size > uint64(maxBytes) {
-			return fmt.Errorf("section %s: %d bytes, over the %d-byte limit", s.Name, size, maxBytes)
-		}
-	}
-	return nil
-}
-
-// sectionData returns the decompressed contents of the named section of
-// ef, looking also for the legacy .zdebug_ name (zlib with a "ZLIB"
-// header; debug/elf decompresses it, and SHF_COMPRESSED zlib and zstd). It
-// returns nil when there is no such section or it has no contents in this
-// file (SHT_NOBITS).
-func sectionData(ef *elf.File, name string, maxBytes int64) ([]byte, *elf.Section, error) {
-	s := ef.Section(name)
-	if s == nil && strings.HasPrefix(name, ".debug_") {
-		s = ef.Section(".zdebug_" + name[len(".debug_"):])
-	}
-	if s == nil || s.Type == elf.SHT_NOBITS {
-		return nil, nil, nil
-	}
-	if s.Size > uint64(maxBytes) {
-		return nil, nil, fmt.Errorf("reading %s: %d bytes, over the %d-byte limit", s.Name, s.Size, maxBytes)
-	}
-	b, err := s.Data()
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading %s: %w", s.Name, err)
-	}
-	return b, s, nil
 }

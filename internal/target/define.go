@@ -1,9 +1,11 @@
 package target
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
@@ -12,6 +14,7 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
+	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
 )
 
 // Options say what the running kernel can do, as far as placing probes
@@ -44,6 +47,45 @@ type Options struct {
 	// Debuginfod, when set, fetches a debug file by build id when no local
 	// one is found (debuginfo.NewDebuginfodFromEnv reads DEBUGINFOD_URLS).
 	Debuginfod *debuginfo.Debuginfod
+	// MaxDebuginfoBytes bounds the memory one file's sections and
+	// debuginfo may take (debuginfo.Options.MaxBytes, debuginfo.CheckELF);
+	// 0 means debuginfo.DefaultMaxBytes.
+	MaxDebuginfoBytes int64
+	// MaxSitesPerProbe bounds the locations of one probe in one file, and
+	// MaxSitesPerFile the distinct USDT sites of a file and the locations
+	// attached in it; 0 means DefaultMaxSitesPerProbe and
+	// DefaultMaxSitesPerFile.
+	MaxSitesPerProbe, MaxSitesPerFile int
+	// Context ends what reading files may wait for (debuginfod downloads)
+	// in Resolve; nil means none. ReadFileContext takes its own.
+	Context context.Context
+}
+
+func (o Options) context() context.Context {
+	if o.Context == nil {
+		return context.Background()
+	}
+	return o.Context
+}
+
+// Defaults of Options' site bounds.
+const (
+	DefaultMaxSitesPerProbe = 1000
+	DefaultMaxSitesPerFile  = usdt.DefaultMaxSites
+)
+
+func (o Options) maxSitesPerProbe() int {
+	if o.MaxSitesPerProbe <= 0 {
+		return DefaultMaxSitesPerProbe
+	}
+	return o.MaxSitesPerProbe
+}
+
+func (o Options) maxSitesPerFile() int {
+	if o.MaxSitesPerFile <= 0 {
+		return DefaultMaxSitesPerFile
+	}
+	return o.MaxSitesPerFile
 }
 
 // Candidate is one file a target may trace, found and opened once: every
@@ -170,44 +212,8 @@ func Resolve(targets []config.Target, opts ...Options) (*Plan, error) {
 			tg.Chosen, tg.ChosenBit = true, uint8(chosen)
 			chosen++
 		}
-		// The first file (if any) decides what only a file can tell: the
-		// return probes of returns: auto, and whether it is a library.
-		// Every candidate is handed on once: to openFile (which closes it
-		// on error), to readFile, or closed.
-		var first *file
-		firstAt := -1
-		for ci, c := range cands {
-			fl, err := openFile(c, plan.opts)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			first, firstAt = fl, ci
-			break
-		}
-		rest := cands
-		if firstAt >= 0 {
-			rest = cands[firstAt+1:]
-		} else {
-			rest = nil
-		}
-		tg.Executable = first == nil || first.executable()
 		plan.Targets = append(plan.Targets, tg)
-		_, err = plan.define(i, t, first)
-		if err != nil {
-			errs = append(errs, err)
-			if first != nil {
-				first.close()
-			}
-			closeAll(rest)
-			continue
-		}
-		if first != nil {
-			plan.readAndAppend(i, cands[firstAt], first, &errs)
-		}
-		for _, c := range rest {
-			plan.readAndAppend(i, c, nil, &errs)
-		}
+		errs = append(errs, plan.resolveFiles(i, t, cands)...)
 	}
 	if err := errors.Join(errs...); err != nil {
 		plan.Close()
@@ -216,18 +222,151 @@ func Resolve(targets []config.Target, opts ...Options) (*Plan, error) {
 	return plan, nil
 }
 
-// readAndAppend reads candidate c of target ti (through fl when it is open
-// already) and appends it to the plan, or notes why not.
-func (plan *Plan) readAndAppend(ti int, c Candidate, fl *file, errs *[]error) {
-	spec, err := plan.readFile(ti, c, fl)
-	switch {
-	case errors.Is(err, ErrBuildIDMismatch):
-		plan.Refused = append(plan.Refused, err) // not an error at Start: the receiver says so
-	case err != nil:
-		*errs = append(*errs, err)
-	default:
-		plan.Append(spec)
+// resolveFiles defines target ti (its probes and spans) from the first of
+// its candidate files that can be read, and reads each candidate. A file
+// that cannot be read or planned (hostile or corrupt, a build without a
+// probe, a bug of a parser) is left out (Plan.Unplanned) and the others
+// are kept; the errors returned are those of a target left with no file
+// at all although it is not optional, so that a configuration mistake
+// still fails Start.
+func (plan *Plan) resolveFiles(ti int, t config.Target, cands []Candidate) []error {
+	var (
+		first    *file
+		firstAt  = -1
+		left     []Unplanned
+		done     = map[int]bool{} // candidates handed on: left out, or the first
+		leaveOut = func(ci int, c Candidate, err error) {
+			left = append(left, Unplanned{Target: ti, Candidate: c, Err: err})
+			done[ci] = true
+		}
+	)
+	// The first file that can be read and defines the target decides what
+	// only a file can tell: the functions a pattern matches, the return
+	// probes of returns: auto, and whether it is a library. Every
+	// candidate is handed on once: to openFile (which closes it on error),
+	// to readFile (which takes it), or left out with its file closed.
+	for ci, c := range cands {
+		var fl *file
+		err := safely(c.Path, func() (err error) {
+			fl, err = openFile(c, plan.opts)
+			return err
+		})
+		if err != nil {
+			leaveOut(ci, c, err)
+			continue
+		}
+		m := plan.mark()
+		plan.Targets[ti].Executable = fl.executable()
+		err = safely(c.Path, func() error {
+			_, err := plan.define(ti, t, fl)
+			return err
+		})
+		if err != nil {
+			plan.rollback(m)
+			fl.close()
+			leaveOut(ci, c, err)
+			continue
+		}
+		first, firstAt = fl, ci
+		break
 	}
+	if first == nil {
+		// No file to define it from: one that may appear later.
+		plan.Targets[ti].Executable = true
+		if _, err := plan.define(ti, t, nil); err != nil {
+			// The files' reasons, and this one unless a file said it
+			// already (a mistake of the configuration every file repeats).
+			errs := unplannedErrors(left)
+			for _, e := range errs {
+				if e.Error() == err.Error() {
+					return errs
+				}
+			}
+			return append(errs, err)
+		}
+	}
+	planned := 0
+	for ci, c := range cands {
+		if done[ci] && ci != firstAt {
+			continue
+		}
+		var fl *file
+		if ci == firstAt {
+			fl = first
+		}
+		var spec *FileSpec
+		err := safely(c.Path, func() (err error) {
+			spec, err = plan.readFile(ti, c, fl)
+			return err
+		})
+		switch {
+		case errors.Is(err, ErrBuildIDMismatch):
+			plan.Refused = append(plan.Refused, err) // not an error at Start: the receiver says so
+		case err != nil:
+			left = append(left, Unplanned{Target: ti, Candidate: c, Err: err})
+		default:
+			plan.Append(spec)
+			planned++
+		}
+	}
+	if planned == 0 && len(left) > 0 && !t.Optional {
+		return unplannedErrors(left)
+	}
+	plan.Unplanned = append(plan.Unplanned, left...)
+	return nil
+}
+
+// unplannedErrors returns the errors of files left out.
+func unplannedErrors(left []Unplanned) []error {
+	errs := make([]error, len(left))
+	for i, u := range left {
+		errs[i] = u.Err
+	}
+	return errs
+}
+
+// Unplanned is a file of a target that could not be read or planned: it
+// is left out, and the target's other files are traced.
+type Unplanned struct {
+	Target    int
+	Candidate Candidate
+	Err       error
+}
+
+// ErrPanic says reading or planning a file panicked: a bug of the
+// receiver's parsers, which leaves out that file only.
+var ErrPanic = errors.New("reading the file panicked (a bug: please report it with the file)")
+
+// safely runs fn, turning a panic into an error wrapping ErrPanic: a
+// parser's bug on one file must not stop the collector. (A stack overflow
+// cannot be recovered: the parsers bound every recursion instead.)
+func safely(path string, fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("target %s: %w: %v\n%s", path, ErrPanic, r, debug.Stack())
+		}
+	}()
+	return fn()
+}
+
+// planMark is how long the plan's lists were before a target was
+// defined, to take a failed definition back out.
+type planMark struct {
+	probes, spans, histograms, defs, notes int
+	ti                                     int
+}
+
+func (plan *Plan) mark() planMark {
+	ti := len(plan.Targets) - 1
+	return planMark{len(plan.Probes), len(plan.Spans), len(plan.Histograms), len(plan.defs), len(plan.Targets[ti].Notes), ti}
+}
+
+func (plan *Plan) rollback(m planMark) {
+	plan.Probes = plan.Probes[:m.probes]
+	plan.Spans = plan.Spans[:m.spans]
+	plan.Histograms = plan.Histograms[:m.histograms]
+	plan.defs = plan.defs[:m.defs]
+	plan.Targets[m.ti].Notes = plan.Targets[m.ti].Notes[:m.notes]
 }
 
 // targetDef is what a target's files are read against: its probes, in the
@@ -477,11 +616,27 @@ func (spec *FileSpec) Close() error {
 // run beside users of the plan. Append adds the result. It takes c, and
 // closes it on error.
 func (plan *Plan) ReadFile(ti int, c Candidate) (*FileSpec, error) {
+	return plan.ReadFileContext(context.Background(), ti, c)
+}
+
+// ReadFileContext is ReadFile whose waits (debuginfod downloads) end
+// with ctx.
+func (plan *Plan) ReadFileContext(ctx context.Context, ti int, c Candidate) (spec *FileSpec, err error) {
 	if ti < 0 || ti >= len(plan.defs) {
 		c.Close()
 		return nil, fmt.Errorf("no target %d", ti)
 	}
-	return plan.readFile(ti, c, nil)
+	opts := plan.opts
+	opts.Context = ctx
+	err = safely(c.Path, func() (err error) {
+		var fl *file
+		if fl, err = openFile(c, opts); err != nil {
+			return err // it closed c
+		}
+		spec, err = plan.readFile(ti, c, fl)
+		return err
+	})
+	return spec, err
 }
 
 // readFile reads candidate c of target ti, through fl when it is open
@@ -567,6 +722,9 @@ func (plan *Plan) readFile(ti int, c Candidate, fl *file) (_ *FileSpec, err erro
 	spec.File.DebugInfo = fl.debugSource()
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
+	}
+	if max := plan.opts.maxSitesPerFile(); len(spec.Attachments) > max {
+		return nil, fmt.Errorf("target %s: %s: %d probe locations, over max_sites_per_file (%d): %w", t.Path, c.Path, len(spec.Attachments), max, ErrTooManySites)
 	}
 	spec.open = fl.release()
 	return spec, nil

@@ -49,6 +49,10 @@ type Plan struct {
 	// Refused says which files Resolve found and did not read, and why
 	// (another build than the target's build_id).
 	Refused []error
+	// Unplanned are the files Resolve found and left out because they
+	// could not be read or planned, while the target's other files are
+	// traced (or the target is optional): see Resolve.
+	Unplanned []Unplanned
 
 	opts Options
 	defs []*targetDef // per target, what ReadFile needs

@@ -2,7 +2,7 @@ package target
 
 import (
 	"bytes"
-	"context"
+	"debug/dwarf"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -73,10 +73,15 @@ func readError(err error) error {
 	return err
 }
 
+// beforePlanning is called with the path of every file openFile opens; a
+// test makes it panic, as a parser's bug would.
+var beforePlanning = func(path string) {}
+
 // openFile reads the ELF file of candidate c, from its open file. It takes
 // c: the file owns c's file and root from then on, and closes them on
 // error.
 func openFile(c Candidate, opts Options) (_ *file, err error) {
+	beforePlanning(c.Path)
 	path, raw := c.Path, c.File
 	if raw == nil {
 		c.Close()
@@ -98,6 +103,11 @@ func openFile(c Candidate, opts Options) (_ *file, err error) {
 			fl.close()
 		}
 	}()
+	// Before anything reads a section: debug/elf decompresses whatever
+	// size a compressed section's header claims.
+	if err := debuginfo.CheckELF(f, opts.MaxDebuginfoBytes); err != nil {
+		return nil, fmt.Errorf("target %s: %w", path, err)
+	}
 	arch, archErr := regs.ArchOf(f.Machine)
 	if f.Class != elf.ELFCLASS64 || f.Data != elf.ELFDATA2LSB || archErr != nil {
 		return nil, fmt.Errorf("target %s: %s %s %s file; only x86-64 and little-endian arm64 files (ELFCLASS64, ELFDATA2LSB, EM_X86_64 or EM_AARCH64) can be traced", path, f.Class, f.Data, f.Machine)
@@ -124,7 +134,15 @@ func openFile(c Candidate, opts Options) (_ *file, err error) {
 	}
 	if isGo {
 		fl.isGo, fl.goVersion = true, info.GoVersion
-		fl.goIDOff, _ = gobin.GoIDOffset(f, info.GoVersion)
+		var d *dwarf.Data
+		if debuginfo.HasDWARF(f) {
+			// Its own DWARF, read within the file's budget and kept for
+			// names; one that cannot be read leaves the release table.
+			if dbg, err := fl.debug(); err == nil {
+				d = dbg.DWARF()
+			}
+		}
+		fl.goIDOff, _ = gobin.GoIDOffset(d, info.GoVersion)
 		fns, err := gobin.Functions(f)
 		if err != nil {
 			return nil, fmt.Errorf("target %s: reading the Go function table: %w", path, err)
@@ -135,7 +153,7 @@ func openFile(c Candidate, opts Options) (_ *file, err error) {
 			}
 		}
 	}
-	probes, err := usdt.Probes(f)
+	probes, err := usdt.ProbesWithin(f, opts.maxSitesPerFile())
 	if err != nil {
 		return nil, fmt.Errorf("target %s: reading USDT notes: %w", path, err)
 	}
@@ -171,7 +189,7 @@ func (fl *file) release() *os.File {
 // debugOptions say where the file's debug files are looked for: inside
 // the tree it was found in, and on the host by build id only.
 func (fl *file) debugOptions(withDebuginfod bool) debuginfo.Options {
-	o := debuginfo.Options{DebugDirs: fl.opts.DebugDirs, Root: fl.root, SeenAs: fl.seenAs}
+	o := debuginfo.Options{DebugDirs: fl.opts.DebugDirs, Root: fl.root, SeenAs: fl.seenAs, MaxBytes: fl.opts.MaxDebuginfoBytes}
 	if withDebuginfod {
 		o.Debuginfod = fl.opts.Debuginfod
 	}
@@ -184,7 +202,7 @@ func (fl *file) debugOptions(withDebuginfod bool) debuginfo.Options {
 func (fl *file) debug() (*debuginfo.File, error) {
 	if !fl.dbgDone {
 		fl.dbgDone = true
-		fl.dbg, fl.dbgErr = debuginfo.OpenELF(context.Background(), fl.path, fl.elf, fl.debugOptions(true))
+		fl.dbg, fl.dbgErr = debuginfo.OpenELF(fl.opts.context(), fl.path, fl.elf, fl.debugOptions(true))
 		if fl.dbgErr != nil {
 			fl.dbgErr = fmt.Errorf("reading debuginfo: %w", fl.dbgErr)
 		}
@@ -214,7 +232,7 @@ func (fl *file) readFunctions() error {
 		if fl.elf.SectionByType(elf.SHT_SYMTAB) != nil {
 			return nil, nil // its own .symtab, read above
 		}
-		syms, err := debuginfo.DebugSymbols(context.Background(), fl.path, fl.elf, fl.debugOptions(false))
+		syms, err := debuginfo.DebugSymbols(fl.opts.context(), fl.path, fl.elf, fl.debugOptions(false))
 		if err != nil {
 			return nil, nil // names say what is wrong with the debug file, if they are asked for
 		}
@@ -419,6 +437,18 @@ func addresses(fns []function) string {
 // placed in every function of its symbol's name, or only in fns when fns
 // is not nil.
 func (fl *file) locate(p config.Probe, only []function) ([]location, error) {
+	locs, err := fl.locateAll(p, only)
+	if max := fl.opts.maxSitesPerProbe(); err == nil && len(locs) > max {
+		return nil, fmt.Errorf("target %s: %s: %d locations in this file, over max_sites_per_probe (%d): %w", fl.path, p, len(locs), max, ErrTooManySites)
+	}
+	return locs, err
+}
+
+// ErrTooManySites says a probe, or a file, has more locations than
+// max_sites_per_probe or max_sites_per_file allow.
+var ErrTooManySites = errors.New("too many probe sites")
+
+func (fl *file) locateAll(p config.Probe, only []function) ([]location, error) {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("target %s: %s: "+format, append([]any{fl.path, p}, args...)...)
 	}
@@ -427,6 +457,9 @@ func (fl *file) locate(p config.Probe, only []function) ([]location, error) {
 		up, ok := fl.probes[p.Provider+":"+p.Name]
 		if !ok {
 			return nil, fl.notFound(p)
+		}
+		if max := fl.opts.maxSitesPerProbe(); len(up.Locations) > max {
+			return nil, fail("%d sites in this file, over max_sites_per_probe (%d): %w", len(up.Locations), max, ErrTooManySites)
 		}
 		locs := make([]location, len(up.Locations))
 		for i := range up.Locations {

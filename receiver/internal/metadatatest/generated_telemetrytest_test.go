@@ -56,6 +56,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ReceiverUprobeFetchErrors.Add(context.Background(), 1)
 	tb.ReceiverUprobeFileChanges.Add(context.Background(), 1)
 	tb.ReceiverUprobeFiles.Add(context.Background(), 1)
+	tb.ReceiverUprobeFilesUnplanned.Add(context.Background(), 1)
 	tb.ReceiverUprobeLocations.Add(context.Background(), 1)
 	tb.ReceiverUprobeRecordsMalformed.Add(context.Background(), 1)
 	tb.ReceiverUprobeSpansAbandoned.Add(context.Background(), 1)
@@ -93,6 +94,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverUprobeFiles(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverUprobeFilesUnplanned(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverUprobeLocations(t, testTel,
