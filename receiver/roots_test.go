@@ -3,6 +3,7 @@ package receiver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -97,10 +98,10 @@ func TestContainerSwapsItsEntryAtStart(t *testing.T) {
 	host := filepath.Join(t.TempDir(), "host-prog")
 	install(t, bin, host)
 	root := t.TempDir()
-	inside, link := filepath.Join(root, "app", "prog"), filepath.Join(root, "app", "prog.swap")
+	inside, link := filepath.Join(root, appDir, "prog"), filepath.Join(root, appDir, "prog.swap")
 	install(t, bin, inside)
 	require.NoError(t, os.Symlink(host, link))
-	testutil.StartContainer(t, root, "ready", "/app/prog")
+	testutil.StartContainer(t, root, "ready", "/"+appDir+"/prog")
 	hostID, ownID := idOf(t, host), idOf(t, inside)
 
 	var stop atomic.Bool
@@ -122,7 +123,7 @@ func TestContainerSwapsItsEntryAtStart(t *testing.T) {
 	hostFiles, ownFiles, failed := 0, 0, 0
 	for range starts {
 		cfg := createDefaultConfig()
-		cfg.Targets = []config.Target{{Path: "/app/prog", Optional: true, Counters: config.CountersOf("uprobe:four")}}
+		cfg.Targets = []config.Target{{Path: "/" + appDir + "/prog", Optional: true, Counters: config.CountersOf("uprobe:four")}}
 		s := createdBounded(t, cfg)
 		if _, err := startBounded(s); err != nil {
 			if failed++; failed == 1 {
@@ -221,27 +222,27 @@ func TestContainerDebuglinksStayInside(t *testing.T) {
 	install(t, bin, filepath.Join(hostDir, "prog")) // the host has the path too
 
 	root := t.TempDir()
-	install(t, bin, filepath.Join(root, "app", "prog"))
+	install(t, bin, filepath.Join(root, appDir, "prog"))
 	stripLinked(t, bin, filepath.Join(root, hostDir, "prog"), "secret")
-	stripLinked(t, bin, filepath.Join(root, "app", "abs"), "abs.debug")
-	require.NoError(t, os.Symlink(secret, filepath.Join(root, "app", "abs.debug")))
-	stripLinked(t, bin, filepath.Join(root, "app", "up"), "up.debug")
-	require.NoError(t, os.Symlink("../../../../../../../../.."+secret, filepath.Join(root, "app", "up.debug")))
-	stripLinked(t, bin, filepath.Join(root, "app", "zero"), "zero.debug")
-	require.NoError(t, os.Symlink("/dev/zero", filepath.Join(root, "app", "zero.debug")))
+	stripLinked(t, bin, filepath.Join(root, appDir, "abs"), "abs.debug")
+	require.NoError(t, os.Symlink(secret, filepath.Join(root, appDir, "abs.debug")))
+	stripLinked(t, bin, filepath.Join(root, appDir, "up"), "up.debug")
+	require.NoError(t, os.Symlink("../../../../../../../../.."+secret, filepath.Join(root, appDir, "up.debug")))
+	stripLinked(t, bin, filepath.Join(root, appDir, "zero"), "zero.debug")
+	require.NoError(t, os.Symlink("/dev/zero", filepath.Join(root, appDir, "zero.debug")))
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "dev"), 0o755))
 	require.NoError(t, unix.Mknod(filepath.Join(root, "dev", "zero"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 5))))
-	stripLinked(t, bin, filepath.Join(root, "app", "fifo"), "fifo.debug")
-	require.NoError(t, unix.Mkfifo(filepath.Join(root, "app", "fifo.debug"), 0o644))
-	testutil.StartContainer(t, root, "ready", "/app/prog")
+	stripLinked(t, bin, filepath.Join(root, appDir, "fifo"), "fifo.debug")
+	require.NoError(t, unix.Mkfifo(filepath.Join(root, appDir, "fifo.debug"), 0o644))
+	testutil.StartContainer(t, root, "ready", "/"+appDir+"/prog")
 	watch := watchCanaries(t, secret, debugSecret)
 
 	for _, tt := range []struct{ name, path string }{
 		{"debuglink name next to a path the host has too", filepath.Join(hostDir, "prog")},
-		{"absolute symlink to a host file", "/app/abs"},
-		{"dot-dot symlink to a host file", "/app/up"},
-		{"symlink to /dev/zero", "/app/zero"},
-		{"FIFO", "/app/fifo"},
+		{"absolute symlink to a host file", "/" + appDir + "/abs"},
+		{"dot-dot symlink to a host file", "/" + appDir + "/up"},
+		{"symlink to /dev/zero", "/" + appDir + "/zero"},
+		{"FIFO", "/" + appDir + "/fifo"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := createDefaultConfig()
@@ -272,20 +273,20 @@ func TestContainerFIFODebuglinkLeavesTheWatcherFree(t *testing.T) {
 	hostProg := filepath.Join(t.TempDir(), "prog")
 	install(t, buildHardening(t), hostProg)
 	root := t.TempDir()
-	install(t, bin, filepath.Join(root, "app", "prog"))
-	stripLinked(t, bin, filepath.Join(root, "app", "fifo"), "fifo.debug")
-	require.NoError(t, unix.Mkfifo(filepath.Join(root, "app", "fifo.debug"), 0o644))
+	install(t, bin, filepath.Join(root, appDir, "prog"))
+	stripLinked(t, bin, filepath.Join(root, appDir, "fifo"), "fifo.debug")
+	require.NoError(t, unix.Mkfifo(filepath.Join(root, appDir, "fifo.debug"), 0o644))
 
 	cfg := createDefaultConfig()
 	cfg.Targets = []config.Target{
 		{Path: hostProg, Counters: config.CountersOf("uprobe:four")},
-		{Path: "/app/fifo", Optional: true, Counters: config.CountersOf("usdt:hex:start")},
+		{Path: "/" + appDir + "/fifo", Optional: true, Counters: config.CountersOf("usdt:hex:start")},
 	}
 	s := createdBounded(t, cfg)
 	_, err := startBounded(s)
 	require.NoError(t, err)
 
-	testutil.StartContainer(t, root, "ready", "/app/prog")
+	testutil.StartContainer(t, root, "ready", "/"+appDir+"/prog")
 	assert.Eventually(t, func() bool { return fileChanges(s, "attached") == 1 }, 5*time.Second, 5*time.Millisecond,
 		"the container's file is attached without its debug file")
 	next := hostProg + ".new"
@@ -297,3 +298,8 @@ func TestContainerFIFODebuglinkLeavesTheWatcherFree(t *testing.T) {
 	t.Logf("Shutdown took %v", took)
 	require.NoError(t, err)
 }
+
+// appDir is the directory of the test containers' files, its name unique to
+// this test process: a target path is looked for in every mount namespace of
+// the host, and another package's tests may run a container at the same time.
+var appDir = fmt.Sprintf("app-%d", os.Getpid())

@@ -1,6 +1,7 @@
 package target
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -82,16 +83,16 @@ func TestContainerSwapsItsEntry(t *testing.T) {
 	host := filepath.Join(t.TempDir(), "host-prog")
 	copyTo(t, bin, host, 0o755)
 	root := t.TempDir()
-	inside := filepath.Join(root, "app", "prog")
+	inside := filepath.Join(root, appDir, "prog")
 	copyTo(t, bin, inside, 0o755)
-	require.NoError(t, os.Symlink(host, filepath.Join(root, "app", "prog.swap")))
-	ctr := testutil.StartContainer(t, root, "ready", "/app/prog")
+	require.NoError(t, os.Symlink(host, filepath.Join(root, appDir, "prog.swap")))
+	ctr := testutil.StartContainer(t, root, "ready", "/"+appDir+"/prog")
 	hostID, ownID := fileIDOf(t, host), fileIDOf(t, inside)
 
-	sw := startSwapper(t, inside, filepath.Join(root, "app", "prog.swap"))
+	sw := startSwapper(t, inside, filepath.Join(root, appDir, "prog.swap"))
 	const resolves = 500
 	hostFiles, ownFiles, failed := 0, 0, 0
-	targets := []config.Target{{Path: "/app/prog", Optional: true, Counters: config.CountersOf("uprobe:four")}}
+	targets := []config.Target{{Path: "/" + appDir + "/prog", Optional: true, Counters: config.CountersOf("uprobe:four")}}
 	for range resolves {
 		plan, err := Resolve(targets, Options{Locator: HostLocator{}})
 		if err != nil {
@@ -154,3 +155,8 @@ func TestPlanHoldsOneDescriptorPerFile(t *testing.T) {
 	require.NoError(t, plan.Close())
 	assert.Equal(t, before, openFDs(t))
 }
+
+// appDir is the directory of the test containers' files, its name unique to
+// this test process: a target path is looked for in every mount namespace of
+// the host, and another package's tests may run a container at the same time.
+var appDir = fmt.Sprintf("app-%d", os.Getpid())
