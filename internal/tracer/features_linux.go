@@ -1,11 +1,9 @@
 package tracer
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -14,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
+	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
 )
 
@@ -57,22 +56,15 @@ func CheckKernel() error {
 // HaveOptimizedUprobes says whether the kernel turns uprobes on 5-byte nops
 // into calls into a trampoline (x86-64, Linux 6.17), found through
 // /proc/kallsyms: calling the uprobe syscall to find out would raise SIGILL.
+// That call writes below the probed thread's stack pointer (see package
+// insn, RedZone): package target places probes on 5-byte nops only where
+// nothing below it is live.
 func HaveOptimizedUprobes() bool {
 	if Arch() != regs.ArchAMD64 {
 		return false
 	}
-	f, err := os.Open("/proc/kallsyms")
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if strings.HasSuffix(sc.Text(), " arch_uprobe_optimize") {
-			return true
-		}
-	}
-	return false
+	has, _ := procfs.FS{}.KernelHas("arch_uprobe_optimize")
+	return has["arch_uprobe_optimize"]
 }
 
 // HaveUprobeMulti says whether the kernel has uprobe_multi links (Linux
