@@ -6,6 +6,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
@@ -53,6 +55,15 @@ type Config struct {
 	// what a hit costs at Start and duty-cycles the costliest probes when
 	// their estimated cost goes over it.
 	OverheadBudget float64 `mapstructure:"overhead_budget"`
+	// AcceptKernelHazards names kernel hazards the receiver finds at Start
+	// and refuses to run into, that the user accepts anyway. The one
+	// there is: "uretprobe_seccomp", kernels (x86-64, Linux 6.11 to the
+	// seccomp passthrough of 6.12.14, 6.13.3 and 6.14) on which a kernel
+	// return probe kills a process whose seccomp filter denies the
+	// uretprobe system call, as container runtimes' default profiles may;
+	// accepted, return probes are attached there all the same (right only
+	// if no traced process filters system calls that way).
+	AcceptKernelHazards []string `mapstructure:"accept_kernel_hazards"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -71,6 +82,13 @@ const (
 	maxOverheadBudget = 1024
 	minOverheadBudget = 0.001
 )
+
+// hazardUretprobeSeccomp is the kernel hazard of return probes in processes
+// whose seccomp filter denies the uretprobe system call.
+const hazardUretprobeSeccomp = "uretprobe_seccomp"
+
+// kernelHazards are the names accept_kernel_hazards takes.
+var kernelHazards = []string{hazardUretprobeSeccomp}
 
 func createDefaultConfig() *Config {
 	return &Config{
@@ -105,6 +123,11 @@ func (c *Config) Validate() error {
 	}
 	if b := c.OverheadBudget; math.IsNaN(b) || b < 0 || b > maxOverheadBudget || b > 0 && b < minOverheadBudget {
 		errs = append(errs, fmt.Errorf("overhead_budget %v: want 0 (none) or a fraction of a CPU from %v to %d", b, minOverheadBudget, maxOverheadBudget))
+	}
+	for i, h := range c.AcceptKernelHazards {
+		if !slices.Contains(kernelHazards, h) {
+			errs = append(errs, fmt.Errorf("accept_kernel_hazards[%d] %q: not a kernel hazard the receiver knows (%s)", i, h, strings.Join(kernelHazards, ", ")))
+		}
 	}
 	for i, d := range c.DebugDirectories {
 		if !filepath.IsAbs(d) {

@@ -24,6 +24,12 @@ type Options struct {
 	// line: probe on a 5-byte nop where something may be is refused.
 	// Without it, a 5-byte nop is an emulated nop.
 	OptimizedUprobes bool
+	// KernelReturnsRefused, when not empty, is the sentence saying why
+	// kernel return probes (uretprobe:, and the function spans and
+	// $return that would use them) are refused on this kernel: a location
+	// that needs one is refused with it. Return probes on RET instructions
+	// (ret:, Go functions) are not kernel return probes.
+	KernelReturnsRefused string
 	// ARM64StepsNop says the kernel single-steps a uprobe on an arm64 nop
 	// (Linux before 6.13, which simulates it): USDT sites on arm64 are
 	// then reported as single-stepped.

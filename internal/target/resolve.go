@@ -481,6 +481,9 @@ func (fl *file) functionSites(p config.Probe, fn function, offset uint64) ([]loc
 		return nil, err
 	}
 	site := func(off uint64, ret bool) (location, error) {
+		if ret && fl.opts.KernelReturnsRefused != "" {
+			return location{}, errors.New(fl.opts.KernelReturnsRefused)
+		}
 		i := insts[instAt(insts, off)]
 		class := fl.kernelClass(i)
 		if !class.Probeable() {

@@ -216,3 +216,32 @@ int main(int argc, char **argv) { return (int)lone(argc); }
 	require.NoError(t, err)
 	assert.Equal(t, insn.Emulated, plan.Attachments[0].Class)
 }
+
+// With kernel return probes refused (a kernel on which they kill processes
+// with seccomp filters), every location that needs one is refused with the
+// sentence, and returns on RET instructions are not.
+func TestKernelReturnsRefused(t *testing.T) {
+	b := testutil.BuildDemo(t, "-O0")
+	const why = "kernel return probes are refused on this kernel"
+	opts := Options{KernelReturnsRefused: why}
+	for _, tc := range []struct {
+		target config.Target
+		err    string
+	}{
+		{config.Target{Path: b.Program, Spans: []config.Span{{Name: "work", Function: "work"}}}, "uretprobe:work: " + why},
+		{config.Target{Path: b.Program, Counters: config.CountersOf("uretprobe:work")}, "uretprobe:work: " + why},
+		{config.Target{Path: b.Program, Spans: []config.Span{{Name: "work", Function: "work", Returns: config.ReturnsRet}}}, ""},
+		{config.Target{Path: b.Program, Counters: config.CountersOf("uprobe:work", "ret:work")}, ""},
+	} {
+		_, err := Resolve([]config.Target{tc.target}, opts)
+		if tc.err == "" {
+			assert.NoError(t, err)
+			continue
+		}
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), tc.err)
+	}
+	goProg := testutil.BuildGo(t, "goprog", false)
+	_, err := Resolve([]config.Target{{Path: goProg, Spans: []config.Span{{Name: "probed", Function: "main.Probed"}}}}, opts)
+	assert.NoError(t, err, "Go returns are probed on RET instructions")
+}
