@@ -595,10 +595,13 @@ func (fl *file) analyseStack(fn function) insn.StackUse {
 }
 
 // functionEntry says whether a virtual address is where a function of the
-// symbol table starts, or in the PLT: a jump there is a tail call.
+// symbol table starts (not a gcc cold part, name.cold), or in the PLT: a
+// jump there is a tail call.
 func (fl *file) functionEntry(addr uint64) bool {
-	if _, ok := fl.symbolAt(addr, nil); ok {
-		return true
+	for _, fn := range fl.functionsAt(addr) {
+		if !strings.Contains(fn.Name, ".cold") { // a cold part is no function of its own
+			return true
+		}
 	}
 	for _, name := range []string{".plt", ".plt.sec", ".plt.got", ".iplt"} {
 		if sec := fl.elf.Section(name); sec != nil && addr >= sec.Addr && addr < sec.Addr+sec.Size {

@@ -245,3 +245,36 @@ func TestKernelReturnsRefused(t *testing.T) {
 	_, err := Resolve([]config.Target{{Path: goProg, Spans: []config.Span{{Name: "probed", Function: "main.Probed"}}}}, opts)
 	assert.NoError(t, err, "Go returns are probed on RET instructions")
 }
+
+// A function's tail call to another function leaves it (its nop5 is
+// probed optimized), and its cold part (gcc's name.cold) is analysed with
+// it: coldy itself never touches memory below %rsp, but its cold part
+// writes there, jumps back over the nop5 and, entered again, reads it.
+func TestNop5TailCallsAndColdParts(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "cold.c")
+	note := func(name, site string) string {
+		return `".pushsection .note.stapsdt,\"?\",\"note\"\n.balign 4\n.4byte 992f-991f,994f-993f,3\n991: .asciz \"stapsdt\"\n"
+	"992: .balign 4\n993: .8byte ` + site + `\n.8byte 0\n.8byte 0\n.asciz \"t\"\n.asciz \"` + name + `\"\n.asciz \"\"\n994: .balign 4\n.popsection\n"`
+	}
+	require.NoError(t, os.WriteFile(src, []byte(`
+__asm__(".text\n"
+	".globl other\n.type other,@function\nother: ret\n.size other,.-other\n"
+	".globl tailer\n.type tailer,@function\ntailer: lea 1(%rdi),%rax\n.Ltail: nop\n.byte 0x0f,0x1f,0x44,0x00,0x00\njmp other\n.size tailer,.-tailer\n"
+	`+note("tail", ".Ltail")+`
+	".globl coldy\n.type coldy,@function\ncoldy: test %edi,%edi\njne coldy.cold\n.Lcold: nop\n.Lback: .byte 0x0f,0x1f,0x44,0x00,0x00\ntest %esi,%esi\njne coldy.cold\nret\n.size coldy,.-coldy\n"
+	`+note("cold", ".Lcold")+`
+	".type coldy.cold,@function\ncoldy.cold: test %esi,%esi\njne 1f\nmov %edi,-4(%rsp)\njmp .Lback\n1: mov -4(%rsp),%eax\nret\n.size coldy.cold,.-coldy.cold\n");
+long tailer(long); int coldy(int);
+int main(int argc, char **argv) { return (int)tailer(argc) + coldy(argc); }
+`), 0o644))
+	prog := filepath.Join(dir, "cold")
+	testutil.Gcc(t, dir, "-O2", "-o", prog, src)
+	plan, err := Resolve([]config.Target{{Path: prog, Counters: config.CountersOf("usdt:t:tail", "usdt:t:cold")}}, Options{OptimizedUprobes: true})
+	require.NoError(t, err)
+	classes := map[string]insn.SiteClass{}
+	for _, a := range plan.Attachments {
+		classes[plan.Probes[a.Probe].Ref] = a.Class
+	}
+	assert.Equal(t, map[string]insn.SiteClass{"usdt:t:tail": insn.Optimizable, "usdt:t:cold": insn.Emulated}, classes)
+}
