@@ -6,6 +6,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
@@ -67,6 +69,15 @@ type Config struct {
 	// over either is left out with a warning naming the setting.
 	MaxSitesPerProbe int `mapstructure:"max_sites_per_probe"`
 	MaxSitesPerFile  int `mapstructure:"max_sites_per_file"`
+	// AcceptKernelHazards names kernel hazards the receiver finds at Start
+	// and refuses to run into, that the user accepts anyway. The one
+	// there is: "uretprobe_seccomp", kernels (x86-64, Linux 6.11 to the
+	// seccomp passthrough of 6.12.14, 6.13.3 and 6.14) on which a kernel
+	// return probe kills a process whose seccomp filter denies the
+	// uretprobe system call, as container runtimes' default profiles may;
+	// accepted, return probes are attached there all the same (right only
+	// if no traced process filters system calls that way).
+	AcceptKernelHazards []string `mapstructure:"accept_kernel_hazards"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -92,6 +103,13 @@ const (
 	maxDebuginfoBytes = 4 << 30
 	maxSitesLimit     = 1 << 20
 )
+
+// hazardUretprobeSeccomp is the kernel hazard of return probes in processes
+// whose seccomp filter denies the uretprobe system call.
+const hazardUretprobeSeccomp = "uretprobe_seccomp"
+
+// kernelHazards are the names accept_kernel_hazards takes.
+var kernelHazards = []string{hazardUretprobeSeccomp}
 
 func createDefaultConfig() *Config {
 	return &Config{
@@ -138,6 +156,11 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxSitesPerFile < 1 || c.MaxSitesPerFile > maxSitesLimit {
 		errs = append(errs, fmt.Errorf("max_sites_per_file %d: want 1 to %d", c.MaxSitesPerFile, maxSitesLimit))
+	}
+	for i, h := range c.AcceptKernelHazards {
+		if !slices.Contains(kernelHazards, h) {
+			errs = append(errs, fmt.Errorf("accept_kernel_hazards[%d] %q: not a kernel hazard the receiver knows (%s)", i, h, strings.Join(kernelHazards, ", ")))
+		}
 	}
 	for i, d := range c.DebugDirectories {
 		if !filepath.IsAbs(d) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
@@ -66,6 +68,10 @@ type uprobeReceiver struct {
 	beforeAttach func(*target.Plan)
 	clockOffset  func() (int64, error)
 	clockEvery   time.Duration
+	// checkUretprobes finds out whether kernel return probes kill
+	// processes with seccomp filters on this kernel (Start, when the
+	// configuration may use them).
+	checkUretprobes func() tracer.UretprobeSeccomp
 
 	// Set in Start, then owned by the goroutines until Shutdown.
 	tracer *tracer.Tracer
@@ -114,6 +120,7 @@ func newReceiver(cfg *Config, set receiver.Settings, onDone func()) (*uprobeRece
 	return &uprobeReceiver{
 		cfg: cfg, set: set, onDone: onDone, obs: obs, tel: tel, hostName: host,
 		clockOffset: tracer.WallClockOffset, clockEvery: time.Second,
+		checkUretprobes: tracer.CheckUretprobeSeccomp,
 	}, nil
 }
 
@@ -180,10 +187,12 @@ func (r *uprobeReceiver) start() error {
 	for _, t := range r.cfg.Targets {
 		r.sendExecs = r.sendExecs || t.PID == 0
 	}
+	refuseReturns := r.kernelReturnHazard()
 	for attempt := 1; ; attempt++ {
 		plan, err = target.Resolve(r.cfg.Targets, target.Options{
 			OptimizedUprobes: tracer.HaveOptimizedUprobes(), ARM64StepsNop: tracer.ARM64StepsNop(),
-			Arch: tracer.Arch(), Locator: locator,
+			KernelReturnsRefused: refuseReturns,
+			Arch:                 tracer.Arch(), Locator: locator,
 			DebugDirs:         r.cfg.DebugDirectories,
 			Debuginfod:        debuginfod,
 			MaxDebuginfoBytes: r.cfg.MaxDebuginfoBytes,
@@ -313,6 +322,57 @@ func (r *uprobeReceiver) start() error {
 		go func() { defer r.wg.Done(); r.budget.run(ctx) }()
 	}
 	return nil
+}
+
+// kernelReturnHazard finds out, when the configuration may use kernel
+// return probes, whether they kill processes whose seccomp filter denies
+// the uretprobe system call (see tracer.CheckUretprobeSeccomp), and returns
+// the sentence that refuses them, or "" when they are safe or the hazard is
+// accepted (accept_kernel_hazards), which it logs.
+func (r *uprobeReceiver) kernelReturnHazard() string {
+	if !mayUseKernelReturns(r.cfg.Targets) {
+		return ""
+	}
+	start := time.Now()
+	res := r.checkUretprobes()
+	log := r.set.Logger.With(zap.String("found", res.Reason), zap.Duration("took", time.Since(start)))
+	if !res.Hazard {
+		log.Debug("Kernel return probes are safe in processes with seccomp filters")
+		return ""
+	}
+	sentence := "this kernel kills a process whose seccomp filter denies the uretprobe system call (as container runtimes' default profiles may) when a kernel return probe fires in it " +
+		"(Linux 6.11 without the seccomp passthrough of 6.12.14, 6.13.3 and 6.14; " + res.Reason + "), " +
+		"so kernel return probes are refused: probe returns with ret: (returns: ret) instead, " +
+		"or accept the hazard with accept_kernel_hazards: [" + hazardUretprobeSeccomp + "] if no traced process filters system calls"
+	if slices.Contains(r.cfg.AcceptKernelHazards, hazardUretprobeSeccomp) {
+		log.Warn("Kernel return probes are attached although this kernel kills processes whose seccomp filter denies the uretprobe system call when one fires, as accept_kernel_hazards says",
+			zap.String("hazard", hazardUretprobeSeccomp))
+		return ""
+	}
+	return sentence
+}
+
+// mayUseKernelReturns says whether targets may need kernel return probes:
+// a uretprobe: reference, or a function span whose returns are not ret:.
+func mayUseKernelReturns(targets []config.Target) bool {
+	isReturn := func(ref string) bool {
+		p, err := config.ParseProbe(ref)
+		return err == nil && p.Kind == config.KindUretprobe
+	}
+	for _, t := range targets {
+		for _, s := range t.Spans {
+			entry, exit := s.Probes()
+			if isReturn(entry) || isReturn(exit) {
+				return true
+			}
+		}
+		for _, c := range t.Counters {
+			if isReturn(c.Probe) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // containerFoldInterval is how often the hits per process are read and

@@ -21,9 +21,18 @@ import (
 // depends on it, and where targets' files are.
 type Options struct {
 	// OptimizedUprobes says the kernel turns uprobes on 5-byte nops into
-	// calls (Linux 6.17 on x86-64): USDT sites of the "nop; nop5" form are
-	// then probed on their nop5.
+	// calls (Linux 6.17 on x86-64), which write below the stack pointer:
+	// USDT sites of the "nop; nop5" form are then probed on their nop5
+	// where nothing below %rsp is live (insn.RedZone), and a uprobe: or
+	// line: probe on a 5-byte nop where something may be is refused.
+	// Without it, a 5-byte nop is an emulated nop.
 	OptimizedUprobes bool
+	// KernelReturnsRefused, when not empty, is the sentence saying why
+	// kernel return probes (uretprobe:, and the function spans and
+	// $return that would use them) are refused on this kernel: a location
+	// that needs one is refused with it. Return probes on RET instructions
+	// (ret:, Go functions) are not kernel return probes.
+	KernelReturnsRefused string
 	// ARM64StepsNop says the kernel single-steps a uprobe on an arm64 nop
 	// (Linux before 6.13, which simulates it): USDT sites on arm64 are
 	// then reported as single-stepped.
