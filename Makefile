@@ -19,8 +19,10 @@ FUZZTIME_SLOW   ?= 1000x
 # Debian packages: pinned compiler for the BPF object (clang-14, llvm-14),
 # libbpf headers, <sys/sdt.h> for the test programs, bpftrace for comparisons,
 # g++ and gdb for the debuginfo tests (gdb checks compiled paths against the
-# running program).
-APT_PACKAGES := clang-14 llvm-14 libbpf-dev linux-libc-dev systemtap-sdt-dev gcc g++ gdb make bpftrace
+# running program), PostgreSQL 15 and Python 3.11 for the tests that trace
+# binaries nobody here wrote (receiver's TestPostgres, TestPython).
+APT_PACKAGES := clang-14 llvm-14 libbpf-dev linux-libc-dev systemtap-sdt-dev gcc g++ gdb make bpftrace \
+	postgresql-15 postgresql-client-15 python3.11
 
 .PHONY: all deps generate check-generate test test-unit test-distro test-budget fuzz build floor-distro run demo bench bench-smoke bench-budget soak clean
 

@@ -137,10 +137,10 @@ volatile const __u64 selector_bits = 0;
  * optional targets). Set by the loader. */
 volatile const __u8 send_execs = 0;
 
-/* process_facts makes the engine send a record at every exec, fork and exit
- * of a process, with what user space needs to know of it while it is alive
- * (its cgroups, its executable): its spans are built later. Set by the
- * loader. */
+/* process_facts makes the engine send a record at every exec, fork, exit
+ * and cgroup move of a process, with what user space needs to know of it
+ * while it is alive (its cgroups, its executable): its spans are built
+ * later. Set by the loader. */
 volatile const __u8 process_facts = 0;
 
 /* cgroup1_subsys is the kernel's id (enum cgroup_subsys_id) of the
@@ -151,6 +151,24 @@ volatile const __u32 cgroup1_subsys = CGROUP1_NONE;
 
 /* process_lost counts process records the ring buffer refused. */
 __u64 process_lost = 0;
+
+/*
+ * __subprog marks a helper compiled as a BPF function of its own rather
+ * than inlined: its locals (bpf_loop contexts, map keys, spilled registers)
+ * live in its own frame. On kernels with BPF private stacks (Linux 6.13,
+ * x86-64 JIT), a function of a kprobe-type program (uprobe programs are)
+ * or tracing program whose frame is 64 bytes or more (rounded up to 16)
+ * runs on a per-CPU private stack; uprobe programs are preemptible
+ * (migrate_disable, not preempt_disable), so two threads preempted on one
+ * CPU would share it. Every function of the engine keeps its frame at 48
+ * bytes or less (internal/tracer TestEngineStackDepth). A per-CPU scratch
+ * map would be shared the same way, so large state goes in the task's own
+ * state (task_state.closing) and the rest in calls. A call costs about
+ * 10 ns where returns are mitigated (SRSO "safe RET"), so the usual paths
+ * stay inline and only slow paths (bpf_loop walks, Go states, filters on
+ * strings) and the parts too large for one frame are calls.
+ */
+#define __subprog static __noinline
 
 /* Sizes below are placeholders: the loader sets them from the plan. */
 struct {
@@ -233,6 +251,17 @@ struct task_state {
 	__u32 top;      /* bytes of the value stack in use */
 	__u32 flags;    /* enum state_flag */
 	__u64 goid;     /* goroutine states: the goroutine id that owns it, 0 if unknown */
+	/* closing is what the functions that close a span pass on (span_exit,
+	 * close_span, send_span, fill_record) instead of keeping it on their
+	 * stacks: the frame, the exit site and the time. The state belongs to
+	 * the one thread or goroutine that runs the program, so no other
+	 * program touches it, preempted or not (a per-CPU scratch area would
+	 * be shared by threads preempted on one CPU). */
+	struct {
+		__u64 now;
+		__u32 frame;
+		__u32 site;
+	} closing;
 	struct frame frames[ABI_MAX_DEPTH];
 	__u8 stack[VALUE_BASE_MAX + VALUE_WINDOW + sizeof(struct span_record)];
 };
@@ -346,9 +375,8 @@ struct {
 } proc_hits SEC(".maps");
 
 /* pending_add adds n to a counter of a pending process; it returns 0, or
- * -1 when the counter could not be had (the map is full). A global
- * function: its key stays off its callers' stacks. */
-__noinline int pending_add(__u32 pid, __u8 kind, __u32 id, __u8 bucket, __u64 n)
+ * -1 when the counter could not be had (the map is full). */
+__subprog int pending_add(__u32 pid, __u8 kind, __u32 id, __u8 bucket, __u64 n)
 {
 	struct pending_key key = {.pid = pid, .id = id, .kind = kind, .bucket = bucket};
 	__u64 *v = bpf_map_lookup_elem(&pending, &key);
@@ -452,16 +480,22 @@ static long abandon_one(__u32 i, struct abandon_ctx *c)
 	return 0;
 }
 
+/* abandon_range is abandon for from < to <= ABI_MAX_DEPTH. */
+__subprog void abandon_range(struct task_state *ts, __u32 from, __u32 to)
+{
+	struct abandon_ctx c = {.ts = ts, .from = from};
+
+	bpf_loop(to - from, abandon_one, &c, 0);
+}
+
 /* abandon counts the open spans in frames [from, to) as abandoned: their
  * exit can no longer come. It does not change the state. */
 static __always_inline void abandon(struct task_state *ts, __u32 from, __u32 to)
 {
-	struct abandon_ctx c = {.ts = ts, .from = from};
-
 	if (to > ABI_MAX_DEPTH)
 		to = ABI_MAX_DEPTH;
 	if (from < to)
-		bpf_loop(to - from, abandon_one, &c, 0);
+		abandon_range(ts, from, to);
 }
 
 /* truncate keeps the frames below depth open and frees the rest of the
@@ -651,23 +685,32 @@ __noinline __u32 fetch_one(struct pt_regs *regs, const struct fetch_op *op, stru
 	return cursor + ((len + 7) & ~7u);
 }
 
-/* fetch_all runs count fetch ops from cursor on; it sets *failed (bit i:
- * fetch i stored nothing) and *truncated, and returns the new cursor. */
-static __always_inline __u32 fetch_all(struct pt_regs *regs, const struct fetch_op *ops,
-				       __u32 count, struct values *w, __u32 cursor, __u8 *failed,
-				       __u8 *truncated)
+/* fetched packs what fetch_all did: the new cursor, which fetches stored
+ * nothing (bit i: fetch i) and whether any was truncated. */
+enum fetched {
+	FETCHED_CURSOR = 0xffff,
+	FETCHED_FAILED_SHIFT = 16, /* 8 bits */
+	FETCHED_TRUNCATED = 1 << 24,
+};
+
+/* fetch_all runs count fetch ops from cursor on and returns the new cursor
+ * with FETCHED_* flags. */
+__subprog __u32 fetch_all(struct pt_regs *regs, const struct fetch_op *ops, __u32 count, struct values *w,
+			  __u32 cursor)
 {
+	__u32 out = 0;
+
 	for (__u32 i = 0; i < ABI_MAX_FETCHES; i++) {
 		if (i >= count)
 			break;
 		__u32 r = fetch_one(regs, &ops[i], w, cursor);
 		cursor = r & FETCH_RESULT_CURSOR;
 		if (r & FETCH_RESULT_FAILED)
-			*failed |= 1 << i;
+			out |= 1u << (FETCHED_FAILED_SHIFT + i);
 		if (r & FETCH_RESULT_TRUNCATED)
-			*truncated = 1;
+			out |= FETCHED_TRUNCATED;
 	}
-	return cursor;
+	return out | (cursor & FETCHED_CURSOR);
 }
 
 static __always_inline __u32 log2_bucket(__u64 v)
@@ -683,21 +726,131 @@ static __always_inline __u32 log2_bucket(__u64 v)
 	return r;
 }
 
-/* filter_text is a string a condition reads to compare. */
-struct filter_text {
-	char b[ABI_FILTER_TEXT_MAX + 1];
-};
+/* TEXT_CHUNK is how many bytes of a string condition's value are read and
+ * compared at a time: the value is never copied whole onto the stack. */
+#define TEXT_CHUNK 8
 
-/* text_equal compares the first len bytes of a and b. */
-static __always_inline int text_equal(const char *a, const char *b, __u32 len)
+/* chunk_equal compares the n (at most TEXT_CHUNK) bytes of chunk with the
+ * condition's text from byte at on. */
+static __always_inline int chunk_equal(const char *chunk, const struct filter *f, __u32 at, __u32 n)
 {
-	for (__u32 i = 0; i < ABI_FILTER_TEXT_MAX; i++) {
-		if (i >= len)
+	for (__u32 j = 0; j < TEXT_CHUNK; j++) {
+		if (j >= n)
 			break;
-		if (a[i] != b[i])
+		__u32 i = at + j;
+		if (i >= ABI_FILTER_TEXT_MAX)
+			return 0;
+		if (chunk[j] != f->text[i])
 			return 0;
 	}
 	return 1;
+}
+
+/* go_text compares the first n bytes of the Go string at v with the
+ * condition's text: 1 when equal, 0 when not, -1 when they cannot be read. */
+__subprog int go_text(const struct filter *f, __u64 v, __u32 n)
+{
+	char chunk[TEXT_CHUNK];
+	int equal = 1;
+
+	for (__u32 i = 0; i < ABI_FILTER_TEXT_MAX / TEXT_CHUNK; i++) {
+		__u32 at = i * TEXT_CHUNK;
+		if (at >= n)
+			break;
+		__u32 m = at_most(n - at, TEXT_CHUNK);
+		if (!m || bpf_probe_read_user(chunk, m, (const void *)(v + at)))
+			return -1;
+		equal &= chunk_equal(chunk, f, at, m);
+	}
+	return equal;
+}
+
+/* c_chunk reads up to want (at most TEXT_CHUNK) bytes of the C string at
+ * v + at, and the byte after them, and compares them with the condition's
+ * text from byte at on: it returns the bytes before the NUL shifted left
+ * by one, with 1 when they equal the text's; -1 when they cannot be read. */
+__subprog long c_chunk(const struct filter *f, __u64 v, __u32 at, __u32 want)
+{
+	char chunk[TEXT_CHUNK + 1];
+	long r = bpf_probe_read_user_str(chunk, at_most(want, TEXT_CHUNK) + 1, (const void *)(v + at));
+
+	if (r <= 0)
+		return -1;
+	return (r - 1) << 1 | chunk_equal(chunk, f, at, r - 1);
+}
+
+/* c_text reads the C string at v up to len bytes (and the byte after,
+ * as a read of len + 1 bytes would) and compares them with the condition's
+ * text: it returns the bytes before the NUL, at most len, shifted left by
+ * one, with 1 when they equal the text's; -1 when they cannot be read. */
+__subprog long c_text(const struct filter *f, __u64 v, __u32 len)
+{
+	__u32 equal = 1;
+
+	for (__u32 i = 0; i <= ABI_FILTER_TEXT_MAX / TEXT_CHUNK; i++) {
+		__u32 at = i * TEXT_CHUNK;
+		if (at > len)
+			break;
+		__u32 want = len - at < TEXT_CHUNK ? len - at : TEXT_CHUNK;
+		long r = c_chunk(f, v, at, want);
+		if (r < 0)
+			return -1;
+		equal &= r & 1;
+		if ((r >> 1) < want)
+			return (long)(at + (r >> 1)) << 1 | equal;
+	}
+	return (long)len << 1 | equal;
+}
+
+/*
+ * text_holds evaluates a string condition on the value at address v (a Go
+ * string of golen bytes, or a C string), read TEXT_CHUNK bytes at a time.
+ * The value as a span attribute shows it counts: at most its capture's
+ * buffer less the NUL. A value that cannot be read fails the condition.
+ */
+__subprog int text_holds(const struct filter *f, __u64 v, __u64 golen)
+{
+	__u32 bound = f->value.max_len ? f->value.max_len - 1 : ABI_STRING_MAX - 1;
+	__u32 len = f->len, have;
+	int equal;
+
+	if (len > ABI_FILTER_TEXT_MAX)
+		len = ABI_FILTER_TEXT_MAX;
+	if (len > bound)
+		return f->op == FILTER_NE; /* the value is never that long */
+	if (f->value.kind == FETCH_KIND_GOSTRING) {
+		__u64 shown = golen < bound ? golen : bound;
+		__u32 n = shown < len ? shown : len;
+		char one;
+		if (!n && shown && bpf_probe_read_user(&one, 1, (const void *)v))
+			return 0; /* unreadable, as a C string's would be */
+		equal = go_text(f, v, n);
+		if (equal < 0)
+			return 0;
+		have = shown > len ? len + 1 : shown; /* longer than len is all that matters */
+	} else {
+		long r = c_text(f, v, len);
+		if (r < 0)
+			return 0;
+		have = r >> 1;
+		equal = r & 1;
+		if (have == len && len < bound) {
+			/* Does the string go on past len? One more byte says. */
+			char more = 0;
+			bpf_probe_read_user(&more, 1, (const void *)(v + len));
+			if (more)
+				have = len + 1;
+		}
+	}
+	switch (f->op) {
+	case FILTER_EQ:
+		return have == len && equal;
+	case FILTER_NE:
+		return !(have == len && equal);
+	case FILTER_PREFIX:
+		return have >= len && equal;
+	}
+	return 0;
 }
 
 /* sign_extend keeps the low size bytes of v, sign-extended. */
@@ -767,46 +920,7 @@ __noinline int filter_holds(struct pt_regs *regs, const struct filter *f)
 		}
 		return 0;
 	}
-	struct filter_text t = {};
-	/* The value as a span attribute shows it: at most bound bytes (the
-	 * capture's buffer less its NUL). */
-	__u32 bound = f->value.max_len ? f->value.max_len - 1 : ABI_STRING_MAX - 1;
-	__u32 len = f->len, have;
-	if (len > ABI_FILTER_TEXT_MAX)
-		len = ABI_FILTER_TEXT_MAX;
-	if (len > bound)
-		return f->op == FILTER_NE; /* the value is never that long */
-	if (f->value.kind == FETCH_KIND_GOSTRING) {
-		__u64 shown = golen < bound ? golen : bound;
-		__u32 n = shown < len ? shown : len;
-		n = at_most(n, ABI_FILTER_TEXT_MAX); /* where the verifier sees it */
-		if (n && bpf_probe_read_user(t.b, n, (const void *)v))
-			return 0;
-		if (!n && shown && bpf_probe_read_user(t.b, 1, (const void *)v))
-			return 0; /* unreadable, as a C string's would be */
-		have = shown > len ? len + 1 : shown; /* longer than len is all that matters */
-	} else {
-		long n = bpf_probe_read_user_str(t.b, at_most(len + 1, ABI_FILTER_TEXT_MAX + 1), (const void *)v);
-		if (n <= 0)
-			return 0;
-		have = n - 1; /* bytes before the NUL, at most len */
-		if (have == len && len < bound) {
-			/* Does the string go on past len? One more byte says. */
-			char more = 0;
-			bpf_probe_read_user(&more, 1, (const void *)(v + len));
-			if (more)
-				have = len + 1;
-		}
-	}
-	switch (f->op) {
-	case FILTER_EQ:
-		return have == len && text_equal(t.b, f->text, len);
-	case FILTER_NE:
-		return !(have == len && text_equal(t.b, f->text, len));
-	case FILTER_PREFIX:
-		return have >= len && text_equal(t.b, f->text, len);
-	}
-	return 0;
+	return text_holds(f, v, golen);
 }
 
 /* filters_hold says whether every condition of site s for one end holds; a
@@ -917,6 +1031,15 @@ static long find_one(__u32 i, struct find_ctx *c)
 	return 0;
 }
 
+/* find_below is find over the frames below depth, 0 < depth < ABI_MAX_DEPTH. */
+__subprog int find_below(struct task_state *ts, __u32 depth, __u32 span)
+{
+	struct find_ctx c = {.ts = ts, .depth = depth, .span = span, .found = -1};
+
+	bpf_loop(depth, find_one, &c, 0);
+	return c.found;
+}
+
 /* find returns the index of the innermost open frame of span below depth,
  * or -1. */
 static __always_inline int find(struct task_state *ts, __u32 depth, __u32 span)
@@ -927,18 +1050,17 @@ static __always_inline int find(struct task_state *ts, __u32 depth, __u32 span)
 		depth = ABI_MAX_DEPTH;
 	if (frame_at(ts, depth - 1)->span == span)
 		return depth - 1; /* the usual case: the innermost one */
-	struct find_ctx c = {.ts = ts, .depth = depth - 1, .span = span, .found = -1};
-	if (depth > 1)
-		bpf_loop(depth - 1, find_one, &c, 0);
-	return c.found;
+	if (depth == 1)
+		return -1;
+	return find_below(ts, depth - 1, span);
 }
 
 /* unwound_ctx is the state of unwound_one: how many frames from the top are
  * function spans whose activation is gone. */
 struct unwound_ctx {
 	struct task_state *ts;
-	__u32 depth;
 	__u64 pos;
+	__u32 depth;
 	__u32 keep;
 };
 
@@ -953,6 +1075,16 @@ static long unwound_one(__u32 i, struct unwound_ctx *c)
 		return 1;
 	c->keep = k;
 	return 0;
+}
+
+/* unwound returns how many of the depth innermost frames stay: the
+ * function spans above stack position pos are gone (see drop_stale). */
+__subprog __u32 unwound(struct task_state *ts, __u32 depth, __u64 pos)
+{
+	struct unwound_ctx u = {.ts = ts, .depth = depth, .pos = pos, .keep = depth};
+
+	bpf_loop(depth, unwound_one, &u, 0);
+	return u.keep;
 }
 
 /*
@@ -975,12 +1107,8 @@ static __always_inline void drop_stale(struct task_state *ts, __u32 span, __u64 
 		depth = ABI_MAX_DEPTH;
 	__u32 keep = depth;
 	struct frame *top = frame_at(ts, depth - 1);
-	if ((top->flags & RECORD_FUNCTION) && top->pos && top->pos < pos) {
-		/* The usual case skips this: the innermost span is still live. */
-		struct unwound_ctx u = {.ts = ts, .depth = depth, .pos = pos, .keep = depth};
-		bpf_loop(depth, unwound_one, &u, 0);
-		keep = u.keep;
-	}
+	if ((top->flags & RECORD_FUNCTION) && top->pos && top->pos < pos)
+		keep = unwound(ts, depth, pos); /* the usual case skips this: the innermost span is still live */
 	int k = find(ts, keep, span);
 	if (k >= 0) {
 		__u64 at = frame_at(ts, k)->pos;
@@ -1010,6 +1138,65 @@ static __always_inline void go_live_add(__s64 n)
 		__sync_fetch_and_add(live, n);
 }
 
+/* go_where sets *pos to the stack position of the goroutine that runs the
+ * probe (0 when its stack bounds cannot be read) and returns its goroutine
+ * id (0 if unknown). */
+__subprog __u64 go_where(struct pt_regs *regs, const struct site *s, __u64 *pos)
+{
+	__u64 sp = reg_at(regs, REG_SLOT_SP), g = reg_at(regs, REG_SLOT_GO_G);
+	struct go_g_header hdr = {};
+	__u64 goid = 0;
+
+	if (bpf_probe_read_user(&hdr, sizeof(hdr), (const void *)g) || hdr.hi < sp)
+		hdr.hi = 0;
+	*pos = hdr.hi ? ~(hdr.hi - sp) : 0;
+	if (s->goid_offset && bpf_probe_read_user(&goid, sizeof(goid), (const void *)(g + s->goid_offset)))
+		goid = 0;
+	return goid;
+}
+
+/* go_create makes the empty state of a goroutine and returns it, 0 when
+ * the map is full. */
+__subprog struct task_state *go_create(const struct go_key *key)
+{
+	__u32 zero = 0;
+	struct task_state *empty = bpf_map_lookup_elem(&empty_state, &zero);
+
+	if (!empty)
+		return 0;
+	if (bpf_map_update_elem(&go_states, key, empty, BPF_NOEXIST) == 0)
+		go_live_add(1);
+	return bpf_map_lookup_elem(&go_states, key);
+}
+
+/*
+ * go_state returns the open spans of the goroutine that runs the probe; 0
+ * when there are none (create unset) or none can be had. *owner is its g
+ * and *pos its stack position (see struct frame).
+ */
+__subprog struct task_state *go_state(struct pt_regs *regs, const struct site *s, int create, __u64 *owner,
+				      __u64 *pos)
+{
+	struct go_key key = {.pid = bpf_get_current_pid_tgid() >> 32, .g = reg_at(regs, REG_SLOT_GO_G)};
+	__u64 goid = go_where(regs, s, pos);
+	struct task_state *ts;
+
+	*owner = key.g;
+	ts = bpf_map_lookup_elem(&go_states, &key);
+	if (!ts && create)
+		ts = go_create(&key);
+	if (!ts)
+		return 0;
+	if (goid && ts->goid != goid) {
+		/* The g was reused by a new goroutine: whatever the old one left
+		 * open will never close. */
+		reset(ts);
+		ts->goid = goid;
+	}
+	ts->flags = *pos ? 0 : STATE_NO_POS;
+	return ts;
+}
+
 /*
  * state returns the open spans of whoever runs the probe: the goroutine for
  * Go sites, the thread otherwise; 0 when there are none (create unset) or
@@ -1019,59 +1206,84 @@ static __always_inline void go_live_add(__s64 n)
 static __always_inline struct task_state *state(struct pt_regs *regs, const struct site *s,
 						int create, __u64 pid_tgid, __u64 *owner, __u64 *pos)
 {
-	__u64 sp = reg_at(regs, REG_SLOT_SP);
-
-	if (!(s->flags & SITE_GO)) {
-		*owner = (__u32)pid_tgid;
-		*pos = sp;
-		return bpf_task_storage_get(&task_states, bpf_get_current_task_btf(), 0,
-					    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
-	}
-
-	struct go_key key = {.pid = pid_tgid >> 32, .g = reg_at(regs, REG_SLOT_GO_G)};
-	struct go_g_header hdr = {};
-	__u64 goid = 0;
-	struct task_state *ts;
-
-	*owner = key.g;
-	if (bpf_probe_read_user(&hdr, sizeof(hdr), (const void *)key.g) || hdr.hi < sp)
-		hdr.hi = 0;
-	*pos = hdr.hi ? ~(hdr.hi - sp) : 0;
-	if (s->goid_offset && bpf_probe_read_user(&goid, sizeof(goid), (const void *)(key.g + s->goid_offset)))
-		goid = 0;
-
-	ts = bpf_map_lookup_elem(&go_states, &key);
-	if (!ts) {
-		if (!create)
-			return 0;
-		__u32 zero = 0;
-		struct task_state *empty = bpf_map_lookup_elem(&empty_state, &zero);
-		if (!empty)
-			return 0;
-		if (bpf_map_update_elem(&go_states, &key, empty, BPF_NOEXIST) == 0)
-			go_live_add(1);
-		ts = bpf_map_lookup_elem(&go_states, &key);
-		if (!ts)
-			return 0;
-	}
-	if (goid && ts->goid != goid) {
-		/* The g was reused by a new goroutine: whatever the old one left
-		 * open will never close. */
-		reset(ts);
-		ts->goid = goid;
-	}
-	ts->flags = hdr.hi ? 0 : STATE_NO_POS;
-	return ts;
+	if (s->flags & SITE_GO)
+		return go_state(regs, s, create, owner, pos);
+	*owner = (__u32)pid_tgid;
+	*pos = reg_at(regs, REG_SLOT_SP);
+	return bpf_task_storage_get(&task_states, bpf_get_current_task_btf(), 0,
+				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
 }
 
 /* go_release deletes a goroutine's state once nothing is open in it. */
-static __always_inline void go_release(struct pt_regs *regs, struct task_state *ts, __u64 pid_tgid)
+__subprog void go_release(struct pt_regs *regs, struct task_state *ts)
 {
 	if (ts->depth || ts->overflow)
 		return;
-	struct go_key key = {.pid = pid_tgid >> 32, .g = reg_at(regs, REG_SLOT_GO_G)};
+	struct go_key key = {.pid = bpf_get_current_pid_tgid() >> 32, .g = reg_at(regs, REG_SLOT_GO_G)};
 	if (bpf_map_delete_elem(&go_states, &key) == 0)
 		go_live_add(-1);
+}
+
+/*
+ * open_frame opens the next frame of ts for site s (its id in the high 32
+ * bits of at, RECORD_PENDING and RECORD_FILTERED in the low ones) at stack
+ * position pos, with the values of its entry. Its own function, like
+ * send_span, to keep frames small.
+ */
+__subprog void open_frame(const struct site *s, struct pt_regs *regs, struct task_state *ts, __u64 at, __u64 pos)
+{
+	__u32 depth = frame_index(ts->depth);
+	struct frame *f = &ts->frames[depth];
+	__u8 flags = 0;
+	__u16 carrier = 0;
+	if (depth > 0) {
+		struct frame *parent = frame_at(ts, depth - 1);
+		flags = parent->flags & RECORD_UNSAMPLED;
+		carrier = parent->flags & RECORD_CARRIER ? depth : parent->carrier;
+	} else if (!emit_records ||
+		   (s->sample_threshold <= 0xffffffffULL && bpf_get_prandom_u32() >= s->sample_threshold)) {
+		flags = RECORD_UNSAMPLED;
+	}
+	if (s->flags & SITE_CARRIER)
+		flags |= RECORD_CARRIER;
+	if (s->flags & SITE_FUNCTION)
+		flags |= RECORD_FUNCTION;
+	flags |= (__u32)at; /* RECORD_PENDING, RECORD_FILTERED */
+
+	f->span = s->entry_span;
+	f->entry_site = at >> 32;
+	f->pos = pos;
+	f->carrier = carrier;
+
+	__u8 failed = 0, truncated = 0;
+	__u32 base = ts->top, len = 0;
+	if (base > VALUE_BASE_MAX)
+		base = VALUE_BASE_MAX; /* never: top stays within */
+	if (s->entry_fetch_count && !(flags & (RECORD_UNSAMPLED | RECORD_FILTERED))) {
+		struct values *w = base <= ABI_VALUE_STACK ? window(ts, base) : 0;
+		if (w) {
+			__u32 r = fetch_all(regs, s->entry, s->entry_fetch_count, w, 0);
+			len = r & FETCHED_CURSOR;
+			failed = r >> FETCHED_FAILED_SHIFT;
+			truncated = !!(r & FETCHED_TRUNCATED);
+			if (len > ABI_DATA_CAP)
+				len = ABI_DATA_CAP;
+		} else {
+			/* The value stack is used up: the span opens without values. */
+			__u32 n = s->entry_fetch_count;
+			if (n > ABI_MAX_FETCHES)
+				n = ABI_MAX_FETCHES;
+			failed = (__u8)((1u << n) - 1);
+			truncated = 1;
+		}
+	}
+	f->value_off = base;
+	f->entry_len = len;
+	f->entry_failed = failed;
+	f->flags = flags | (truncated ? RECORD_TRUNCATED : 0);
+	ts->top = base + len;
+	f->start_ns = bpf_ktime_get_ns();
+	ts->depth = depth + 1;
 }
 
 /*
@@ -1082,7 +1294,10 @@ static __always_inline void go_release(struct pt_regs *regs, struct task_state *
  */
 __noinline int span_entry(const struct site *s, __u32 site_id, __u32 extra_flags, struct pt_regs *regs)
 {
+	__u64 at = (__u64)site_id << 32 | extra_flags;
 	struct task_state *ts;
+
+	asm volatile("" : "+r"(at)); /* one value to keep across calls, not two */
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u64 owner, pos;
 
@@ -1111,58 +1326,9 @@ __noinline int span_entry(const struct site *s, __u32 site_id, __u32 extra_flags
 		return 0;
 	}
 
-	__u32 depth = frame_index(ts->depth);
-	struct frame *f = &ts->frames[depth];
-	__u8 flags = 0;
-	__u16 carrier = 0;
-	if (depth > 0) {
-		struct frame *parent = frame_at(ts, depth - 1);
-		flags = parent->flags & RECORD_UNSAMPLED;
-		carrier = parent->flags & RECORD_CARRIER ? depth : parent->carrier;
-	} else if (!emit_records ||
-		   (s->sample_threshold <= 0xffffffffULL && bpf_get_prandom_u32() >= s->sample_threshold)) {
-		flags = RECORD_UNSAMPLED;
-	}
-	if (s->flags & SITE_CARRIER)
-		flags |= RECORD_CARRIER;
-	if (s->flags & SITE_FUNCTION)
-		flags |= RECORD_FUNCTION;
-	flags |= extra_flags; /* RECORD_PENDING, RECORD_FILTERED */
-
-	f->span = s->entry_span;
-	f->entry_site = site_id;
-	f->pos = pos;
-	f->carrier = carrier;
-
-	__u8 failed = 0, truncated = 0;
-	__u32 base = ts->top, len = 0;
-	if (base > VALUE_BASE_MAX)
-		base = VALUE_BASE_MAX; /* never: top stays within */
-	if (s->entry_fetch_count && !(flags & (RECORD_UNSAMPLED | RECORD_FILTERED))) {
-		struct values *w = base <= ABI_VALUE_STACK ? window(ts, base) : 0;
-		if (w) {
-			len = fetch_all(regs, s->entry, s->entry_fetch_count, w, 0, &failed, &truncated);
-			if (len > ABI_DATA_CAP)
-				len = ABI_DATA_CAP;
-		} else {
-			/* The value stack is used up: the span opens without values. */
-			__u32 n = s->entry_fetch_count;
-			if (n > ABI_MAX_FETCHES)
-				n = ABI_MAX_FETCHES;
-			failed = (__u8)((1u << n) - 1);
-			truncated = 1;
-		}
-	}
-	f->value_off = base;
-	f->entry_len = len;
-	f->entry_failed = failed;
-	f->flags = flags | (truncated ? RECORD_TRUNCATED : 0);
-	ts->top = base + len;
-	f->start_ns = bpf_ktime_get_ns();
-	ts->depth = depth + 1;
+	open_frame(s, regs, ts, at, pos);
 	return 0;
 }
-
 
 /* below_ctx is the state of below_one: the nearest frame under from that
  * is not filtered, or -1. */
@@ -1185,6 +1351,15 @@ static long below_one(__u32 i, struct below_ctx *c)
 	return 0;
 }
 
+/* recorded_below_from is recorded_below past frame from - 1, filtered. */
+__subprog int recorded_below_from(struct task_state *ts, __u32 from)
+{
+	struct below_ctx c = {.ts = ts, .from = from, .found = -1};
+
+	bpf_loop(from, below_one, &c, 0);
+	return c.found;
+}
+
 /* recorded_below returns the nearest frame under k whose span can be
  * recorded (not filtered): the parent of a span closing at k; -1 for none. */
 static __always_inline int recorded_below(struct task_state *ts, __u32 k)
@@ -1193,9 +1368,7 @@ static __always_inline int recorded_below(struct task_state *ts, __u32 k)
 		return -1;
 	if (!(frame_at(ts, k - 1)->flags & RECORD_FILTERED))
 		return k - 1; /* the usual case */
-	struct below_ctx c = {.ts = ts, .from = k - 1, .found = -1};
-	bpf_loop(k - 1, below_one, &c, 0);
-	return c.found;
+	return recorded_below_from(ts, k - 1);
 }
 
 /* up_ctx is the state of up_one: the lowest frame up to last that is not
@@ -1216,140 +1389,38 @@ static long up_one(__u32 i, struct up_ctx *c)
 	return 0;
 }
 
+/* recorded_root_up is recorded_root when frame 0 is filtered. */
+__subprog int recorded_root_up(struct task_state *ts, int p)
+{
+	struct up_ctx c = {.ts = ts, .found = p};
+
+	bpf_loop((__u32)p + 1, up_one, &c, 0);
+	return c.found;
+}
+
 /* recorded_root returns the outermost frame, up to p, that can be recorded:
  * the root of the trace of a span whose parent is p. */
 static __always_inline int recorded_root(struct task_state *ts, int p)
 {
 	if (!(ts->frames[0].flags & RECORD_FILTERED))
 		return 0; /* the usual case */
-	struct up_ctx c = {.ts = ts, .found = p};
-	bpf_loop((__u32)p + 1, up_one, &c, 0);
-	return c.found;
+	return recorded_root_up(ts, p);
 }
 
-/* unrecorded counts a completed span that is not recorded in field of the
- * span's statistics, or in the pending counter kind of a pending process
- * (span_exit's locals). */
-#define unrecorded(field, kind)                                              \
-	do {                                                                 \
-		if (flags & RECORD_PENDING)                                  \
-			pending_add(pid_tgid >> 32, kind, s->exit_span, 0, 1); \
-		else                                                         \
-			add(&st->field, 1);                                  \
-	} while (0)
-
 /*
- * span_exit closes the innermost open span of site s's exit span and sends
- * its record, counting into ps what is lost. A global function like
- * span_entry; it returns 0.
+ * fill_record writes into rec what the record of the span closing in ts
+ * says about its place (parent, root, carrier), its process and thread;
+ * send_span writes the rest.
  */
-__noinline int span_exit(const struct site *s, __u32 site_id, struct probe_stats *ps, struct pt_regs *regs)
+__subprog void fill_record(const struct site *s, struct pt_regs *regs, struct task_state *ts,
+			   struct span_record *rec)
 {
-	__u64 now = bpf_ktime_get_ns();
-	struct span_stats *st;
-	struct task_state *ts;
-	__u32 depth;
-	int found;
-
-	if (!s || !ps || !regs)
-		return 0;
-	st = span_stats_of(s->exit_span);
-	if (!st)
-		return 0;
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u64 owner, pos;
-	ts = state(regs, s, 0, pid_tgid, &owner, &pos);
-	if (!ts) {
-		add(&st->unmatched, 1);
-		return 0;
-	}
-	if (ts->overflow) {
-		/* The innermost open entry was not recorded: this exit is its. */
-		ts->overflow--;
-		return 0;
-	}
-	depth = ts->depth;
-	if (depth > ABI_MAX_DEPTH)
-		depth = ABI_MAX_DEPTH;
-	found = find(ts, depth, s->exit_span);
-	if (found < 0) {
-		add(&st->unmatched, 1);
-		if (s->flags & SITE_GO)
-			go_release(regs, ts, pid_tgid);
-		return 0;
-	}
-	__u32 k = frame_index(found);
-	/* Open spans above the match never saw their exit: drop them. */
-	abandon(ts, k + 1, depth);
-
+	__u32 k = frame_index(ts->closing.frame);
 	struct frame *f = &ts->frames[k];
-	__u64 duration = now - f->start_ns;
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct task_struct *task = bpf_get_current_task_btf();
 
-	if ((f->flags & RECORD_FILTERED) ||
-	    (s->filter_count && !(f->flags & RECORD_HAS_CHILD) && !filters_hold(regs, s, 1))) {
-		/* Its conditions did not hold: not recorded, not in the histogram.
-		 * A span whose nested spans were recorded is kept whatever its
-		 * exit conditions say, so that they have their parent (as with
-		 * min_duration_ns). */
-		add(&st->filtered, 1);
-		truncate(ts, k);
-		goto out;
-	}
-
-	/* bucket i holds (2^i, 2^(i+1)]; durations of 0 and 1 ns go to bucket 0 */
-	__u32 b = duration > 1 ? log2_bucket(duration - 1) : 0;
-	__u8 flags = f->flags;
-	if (flags & RECORD_PENDING) {
-		/* It opened while its process was pending: the choice made
-		 * since, if any, is what counts. */
-		enum choice c = chosen(s, pid_tgid >> 32);
-		if (c == CHOICE_NO) {
-			truncate(ts, k);
-			goto out;
-		}
-		if (c == CHOICE_YES)
-			flags &= ~RECORD_PENDING;
-	}
-	if (flags & RECORD_PENDING) {
-		if (pending_add(pid_tgid >> 32, PENDING_SPAN_BUCKET, s->exit_span, b & (ABI_HIST_BUCKETS - 1), 1)) {
-			add(&st->pending_full, 1); /* counted nowhere: not recorded either */
-			truncate(ts, k);
-			goto out;
-		}
-		pending_add(pid_tgid >> 32, PENDING_SPAN_SUM, s->exit_span, 0, duration);
-	} else {
-		add(&st->sum_ns, duration); /* the count is the sum of the buckets */
-		add(&st->buckets[b & (ABI_HIST_BUCKETS - 1)], 1);
-	}
-
-	__u32 base = f->value_off;
-	truncate(ts, k);
-	if (flags & RECORD_UNSAMPLED) {
-		unrecorded(unsampled, PENDING_SPAN_UNSAMPLED);
-		goto out;
-	}
-	if (duration < s->min_duration_ns && !(flags & RECORD_HAS_CHILD)) {
-		unrecorded(short_spans, PENDING_SPAN_SHORT);
-		goto out;
-	}
-
-	struct values *w = window(ts, base);
-	if (!w)
-		goto out;
-	__u32 entry_len = f->entry_len;
-	if (entry_len > ABI_DATA_CAP)
-		entry_len = ABI_DATA_CAP;
-	__u8 failed = 0, truncated = 0;
-	__u32 end = entry_len;
-	if (s->exit_fetch_count)
-		end = fetch_all(regs, s->exit, s->exit_fetch_count, w, entry_len, &failed, &truncated);
-	if (end > ABI_DATA_CAP || end < entry_len)
-		end = entry_len;
-	end = at_most(end, ABI_DATA_CAP); /* the same bound, where the verifier sees it */
-
-	struct span_record *rec = (struct span_record *)(w->data + end);
 	rec->start_ns = f->start_ns;
-	rec->end_ns = now;
 	rec->parent_start_ns = 0;
 	rec->root_start_ns = f->start_ns;
 	rec->context_start_ns = 0;
@@ -1364,38 +1435,210 @@ __noinline int span_exit(const struct site *s, __u32 site_id, struct probe_stats
 	}
 	if (f->carrier > 0 && f->carrier <= k)
 		rec->context_start_ns = frame_at(ts, f->carrier - 1)->start_ns;
-	rec->owner = owner;
-	struct task_struct *task = bpf_get_current_task_btf();
+	rec->owner = s->flags & SITE_GO ? reg_at(regs, REG_SLOT_GO_G) : (__u32)pid_tgid;
 	rec->process_start_ns = task->group_leader->start_time;
 	rec->exec_id = task->self_exec_id;
 	rec->pid = pid_tgid >> 32;
 	rec->tid = (__u32)pid_tgid;
 	rec->span = s->exit_span;
 	rec->entry_site = f->entry_site;
-	rec->exit_site = site_id;
+	rec->entry_failed = f->entry_failed;
+	rec->kind = RECORD_KIND_SPAN;
+}
+
+/*
+ * send_span sends the record of the span closing in ts (ts->closing), with
+ * the values of its exit fetched into the value stack after its entry's.
+ */
+static __always_inline void send_span(const struct site *s, struct pt_regs *regs, struct task_state *ts)
+{
+	__u32 k = frame_index(ts->closing.frame);
+	struct frame *f = &ts->frames[k];
+	struct values *w = window(ts, f->value_off);
+
+	if (!w)
+		return;
+	__u32 entry_len = f->entry_len;
+	if (entry_len > ABI_DATA_CAP)
+		entry_len = ABI_DATA_CAP;
+	__u32 r = entry_len; /* what fetch_all returns: nothing failed, nothing truncated */
+	if (s->exit_fetch_count)
+		r = fetch_all(regs, s->exit, s->exit_fetch_count, w, entry_len);
+	__u32 end = r & FETCHED_CURSOR;
+	if (end > ABI_DATA_CAP || end < entry_len)
+		end = entry_len;
+	end = at_most(end, ABI_DATA_CAP); /* the same bound, where the verifier sees it */
+
+	struct span_record *rec = (struct span_record *)(w->data + end);
+	rec->end_ns = ts->closing.now;
+	rec->exit_site = ts->closing.site;
 	rec->entry_len = entry_len;
 	rec->exit_len = end - entry_len;
 	rec->depth = k;
-	rec->flags = flags | (truncated ? RECORD_TRUNCATED : 0);
-	rec->entry_failed = f->entry_failed;
-	rec->exit_failed = failed;
-	rec->kind = RECORD_KIND_SPAN;
+	rec->flags = f->flags | (r & FETCHED_TRUNCATED ? RECORD_TRUNCATED : 0);
+	rec->exit_failed = r >> FETCHED_FAILED_SHIFT;
+	fill_record(s, regs, ts, rec);
 	if (bpf_ringbuf_output(&records, w, end + sizeof(struct span_record), wake_flags())) {
-		if (flags & RECORD_PENDING) {
-			pending_add(pid_tgid >> 32, PENDING_SPAN_LOST, s->exit_span, 0, 1);
-		} else {
-			add(&st->lost, 1);
-			add(&ps->lost, 1);
+		if (f->flags & RECORD_PENDING) {
+			/* Counted with the process's choice, as its duration. */
+			pending_add(bpf_get_current_pid_tgid() >> 32, PENDING_SPAN_LOST, s->exit_span, 0, 1);
+			return;
 		}
+		struct span_stats *st = span_stats_of(s->exit_span);
+		struct probe_stats *ps = bpf_map_lookup_elem(&probes, &s->probe_id);
+		if (st)
+			add(&st->lost, 1);
+		if (ps)
+			add(&ps->lost, 1);
 	}
-out:
+}
+
+/* count_duration adds the duration of a span of definition span to its
+ * histogram. */
+static __always_inline void count_duration(__u32 span, __u64 duration)
+{
+	/* bucket i holds (2^i, 2^(i+1)]; durations of 0 and 1 ns go to bucket 0 */
+	__u32 b = duration > 1 ? log2_bucket(duration - 1) : 0;
+	struct span_stats *st = span_stats_of(span);
+
+	if (st) {
+		add(&st->sum_ns, duration); /* the count is the sum of the buckets */
+		add(&st->buckets[b & (ABI_HIST_BUCKETS - 1)], 1);
+	}
+}
+
+/*
+ * count_pending counts the duration of the span closing in frame k of ts,
+ * which opened while its process was pending: the choice made since, if
+ * any, is what counts. Chosen, it counts as any other span (and loses
+ * RECORD_PENDING); still pending, in the process's pending counters. It
+ * returns 0 when the span is done with (its process is not chosen, or the
+ * pending counters are full: counted nowhere, not recorded).
+ */
+__subprog int count_pending(const struct site *s, struct task_state *ts, __u32 k, __u64 duration)
+{
+	struct frame *f = &ts->frames[frame_index(k)];
+	__u32 pid = bpf_get_current_pid_tgid() >> 32;
+	enum choice c = chosen(s, pid);
+
+	if (c == CHOICE_YES) {
+		f->flags &= ~RECORD_PENDING;
+		count_duration(s->exit_span, duration);
+		return 1;
+	}
+	__u32 b = duration > 1 ? log2_bucket(duration - 1) : 0;
+	if (c == CHOICE_PENDING && pending_add(pid, PENDING_SPAN_BUCKET, s->exit_span, b & (ABI_HIST_BUCKETS - 1), 1) == 0) {
+		pending_add(pid, PENDING_SPAN_SUM, s->exit_span, 0, duration);
+		return 1;
+	}
+	if (c == CHOICE_PENDING)
+		count(s->exit_span, pending_full);
+	truncate(ts, k);
+	return 0;
+}
+
+/* not_recorded counts a completed span of definition span that is not
+ * recorded (kind PENDING_SPAN_UNSAMPLED or PENDING_SPAN_SHORT): in its
+ * statistics, or in the pending counters of a pending process. */
+__subprog void not_recorded(__u32 span, __u32 pending, __u8 kind)
+{
+	if (pending)
+		pending_add(bpf_get_current_pid_tgid() >> 32, kind, span, 0, 1);
+	else if (kind == PENDING_SPAN_UNSAMPLED)
+		count(span, unsampled);
+	else
+		count(span, short_spans);
+}
+
+/*
+ * close_span closes the span closing in ts (ts->closing): its duration goes
+ * to the histogram, and unless unsampled or too short it is sent.
+ */
+__subprog void close_span(const struct site *s, struct pt_regs *regs, struct task_state *ts)
+{
+	__u32 k = frame_index(ts->closing.frame);
+	struct frame *f = &ts->frames[k];
+	__u64 duration = ts->closing.now - f->start_ns;
+
+	if (!(f->flags & RECORD_PENDING))
+		count_duration(s->exit_span, duration);
+	else if (!count_pending(s, ts, k, duration))
+		return;
+	truncate(ts, k);
+	if (f->flags & RECORD_UNSAMPLED) {
+		not_recorded(s->exit_span, f->flags & RECORD_PENDING, PENDING_SPAN_UNSAMPLED);
+		return;
+	}
+	if (duration < s->min_duration_ns && !(f->flags & RECORD_HAS_CHILD)) {
+		not_recorded(s->exit_span, f->flags & RECORD_PENDING, PENDING_SPAN_SHORT);
+		return;
+	}
+	send_span(s, regs, ts);
+}
+
+/*
+ * span_exit closes the innermost open span of site s's exit span and sends
+ * its record, counting into ps what is lost. A global function like
+ * span_entry; it returns 0.
+ */
+__noinline int span_exit(const struct site *s, __u32 site_id, struct probe_stats *ps, struct pt_regs *regs)
+{
+	__u64 now = bpf_ktime_get_ns();
+	struct task_state *ts;
+	__u32 depth;
+	int found;
+
+	if (!s || !ps || !regs)
+		return 0;
+	if (!span_stats_of(s->exit_span))
+		return 0;
+	__u64 owner, pos;
+	ts = state(regs, s, 0, bpf_get_current_pid_tgid(), &owner, &pos);
+	if (!ts) {
+		count(s->exit_span, unmatched);
+		return 0;
+	}
+	if (ts->overflow) {
+		/* The innermost open entry was not recorded: this exit is its. */
+		ts->overflow--;
+		return 0;
+	}
+	ts->closing.now = now;
+	ts->closing.site = site_id;
+	depth = ts->depth;
+	if (depth > ABI_MAX_DEPTH)
+		depth = ABI_MAX_DEPTH;
+	found = find(ts, depth, s->exit_span);
+	if (found < 0) {
+		count(s->exit_span, unmatched);
+		if (s->flags & SITE_GO)
+			go_release(regs, ts);
+		return 0;
+	}
+	__u32 k = frame_index(found);
+	/* Open spans above the match never saw their exit: drop them. */
+	abandon(ts, k + 1, depth);
+
+	struct frame *f = &ts->frames[k];
+	if ((f->flags & RECORD_FILTERED) ||
+	    (s->filter_count && !(f->flags & RECORD_HAS_CHILD) && !filters_hold(regs, s, 1))) {
+		/* Its conditions did not hold: not recorded, not in the histogram.
+		 * A span whose nested spans were recorded is kept whatever its
+		 * exit conditions say, so that they have their parent (as with
+		 * min_duration_ns). */
+		count(s->exit_span, filtered);
+		truncate(ts, k);
+	} else {
+		ts->closing.frame = k;
+		close_span(s, regs, ts);
+	}
 	if (s->flags & SITE_GO)
-		go_release(regs, ts, pid_tgid);
+		go_release(regs, ts);
 	return 0;
 }
 
 /* proc_hit counts a hit of probe in the current process. */
-static __always_inline void proc_hit(__u32 probe)
+__subprog void proc_hit(__u32 probe)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct proc_hits_key k = {.probe = probe, .pid = task->tgid, .start_ns = task->group_leader->start_time};
@@ -1538,7 +1781,7 @@ static __always_inline void forget_goroutines(__u32 pid)
 }
 
 /* forget_thread abandons the open spans of a thread and frees its state. */
-static __always_inline void forget_thread(struct task_struct *task)
+__subprog void forget_thread(struct task_struct *task)
 {
 	struct task_state *ts = bpf_task_storage_get(&task_states, task, 0, 0);
 
@@ -1578,8 +1821,9 @@ static __always_inline __u64 cgroup1_id(struct task_struct *task)
 }
 
 /* process_facts_of fills the facts of a process record with task's: its
- * cgroups and its executable. */
-static __always_inline void process_facts_of(struct process_record *rec, struct task_struct *task)
+ * cgroups and its executable. A function of its own: the reads' temporaries
+ * stay off the programs' frames. */
+__subprog void process_facts_of(struct process_record *rec, struct task_struct *task)
 {
 	rec->cgroup_id = BPF_CORE_READ(task, cgroups, dfl_cgrp, kn, id);
 	rec->cgroup1_id = cgroup1_id(task);

@@ -6,10 +6,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
+	"github.com/otel-uprobe/uprobereceiver/internal/target"
 	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadata"
 )
 
@@ -53,6 +56,28 @@ type Config struct {
 	// what a hit costs at Start and duty-cycles the costliest probes when
 	// their estimated cost goes over it.
 	OverheadBudget float64 `mapstructure:"overhead_budget"`
+	// MaxDebuginfoBytes bounds the memory reading one traced file may
+	// take: its debug sections once decompressed (each read once),
+	// together, what is decoded from them (functions, types), and its
+	// other compressed sections and symbol tables. A file over it (a
+	// compressed-section bomb, a million nested types) is left out with a
+	// warning, and the other files are traced.
+	MaxDebuginfoBytes int64 `mapstructure:"max_debuginfo_bytes"`
+	// MaxSitesPerProbe bounds the locations one probe may have in one
+	// file; MaxSitesPerFile the distinct USDT sites of a file (copies of
+	// one note are one site) and the locations attached in it. A file
+	// over either is left out with a warning naming the setting.
+	MaxSitesPerProbe int `mapstructure:"max_sites_per_probe"`
+	MaxSitesPerFile  int `mapstructure:"max_sites_per_file"`
+	// AcceptKernelHazards names kernel hazards the receiver finds at Start
+	// and refuses to run into, that the user accepts anyway. The one
+	// there is: "uretprobe_seccomp", kernels (x86-64, Linux 6.11 to the
+	// seccomp passthrough of 6.12.14, 6.13.3 and 6.14) on which a kernel
+	// return probe kills a process whose seccomp filter denies the
+	// uretprobe system call, as container runtimes' default profiles may;
+	// accepted, return probes are attached there all the same (right only
+	// if no traced process filters system calls that way).
+	AcceptKernelHazards []string `mapstructure:"accept_kernel_hazards"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -72,8 +97,25 @@ const (
 	minOverheadBudget = 0.001
 )
 
+// Bounds of the per-file limits.
+const (
+	minDebuginfoBytes = 1 << 20
+	maxDebuginfoBytes = 4 << 30
+	maxSitesLimit     = 1 << 20
+)
+
+// hazardUretprobeSeccomp is the kernel hazard of return probes in processes
+// whose seccomp filter denies the uretprobe system call.
+const hazardUretprobeSeccomp = "uretprobe_seccomp"
+
+// kernelHazards are the names accept_kernel_hazards takes.
+var kernelHazards = []string{hazardUretprobeSeccomp}
+
 func createDefaultConfig() *Config {
 	return &Config{
+		MaxDebuginfoBytes:    debuginfo.DefaultMaxBytes,
+		MaxSitesPerProbe:     target.DefaultMaxSitesPerProbe,
+		MaxSitesPerFile:      target.DefaultMaxSitesPerFile,
 		MetricsBuilderConfig: metadata.DefaultMetricsBuilderConfig(),
 		FlushInterval:        defaultFlushInterval,
 		CollectionInterval:   defaultCollectionInterval,
@@ -105,6 +147,20 @@ func (c *Config) Validate() error {
 	}
 	if b := c.OverheadBudget; math.IsNaN(b) || b < 0 || b > maxOverheadBudget || b > 0 && b < minOverheadBudget {
 		errs = append(errs, fmt.Errorf("overhead_budget %v: want 0 (none) or a fraction of a CPU from %v to %d", b, minOverheadBudget, maxOverheadBudget))
+	}
+	if c.MaxDebuginfoBytes < minDebuginfoBytes || c.MaxDebuginfoBytes > maxDebuginfoBytes {
+		errs = append(errs, fmt.Errorf("max_debuginfo_bytes %d: want %d (1 MiB) to %d (4 GiB)", c.MaxDebuginfoBytes, minDebuginfoBytes, int64(maxDebuginfoBytes)))
+	}
+	if c.MaxSitesPerProbe < 1 || c.MaxSitesPerProbe > maxSitesLimit {
+		errs = append(errs, fmt.Errorf("max_sites_per_probe %d: want 1 to %d", c.MaxSitesPerProbe, maxSitesLimit))
+	}
+	if c.MaxSitesPerFile < 1 || c.MaxSitesPerFile > maxSitesLimit {
+		errs = append(errs, fmt.Errorf("max_sites_per_file %d: want 1 to %d", c.MaxSitesPerFile, maxSitesLimit))
+	}
+	for i, h := range c.AcceptKernelHazards {
+		if !slices.Contains(kernelHazards, h) {
+			errs = append(errs, fmt.Errorf("accept_kernel_hazards[%d] %q: not a kernel hazard the receiver knows (%s)", i, h, strings.Join(kernelHazards, ", ")))
+		}
 	}
 	for i, d := range c.DebugDirectories {
 		if !filepath.IsAbs(d) {

@@ -59,13 +59,20 @@ type fileWatcher struct {
 	changes  chan fileChange
 	notify   func()   // after a change is sent; nil for none
 	requests chan int // pids that execed
+	// leftOut says a file could not be read or planned (nil: only logged).
+	leftOut func(ti int, c target.Candidate, err error)
 
 	ownMounts uint64 // the collector's mount namespace, 0 if unknown
 	ownRoot   string // and its root directory as /proc shows it
 
-	known    map[int]map[procfs.FileID]bool // per target, files attached or refused
-	current  map[string]procfs.FileID       // SeenAs path → file attached for it
-	replaced map[procfs.FileID]string       // files replaced at their path
+	known map[int]map[procfs.FileID]bool // per target, files attached or refused
+	// failed holds, per target, the files that could not be read or
+	// planned, with their size and modification time: one is read again
+	// only once it changed (it may have been half written), not at every
+	// exec of a process that has it.
+	failed   map[int]map[target.FileID]bool
+	current  map[string]procfs.FileID // SeenAs path → file attached for it
+	replaced map[procfs.FileID]string // files replaced at their path
 	// stamps holds the identity (with size and modification time) of
 	// each attached host file, by path, and its target: a file written in
 	// place keeps its inode, and only these say it changed.
@@ -90,6 +97,7 @@ func newFileWatcher(log *zap.Logger, plan *target.Plan, targets []config.Target,
 		changes:  make(chan fileChange, 64),
 		requests: make(chan int, maxFileRequests),
 		known:    map[int]map[procfs.FileID]bool{},
+		failed:   map[int]map[target.FileID]bool{},
 		current:  map[string]procfs.FileID{},
 		replaced: map[procfs.FileID]string{},
 		stamps:   map[string]fileStamp{},
@@ -102,6 +110,7 @@ func newFileWatcher(log *zap.Logger, plan *target.Plan, targets []config.Target,
 	w.matchers = make([]*procfs.Matcher, len(targets))
 	for ti, t := range targets {
 		w.known[ti] = map[procfs.FileID]bool{}
+		w.failed[ti] = map[target.FileID]bool{}
 		if t.Process != nil {
 			w.matchers[ti], _ = t.Process.Compile() // valid: Start compiled it
 		}
@@ -121,9 +130,10 @@ type fileStamp struct {
 	target int
 }
 
-// stamp remembers an attached file read at a host path.
+// stamp remembers an attached file read at a path of the collector's own
+// view (not through a process's root).
 func (w *fileWatcher) stamp(f target.File) {
-	if !strings.HasPrefix(f.Path, "/proc/") && len(w.stamps) < maxFileRequests {
+	if !f.ThroughRoot && len(w.stamps) < maxFileRequests {
 		w.stamps[f.Path] = fileStamp{id: f.ID, target: f.Target}
 	}
 }
@@ -340,27 +350,42 @@ func (w *fileWatcher) relocate(ctx context.Context, ti int) {
 }
 
 // consider reads a candidate file of target ti that the receiver has not
-// seen, and hands it on.
+// seen, and hands it on. It takes c: its identity is that of the file the
+// locator opened, and that very file is read and, if it is new, attached.
 func (w *fileWatcher) consider(ctx context.Context, ti int, c target.Candidate) {
-	st, err := os.Stat(c.Path) // a host path, or one through /proc/PID/root
-	if err != nil {
+	id := procfs.FileID{Dev: c.ID.Device, Ino: c.ID.Inode}
+	if w.known[ti][id] {
+		c.Close()
 		return
 	}
-	id := procfs.IDOf(st)
-	if w.known[ti][id] {
-		return
+	full := c.ID // with its size and modification time
+	if w.failed[ti][full] {
+		c.Close()
+		return // the same contents failed already
 	}
 	w.known[ti][id] = true
-	spec, err := w.plan.ReadFile(ti, c)
+	thisDir := filepath.Dir(c.SeenAs)
+	throughRoot := c.ThroughRoot
+	readCtx, cancel := context.WithTimeout(ctx, debuginfodFileBound)
+	spec, err := w.plan.ReadFileContext(readCtx, ti, c)
+	cancel()
 	switch {
 	case errors.Is(err, target.ErrBuildIDMismatch):
 		w.log.Warn("File not attached: another build than the target's build_id", zap.String("path", c.Path), zap.Error(err))
 		w.send(ctx, fileChange{how: "refused"})
 		return
 	case err != nil:
-		w.log.Warn("File not attached", zap.String("path", c.Path), zap.String("found", c.How), zap.Error(err))
+		if w.leftOut != nil {
+			w.leftOut(ti, c, err)
+		} else {
+			w.log.Warn("File not attached", zap.String("path", c.Path), zap.String("found", c.How), zap.Error(err))
+		}
 		w.send(ctx, fileChange{how: "failed"})
 		delete(w.known[ti], id) // read again at its next change: it may be half written
+		if len(w.failed[ti]) >= maxFileRequests {
+			clear(w.failed[ti])
+		}
+		w.failed[ti][full] = true
 		return
 	}
 	w.stamp(spec.File)
@@ -368,7 +393,9 @@ func (w *fileWatcher) consider(ctx context.Context, ti int, c target.Candidate) 
 		w.replaced[old] = c.SeenAs
 	}
 	w.current[c.SeenAs] = id
-	w.watchDir(ti, c.Path)
+	if !throughRoot {
+		w.watchDir(ti, thisDir)
+	}
 	w.publishWritable()
 	w.send(ctx, fileChange{spec: spec, how: c.How})
 }
@@ -380,6 +407,24 @@ func (w *fileWatcher) send(ctx context.Context, ch fileChange) {
 			w.notify()
 		}
 	case <-ctx.Done():
+		if ch.spec != nil {
+			ch.spec.Close()
+		}
+	}
+}
+
+// closePending closes the files of the changes nobody will apply, once
+// run has returned.
+func (w *fileWatcher) closePending() {
+	for {
+		select {
+		case ch := <-w.changes:
+			if ch.spec != nil {
+				ch.spec.Close()
+			}
+		default:
+			return
+		}
 	}
 }
 
@@ -427,29 +472,44 @@ func (w *fileWatcher) watchDirs() {
 	w.inotifyFile = os.NewFile(uintptr(fd), "inotify")
 	w.events = make(chan int, 256)
 	for _, f := range w.plan.Files {
-		w.watchDir(f.Target, f.Path)
+		if !f.ThroughRoot {
+			w.watchDir(f.Target, filepath.Dir(f.SeenAs))
+		}
 	}
 	for ti, t := range w.targets {
 		if filepath.IsAbs(t.Path) {
-			w.watchDir(ti, t.Path) // an optional target's file may appear there
+			w.watchDir(ti, filepath.Dir(t.Path)) // an optional target's file may appear there
 		}
 	}
 	w.publishWritable()
 }
 
-// watchDir watches the directory of a host path of target ti.
-func (w *fileWatcher) watchDir(ti int, path string) {
-	if w.inotify < 0 || strings.HasPrefix(path, "/proc/") {
+// watchDir watches directory dir, in the collector's own view, for target
+// ti. The directory is opened by descriptor ([procfs.Dir.OpenDirectory]:
+// no magic link, nothing but a directory) and watched through that
+// descriptor (/proc/self/fd/N); a file found through a process's root is
+// not watched: its changes are found when processes start.
+func (w *fileWatcher) watchDir(ti int, dir string) {
+	if w.inotify < 0 {
 		return
 	}
-	dir := filepath.Dir(path)
 	for _, t := range w.byDir[dir] {
 		if t == ti {
 			return
 		}
 	}
 	if len(w.byDir[dir]) == 0 {
-		wd, err := unix.InotifyAddWatch(w.inotify, dir, unix.IN_CREATE|unix.IN_MOVED_TO|unix.IN_CLOSE_WRITE|unix.IN_ATTRIB|unix.IN_MODIFY)
+		d, err := procfs.Root("").OpenDir()
+		if err != nil {
+			return
+		}
+		fd, err := d.OpenDirectory(dir)
+		d.Close()
+		if err != nil {
+			return
+		}
+		wd, err := unix.InotifyAddWatch(w.inotify, fmt.Sprintf("/proc/self/fd/%d", fd.Fd()), unix.IN_CREATE|unix.IN_MOVED_TO|unix.IN_CLOSE_WRITE|unix.IN_ATTRIB|unix.IN_MODIFY)
+		fd.Close()
 		if err != nil {
 			return
 		}

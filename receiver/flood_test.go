@@ -179,35 +179,6 @@ func TestShutdownMidDrainDeliversEverySpan(t *testing.T) {
 	assert.Equal(t, 4*n, sink.SpanCount(), "every span fired was delivered")
 }
 
-// Shutdown's last drain reads the ring to its end, past batches that hold
-// process records (every exec sends one while a target waits for
-// processes that start): a batch of max_batch_spans records with one of
-// them is not the ring's last, and the spans after it were left in the
-// ring, uncounted (the soak's unaccounted spans).
-func TestShutdownDrainsPastProcessRecords(t *testing.T) {
-	testutil.RequireRoot(t)
-	b := testutil.BuildDemo(t, "-O2")
-	demo := testutil.StartDemo(t, b.Program)
-	cfg := createDefaultConfig()
-	cfg.MaxBatchSpans = 16
-	cfg.FlushInterval = time.Second // the drain goroutine reads little before Shutdown
-	cfg.Targets = []config.Target{{Path: b.Program, Spans: []config.Span{{Name: "recurse", Function: "recurse", Returns: config.ReturnsUretprobe}}}}
-	s := startReceiverConfig(t, cfg)
-	require.True(t, s.rcv.sendExecs, "a target without pid: looks at every exec")
-
-	const rounds = 50 // 1,000 spans, with an exec record after every 20
-	for range rounds {
-		demo.Run(5)
-		require.NoError(t, exec.Command("/bin/true").Run())
-	}
-	require.NoError(t, s.rcv.Shutdown(context.Background()))
-	all := s.metrics.AllMetrics()
-	require.NotEmpty(t, all)
-	fired := durations(all[len(all)-1])["recurse"].Count()
-	assert.Equal(t, uint64(4*5*rounds), fired)
-	assert.Equal(t, int(fired), s.traces.SpanCount(), "every span completed before Shutdown is delivered")
-}
-
 // droppedSpans returns receiver_uprobe_spans_dropped by span name and
 // reason.
 func droppedSpans(t *testing.T, tel *componenttest.Telemetry) map[[2]string]int64 {

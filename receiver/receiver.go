@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -23,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
@@ -68,6 +71,10 @@ type uprobeReceiver struct {
 	// do, with the drain's context: a test holds the drain goroutine with
 	// it.
 	drainGate func(context.Context)
+	// checkUretprobes finds out whether kernel return probes kill
+	// processes with seccomp filters on this kernel (Start, when the
+	// configuration may use them).
+	checkUretprobes func() tracer.UretprobeSeccomp
 
 	// Set in Start, then owned by the goroutines until Shutdown.
 	tracer *tracer.Tracer
@@ -89,6 +96,13 @@ type uprobeReceiver struct {
 	ids         *identities     // container.id and process.executable.path of processes
 	budget      *overheadBudget // nil without overhead_budget
 	wakeups     int             // times the drain goroutine woke, for tests
+	detached    bool            // Shutdown detached the probes: no file is attached any more
+	// unplanned counts the files left out (at Start or found later), for
+	// tests; restatus says the last status event (a file left out at
+	// Start) is reported again once the collector has reported the
+	// component started.
+	unplanned atomic.Int64
+	restatus  *componentstatus.Event
 
 	// What self-telemetry was told of lost process records and unknown
 	// identities; the collecting goroutine's.
@@ -112,6 +126,7 @@ func newReceiver(cfg *Config, set receiver.Settings, onDone func()) (*uprobeRece
 	return &uprobeReceiver{
 		cfg: cfg, set: set, onDone: onDone, obs: obs, tel: tel, hostName: host,
 		clockOffset: tracer.WallClockOffset, clockEvery: time.Second,
+		checkUretprobes: tracer.CheckUretprobeSeccomp,
 	}, nil
 }
 
@@ -131,6 +146,16 @@ func (r *uprobeReceiver) Start(_ context.Context, host component.Host) error {
 // maxResolves bounds how often Start reads the targets again when a file
 // changed between reading and attaching it.
 const maxResolves = 3
+
+// debuginfodStartBound bounds the time Start waits for debuginfod, all
+// downloads together; debuginfodFileBound the time the file watcher
+// waits for the downloads of one file. A build id whose download failed
+// (or was cut short by these bounds) is not asked for again for 10
+// minutes, even across restarts (debuginfo.Debuginfod.NegativeTTL).
+const (
+	debuginfodStartBound = 30 * time.Second
+	debuginfodFileBound  = 30 * time.Second
+)
 
 func (r *uprobeReceiver) start() error {
 	log := r.set.Logger
@@ -154,6 +179,14 @@ func (r *uprobeReceiver) start() error {
 	if err != nil {
 		return err
 	}
+	if debuginfod != nil {
+		debuginfod.MaxBytes = r.cfg.MaxDebuginfoBytes
+	}
+	// Downloads from debuginfod hold Start at most this long in all: past
+	// it, the files still waiting for one are read without (their names
+	// fail, and they are left out or fail Start with that reason).
+	downloads, cancelDownloads := context.WithTimeout(context.Background(), debuginfodStartBound)
+	defer cancelDownloads()
 	locator := target.HostLocator{}
 	// Every exec is looked at for targets' files (containers of new images,
 	// optional targets), unless every target is one process.
@@ -168,12 +201,18 @@ func (r *uprobeReceiver) start() error {
 		log.Warn("Reading the cgroup mounts: spans carry no container.id", zap.Error(err))
 	}
 	v1Controller, _ := mounts.PreferredV1()
+	refuseReturns := r.kernelReturnHazard()
 	for attempt := 1; ; attempt++ {
 		plan, err = target.Resolve(r.cfg.Targets, target.Options{
 			OptimizedUprobes: tracer.HaveOptimizedUprobes(), ARM64StepsNop: tracer.ARM64StepsNop(),
-			Arch: tracer.Arch(), Locator: locator,
-			DebugDirs:  r.cfg.DebugDirectories,
-			Debuginfod: debuginfod,
+			KernelReturnsRefused: refuseReturns,
+			Arch:                 tracer.Arch(), Locator: locator,
+			DebugDirs:         r.cfg.DebugDirectories,
+			Debuginfod:        debuginfod,
+			MaxDebuginfoBytes: r.cfg.MaxDebuginfoBytes,
+			MaxSitesPerProbe:  r.cfg.MaxSitesPerProbe,
+			MaxSitesPerFile:   r.cfg.MaxSitesPerFile,
+			Context:           downloads,
 		})
 		if err != nil {
 			return fmt.Errorf("resolving targets: %w", err)
@@ -181,12 +220,20 @@ func (r *uprobeReceiver) start() error {
 		if r.beforeAttach != nil {
 			r.beforeAttach(plan)
 		}
+		if err := plan.Replaced(); err != nil && attempt < maxResolves {
+			log.Info("A traced file was replaced while it was being read; reading it again", zap.Error(err))
+			plan.Close()
+			continue
+		}
 		tr, err = tracer.Open(plan, tracer.Options{
 			RingBufferSize: r.cfg.RingBufferSize, NoRecords: r.traces == nil, MaxGoroutines: r.cfg.MaxGoroutines,
 			SendExecs: r.sendExecs, ProcessFacts: true, Cgroup1Controller: v1Controller,
 			// A budget switches probes one by one and measures programs.
 			ProbeControl: r.cfg.OverheadBudget > 0, ProgramStats: r.cfg.OverheadBudget > 0,
 		})
+		if err != nil {
+			plan.Close() // the files the tracer did not take
+		}
 		if errors.Is(err, tracer.ErrFileChanged) && attempt < maxResolves {
 			log.Info("A traced file changed while it was being read; reading it again", zap.Error(err))
 			continue
@@ -269,10 +316,21 @@ func (r *uprobeReceiver) start() error {
 	}
 	r.reportLocations(plan, 1)
 	r.reportFiles(plan)
+	for _, u := range plan.Unplanned {
+		r.leftOut(context.Background(), plan.Targets[u.Target].Path, u.Candidate, u.Err)
+	}
+	if len(plan.Unplanned) > 0 {
+		// The collector reports the component OK once Start returns: a
+		// file left out at Start is said again at the first collection.
+		r.restatus = r.hosts.lastEvent()
+	}
 	log.Info("Probes attached", zap.Int("targets", len(plan.Targets)), zap.Int("files", len(plan.Files)),
 		zap.Int("probes", len(plan.Probes)), zap.Int("spans", len(plan.Spans)), zap.Int("locations", len(plan.Attachments)))
 	r.watcher = newFileWatcher(log, plan, r.cfg.Targets, locator)
 	r.watcher.notify = tr.Interrupt // the drain goroutine may be asleep
+	r.watcher.leftOut = func(ti int, c target.Candidate, err error) {
+		r.leftOut(context.Background(), r.cfg.Targets[ti].Path, c, err)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
@@ -287,6 +345,57 @@ func (r *uprobeReceiver) start() error {
 		go func() { defer r.wg.Done(); r.budget.run(ctx) }()
 	}
 	return nil
+}
+
+// kernelReturnHazard finds out, when the configuration may use kernel
+// return probes, whether they kill processes whose seccomp filter denies
+// the uretprobe system call (see tracer.CheckUretprobeSeccomp), and returns
+// the sentence that refuses them, or "" when they are safe or the hazard is
+// accepted (accept_kernel_hazards), which it logs.
+func (r *uprobeReceiver) kernelReturnHazard() string {
+	if !mayUseKernelReturns(r.cfg.Targets) {
+		return ""
+	}
+	start := time.Now()
+	res := r.checkUretprobes()
+	log := r.set.Logger.With(zap.String("found", res.Reason), zap.Duration("took", time.Since(start)))
+	if !res.Hazard {
+		log.Debug("Kernel return probes are safe in processes with seccomp filters")
+		return ""
+	}
+	sentence := "this kernel kills a process whose seccomp filter denies the uretprobe system call (as container runtimes' default profiles may) when a kernel return probe fires in it " +
+		"(Linux 6.11 without the seccomp passthrough of 6.12.14, 6.13.3 and 6.14; " + res.Reason + "), " +
+		"so kernel return probes are refused: probe returns with ret: (returns: ret) instead, " +
+		"or accept the hazard with accept_kernel_hazards: [" + hazardUretprobeSeccomp + "] if no traced process filters system calls"
+	if slices.Contains(r.cfg.AcceptKernelHazards, hazardUretprobeSeccomp) {
+		log.Warn("Kernel return probes are attached although this kernel kills processes whose seccomp filter denies the uretprobe system call when one fires, as accept_kernel_hazards says",
+			zap.String("hazard", hazardUretprobeSeccomp))
+		return ""
+	}
+	return sentence
+}
+
+// mayUseKernelReturns says whether targets may need kernel return probes:
+// a uretprobe: reference, or a function span whose returns are not ret:.
+func mayUseKernelReturns(targets []config.Target) bool {
+	isReturn := func(ref string) bool {
+		p, err := config.ParseProbe(ref)
+		return err == nil && p.Kind == config.KindUretprobe
+	}
+	for _, t := range targets {
+		for _, s := range t.Spans {
+			entry, exit := s.Probes()
+			if isReturn(entry) || isReturn(exit) {
+				return true
+			}
+		}
+		for _, c := range t.Counters {
+			if isReturn(c.Probe) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // containerFoldInterval is how often the hits per process are read and
@@ -440,7 +549,8 @@ func (r *uprobeReceiver) drain(ctx context.Context) {
 		if r.traces != nil {
 			r.builder.Begin(min(r.cfg.MaxBatchSpans, r.tracer.Buffered()))
 		}
-		n, malformed := r.tracer.Read(r.cfg.MaxBatchSpans, &r.records)
+		r.records.read = 0
+		_, malformed := r.tracer.Read(r.cfg.MaxBatchSpans, &r.records)
 		r.chooser.foldPending() // the batch's decided and exited processes, in one pass
 		if malformed > 0 {
 			r.tel.ReceiverUprobeRecordsMalformed.Add(deliverCtx, int64(malformed))
@@ -449,7 +559,11 @@ func (r *uprobeReceiver) drain(ctx context.Context) {
 			r.deliver(deliverCtx, r.builder.End())
 		}
 		r.reportCounts(deliverCtx)
-		if n < r.cfg.MaxBatchSpans || ctx.Err() != nil {
+		// The batch was full when it took as many records as it could,
+		// spans and process records alike: counting only its spans would
+		// end the drain at the first batch holding a process record (an
+		// exec anywhere on the host) with records still in the ring.
+		if r.records.read+malformed < r.cfg.MaxBatchSpans || ctx.Err() != nil {
 			return
 		}
 	}
@@ -461,12 +575,16 @@ func (r *uprobeReceiver) drain(ctx context.Context) {
 type drainRecords struct {
 	r   *uprobeReceiver
 	ctx context.Context
+	// read counts the records of the batch in hand, spans and process
+	// records alike.
+	read int
 }
 
 // Span builds a span that counts: one of a pending process counts only if
 // the process was chosen for its target. One whose choice is no longer
 // known is dropped and counted.
 func (d *drainRecords) Span(ev *event.Span) {
+	d.read++
 	if d.r.traces == nil {
 		return
 	}
@@ -502,6 +620,7 @@ func (c *countingRecords) Process(*event.Process) {}
 // Process follows process events for the chooser, the file watcher and
 // the caches of process facts.
 func (d *drainRecords) Process(p *event.Process) {
+	d.read++
 	r := d.r
 	r.ids.process(p)
 	if (p.Event == event.ProcessExec || p.Event == event.ProcessExit) && r.traces != nil {
@@ -521,9 +640,10 @@ func (d *drainRecords) Process(p *event.Process) {
 }
 
 // applyFileChanges attaches the files the watcher found and detaches the
-// replaced ones no process maps any more. The drain goroutine owns the plan.
+// replaced ones no process maps any more; after Shutdown detached the
+// probes, it leaves them. The drain goroutine owns the plan.
 func (r *uprobeReceiver) applyFileChanges(ctx context.Context) {
-	for {
+	for !r.detached {
 		var ch fileChange
 		select {
 		case ch = <-r.watcher.changes:
@@ -726,6 +846,13 @@ func (s *statusHosts) add(h component.Host) {
 	}
 }
 
+// lastEvent returns the last status reported, nil for none.
+func (s *statusHosts) lastEvent() *componentstatus.Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
+}
+
 func (s *statusHosts) report(ev *componentstatus.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -750,6 +877,10 @@ func (r *uprobeReceiver) reportIdentity(ctx context.Context) {
 
 // collect reads the kernel's counters once and emits them.
 func (r *uprobeReceiver) collect(ctx context.Context) {
+	if ev := r.restatus; ev != nil {
+		r.restatus = nil
+		r.hosts.report(ev)
+	}
 	st, err := r.tracer.Stats()
 	if err != nil {
 		r.set.Logger.Warn("Reading probe counters", zap.Error(err))
@@ -788,7 +919,11 @@ func (r *uprobeReceiver) Shutdown(ctx context.Context) error {
 		if r.budget != nil {
 			r.budget.stop()
 		}
+		// Every link closes side by side (about a second for thousands
+		// of files); then no probe fires, and the drain below takes
+		// every span completed before.
 		err = r.tracer.Detach()
+		r.detached = true
 		r.drain(ctx)
 		r.dropLeft(ctx)
 		if r.traces != nil {
@@ -797,6 +932,8 @@ func (r *uprobeReceiver) Shutdown(ctx context.Context) error {
 		}
 		r.collect(ctx)
 		err = errors.Join(err, r.tracer.Close())
+		r.watcher.closePending()
+		err = errors.Join(err, r.plan.Close())
 		r.reportLocations(r.plan, -1)
 	})
 	return err

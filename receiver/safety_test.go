@@ -251,3 +251,123 @@ func TestNop5UsesTheOptimizedPath(t *testing.T) {
 	assert.Equal(t, int64(15), sumPoints(last, "uprobe.probe.hits")["usdt:nop5:hit"], "every hit counts, optimized or not")
 	assert.Equal(t, []byte{0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00}, siteBytes(), "detaching restores the nop5")
 }
+
+// redZoneProgram builds testdata/redzone (non-PIE: symbols are run-time
+// addresses) and returns it with the addresses of leaf and safe.
+func redZoneProgram(t *testing.T) (bin string, leaf, safe uint64) {
+	t.Helper()
+	dir := t.TempDir()
+	bin = filepath.Join(dir, "redzone")
+	testutil.Gcc(t, dir, "-O2", "-no-pie", "-o", bin, testutil.Testdata("redzone", "redzone.c"))
+	f, err := elf.Open(bin)
+	require.NoError(t, err)
+	defer f.Close()
+	syms, err := f.Symbols()
+	require.NoError(t, err)
+	for _, s := range syms {
+		switch s.Name {
+		case "leaf":
+			leaf = s.Value
+		case "safe":
+			safe = s.Value
+		}
+	}
+	require.NotZero(t, leaf)
+	require.NotZero(t, safe)
+	return bin, leaf, safe
+}
+
+// processBytes reads n bytes of process pid's memory at addr.
+func processBytes(t *testing.T, pid int, addr uint64, n int) []byte {
+	t.Helper()
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	require.NoError(t, err)
+	defer mem.Close()
+	b := make([]byte, n)
+	_, err = mem.ReadAt(b, int64(addr))
+	require.NoError(t, err)
+	return b
+}
+
+// No probe changes what a program computes (issue 17): a leaf function that
+// keeps a value below %rsp across a "nop; nop5" USDT site returns the right
+// value on each of 100,000 calls with the probe attached, and the probe
+// counts each. Before, the probe went on the nop5, which the kernel's
+// optimized path turned into a call whose return address overwrote the
+// value: 99,999 of 100,000 calls returned the wrong value. A function that
+// keeps nothing there still gets the optimized path (its nop5 becomes a
+// call), and every slot of the red zone survives a probe at slots' site.
+func TestNoProbeChangesWhatAProgramComputes(t *testing.T) {
+	testutil.RequireRoot(t)
+	if !tracer.HaveOptimizedUprobes() {
+		testutil.SkipOrFail(t, "the kernel has no optimized uprobe path (arch_uprobe_optimize)")
+	}
+	const calls = 100000
+	bin, leaf, safe := redZoneProgram(t)
+	p := testutil.StartProgram(t, bin, "ready")
+	require.Equal(t, []byte{0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00}, processBytes(t, p.PID, leaf+5, 6))
+	s := startReceiver(t, []config.Target{{Path: bin, Counters: config.CountersOf("usdt:redzone:leaf", "usdt:redzone:safe", "usdt:redzone:slots")}})
+	classes := map[string]string{}
+	for _, a := range s.rcv.plan.Attachments {
+		classes[s.rcv.plan.Probes[a.Probe].Ref] = fmt.Sprintf("%s at %#x", a.Class, a.Address)
+	}
+	assert.Equal(t, map[string]string{
+		"usdt:redzone:leaf":  fmt.Sprintf("emulated at %#x", leaf+5),
+		"usdt:redzone:safe":  fmt.Sprintf("optimizable at %#x", safe+5),
+		"usdt:redzone:slots": classes["usdt:redzone:slots"], // its address is the compiler's
+	}, classes)
+	assert.Contains(t, classes["usdt:redzone:slots"], "emulated")
+
+	assert.Equal(t, fmt.Sprintf("leaf %d wrong=0", calls), p.Ask(fmt.Sprintf("leaf %d", calls), "leaf "))
+	assert.Equal(t, fmt.Sprintf("safe %d wrong=0", calls), p.Ask(fmt.Sprintf("safe %d", calls), "safe "))
+	assert.Equal(t, "slots 0", p.Ask("slots", "slots "), "no slot of the red zone changed")
+	assert.Equal(t, byte(0xe8), processBytes(t, p.PID, safe+5, 1)[0], "safe's nop5 became a call: the optimized path")
+	assert.Equal(t, []byte{0xcc, 0x0f, 0x1f, 0x44, 0x00, 0x00}, processBytes(t, p.PID, leaf+5, 6), "leaf's probe is an int3 on its 1-byte nop; the nop5 is untouched")
+
+	require.NoError(t, s.rcv.Shutdown(context.Background()))
+	hits := sumPoints(s.metrics.AllMetrics()[len(s.metrics.AllMetrics())-1], "uprobe.probe.hits")
+	assert.Equal(t, int64(calls), hits["usdt:redzone:leaf"])
+	assert.Equal(t, int64(calls), hits["usdt:redzone:safe"])
+	assert.Equal(t, int64(3), hits["usdt:redzone:slots"])
+}
+
+// A uprobe: that names a 5-byte nop where its function keeps data below
+// %rsp is refused with one sentence naming the safe places; nothing is
+// attached and the program computes right. The same nop5 in a function
+// that keeps nothing there is probed, optimized.
+func TestUprobeOnARedZoneNop5IsRefused(t *testing.T) {
+	testutil.RequireRoot(t)
+	if !tracer.HaveOptimizedUprobes() {
+		testutil.SkipOrFail(t, "the kernel has no optimized uprobe path (arch_uprobe_optimize)")
+	}
+	const calls = 100000
+	bin, _, safe := redZoneProgram(t)
+	p := testutil.StartProgram(t, bin, "ready")
+
+	cfg := createDefaultConfig()
+	cfg.Targets = []config.Target{{Path: bin, Counters: config.CountersOf("uprobe:leaf+0x6")}}
+	require.NoError(t, cfg.Validate())
+	r, err := NewFactory().CreateMetrics(context.Background(), receivertest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
+	require.NoError(t, err)
+	err = r.Start(context.Background(), componenttest.NewNopHost())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "uprobe:leaf+0x6: leaf+0x6 is a 5-byte nop, which this kernel rewrites after the first hit into a call that writes below %rsp, "+
+		"where leaf may keep live data (mov %rdi,-0x8(%rsp) at +0x0 accesses memory 0x8 bytes below %rsp), so a probe there would change what it computes; "+
+		"probe uprobe:leaf (its entry) or uprobe:leaf+0xb (the next instruction, mov -0x8(%rsp),%rax) instead")
+	require.NoError(t, r.Shutdown(context.Background()))
+	assert.Equal(t, fmt.Sprintf("leaf %d wrong=0", calls), p.Ask(fmt.Sprintf("leaf %d", calls), "leaf "))
+
+	s := startReceiver(t, []config.Target{{Path: bin, Counters: config.CountersOf("uprobe:safe+0x5", "uprobe:leaf")}})
+	for _, a := range s.rcv.plan.Attachments {
+		if a.Address == safe+5 {
+			assert.Equal(t, insn.Optimizable, a.Class)
+		}
+	}
+	assert.Equal(t, fmt.Sprintf("leaf %d wrong=0", calls), p.Ask(fmt.Sprintf("leaf %d", calls), "leaf "))
+	assert.Equal(t, fmt.Sprintf("safe %d wrong=0", calls), p.Ask(fmt.Sprintf("safe %d", calls), "safe "))
+	assert.Equal(t, byte(0xe8), processBytes(t, p.PID, safe+5, 1)[0], "safe+0x5 became a call")
+	require.NoError(t, s.rcv.Shutdown(context.Background()))
+	hits := sumPoints(s.metrics.AllMetrics()[len(s.metrics.AllMetrics())-1], "uprobe.probe.hits")
+	assert.Equal(t, int64(calls), hits["uprobe:safe+0x5"])
+	assert.Equal(t, int64(calls), hits["uprobe:leaf"], "the entry is safe")
+}

@@ -6,7 +6,7 @@
 //
 // Usage:
 //
-//	uprobe-list [-debug-dir DIR]... FILE [PATTERN]
+//	uprobe-list [-debug-dir DIR]... [-optimized-uprobes auto|yes|no] FILE [PATTERN]
 //
 // Without PATTERN it lists the file's USDT probes (every site with its
 // semaphore and argument specs, as readelf -n shows them, and each argument
@@ -39,6 +39,7 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 	"github.com/otel-uprobe/uprobereceiver/internal/target"
+	"github.com/otel-uprobe/uprobereceiver/internal/tracer"
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
 )
 
@@ -62,8 +63,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var debugDirs dirs
 	fs.Var(&debugDirs, "debug-dir", "root of separate debug files (repeatable; default "+debuginfo.DefaultDebugDir+")")
+	optimized := fs.String("optimized-uprobes", "auto", "whether the kernel rewrites uprobes on 5-byte nops into calls (x86-64, Linux 6.17): auto (as the receiver finds out), yes or no")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: uprobe-list [-debug-dir DIR]... FILE [PATTERN]")
+		fmt.Fprintln(stderr, "usage: uprobe-list [-debug-dir DIR]... [-optimized-uprobes auto|yes|no] FILE [PATTERN]")
 		fmt.Fprintln(stderr, "PATTERN: usdt:PROVIDER:NAME, line:FILE:LINE (or FILE:LINE), or a function glob")
 		fs.PrintDefaults()
 	}
@@ -80,7 +82,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "uprobe-list:", err)
 		return 2
 	}
-	opts := target.Options{DebugDirs: debugDirs}
+	// The kernel's behaviour decides classes and where USDT probes go, as
+	// in the receiver.
+	opts := target.Options{DebugDirs: debugDirs, OptimizedUprobes: tracer.HaveOptimizedUprobes(), ARM64StepsNop: tracer.ARM64StepsNop()}
+	switch *optimized {
+	case "auto":
+	case "yes":
+		opts.OptimizedUprobes = true
+	case "no":
+		opts.OptimizedUprobes = false
+	default:
+		fmt.Fprintf(stderr, "uprobe-list: -optimized-uprobes %q: want auto, yes or no\n", *optimized)
+		return 2
+	}
 	if len(debugDirs) == 0 {
 		opts.DebugDirs = []string{debuginfo.DefaultDebugDir}
 	}

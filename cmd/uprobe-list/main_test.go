@@ -267,3 +267,43 @@ func TestBareName(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, `executable "no-such-program-anywhere" not found in PATH`)
 }
+
+// uprobe-list reports the class and place the receiver uses: with the
+// kernel's optimized uprobe path, a USDT site moves onto its nop5 only in a
+// function that keeps nothing below %rsp (testdata/redzone: leaf keeps a
+// value there, safe does not); without it, nothing moves.
+func TestRedZoneSites(t *testing.T) {
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "redzone")
+	testutil.Gcc(t, dir, "-O2", "-o", prog, testutil.Testdata("redzone", "redzone.c"))
+	placed := func(optimized, probe string) string {
+		out, errOut, code := list(t, "-optimized-uprobes", optimized, prog, probe)
+		require.Equal(t, 0, code, errOut)
+		for _, l := range strings.Split(out, "\n") {
+			if s, ok := strings.CutPrefix(strings.TrimSpace(l), "placed at "); ok {
+				return s
+			}
+		}
+		t.Fatalf("no placement in:\n%s", out)
+		return ""
+	}
+	site := func(probe string) uint64 {
+		out, _, _ := list(t, prog, probe)
+		var addr uint64
+		for _, l := range strings.Split(out, "\n") {
+			if _, err := fmt.Sscanf(strings.TrimSpace(l), "site %v", &addr); err == nil {
+				return addr
+			}
+		}
+		t.Fatalf("no site in:\n%s", out)
+		return 0
+	}
+	leaf, safe := site("usdt:redzone:leaf"), site("usdt:redzone:safe")
+	assert.Equal(t, fmt.Sprintf("%#x, emulated (nop)", leaf), placed("yes", "usdt:redzone:leaf"))
+	assert.Equal(t, fmt.Sprintf("%#x, optimizable (nopl (%%rax,%%rax))", safe+1), placed("yes", "usdt:redzone:safe"))
+	assert.Equal(t, fmt.Sprintf("%#x, emulated (nop)", safe), placed("no", "usdt:redzone:safe"))
+
+	_, errOut, code := list(t, "-optimized-uprobes", "maybe", prog)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, `-optimized-uprobes "maybe": want auto, yes or no`)
+}

@@ -407,6 +407,7 @@ func perHit(s settings, res *Result, w *workload, path string) error {
 			return err
 		}
 		offsets[fn] = plan.Attachments[0].FileOffset
+		plan.Close()
 	}
 	floor := func(ret bool) attacher {
 		return func(fn string) (func() error, error) {
@@ -726,6 +727,7 @@ func attachTime(s settings, res *Result, dir string) error {
 		return err
 	}
 	resolve := time.Since(t0)
+	plan.Close()
 	if len(plan.Attachments) != s.sites {
 		return fmt.Errorf("resolved %d sites, want %d", len(plan.Attachments), s.sites)
 	}

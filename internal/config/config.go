@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -43,7 +44,8 @@ type Target struct {
 	// a file with another build id is not attached.
 	BuildID string `mapstructure:"build_id"`
 	// ServiceName is the service.name resource attribute; it defaults to the
-	// base name of Path.
+	// base name of Path. Like every name that becomes telemetry, it is at
+	// most MaxNameBytes of printable UTF-8.
 	ServiceName string `mapstructure:"service_name"`
 	// Spans are the entry/exit pairs that become spans.
 	Spans []Span `mapstructure:"spans"`
@@ -256,10 +258,40 @@ func Validate(targets []Target) error {
 		return errors.New("targets: at least one target is required")
 	}
 	var errs []error
+	chosen, histograms := 0, 0
 	for i, t := range targets {
 		errs = append(errs, t.validate(fmt.Sprintf("targets[%d]", i))...)
+		// Limits of the engine that the configuration alone decides,
+		// said here rather than at Start after every file was read; the
+		// sentences are the resolver's.
+		if t.PID != 0 || t.Process != nil {
+			if chosen == bpfobj.MaxChosenTargets {
+				errs = append(errs, fmt.Errorf("targets[%d]: more than %d targets choose their processes (pid: or process:)", i, bpfobj.MaxChosenTargets))
+			}
+			chosen++
+		}
+		for j, c := range t.Counters {
+			if c.Histogram == "" {
+				continue
+			}
+			if histograms == MaxHistograms {
+				errs = append(errs, fmt.Errorf("targets[%d].counters[%d]: more than %d counters have a histogram", i, j, MaxHistograms))
+			}
+			histograms++
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// MaxHistograms bounds the counters with a histogram of a configuration:
+// the engine's site spec holds 1 + a histogram's index in 16 bits.
+const MaxHistograms = math.MaxUint16
+
+// ConditionsAtOneLocation is the sentence of the engine's limit on the
+// conditions evaluated at one location (bpfobj.MaxFilters): a probe that
+// opens a span and closes another evaluates both spans' conditions.
+func ConditionsAtOneLocation(n int) string {
+	return fmt.Sprintf("%d conditions at one location (its spans' filter and exit_filter, or its counter's), at most %d", n, bpfobj.MaxFilters)
 }
 
 func (t Target) validate(where string) []error {
@@ -270,10 +302,22 @@ func (t Target) validate(where string) []error {
 	switch {
 	case t.Path == "":
 		add("path is required")
+	case len(t.Path) > MaxPathBytes:
+		add("path is %d bytes, at most %d (PATH_MAX)", len(t.Path), MaxPathBytes)
 	case strings.ContainsRune(t.Path, '/') && !filepath.IsAbs(t.Path):
 		add("path %q must be absolute, or a bare name (an executable in PATH, a library such as libc)", t.Path)
 	case strings.ContainsAny(t.Path, "\x00\n"):
 		add("path %q has a NUL or newline", t.Path)
+	}
+	switch {
+	case t.ServiceName != "":
+		if err := checkTelemetryName("service_name", t.ServiceName, MaxNameBytes); err != nil {
+			add("%v", err)
+		}
+	case t.Path != "" && len(t.Path) <= MaxPathBytes:
+		if err := checkTelemetryName("service_name (the base name of path by default)", t.ServiceNameOrDefault(), MaxNameBytes); err != nil {
+			add("%v", err)
+		}
 	}
 	if t.PID < 0 {
 		add("pid %d must be 0 (every process) or a process id", t.PID)
@@ -298,6 +342,9 @@ func (t Target) validate(where string) []error {
 	names := map[string]int{}
 	entries := map[string]string{} // canonical probe → span name
 	exits := map[string]string{}
+	// The conditions a probe evaluates: those of the span it opens
+	// (filter) and of the span it closes (exit_filter).
+	entryConds, exitConds := map[string]int{}, map[string]int{}
 	for i, s := range t.Spans {
 		sw := fmt.Sprintf("%s.spans[%d]", where, i)
 		if name := s.SpanName(""); name != "" && !s.IsPattern() {
@@ -314,12 +361,22 @@ func (t Target) validate(where string) []error {
 				errs = append(errs, fmt.Errorf("%s: probe %s already opens span %q", sw, entry, other))
 			}
 			entries[entry] = s.SpanName("")
+			entryConds[entry] = len(SplitConditions(s.Filter))
+			if _, shared := exits[entry]; shared && entryConds[entry]+exitConds[entry] > bpfobj.MaxFilters {
+				n := entryConds[entry] + exitConds[entry]
+				errs = append(errs, fmt.Errorf("%s: probe %s: %s", sw, entry, ConditionsAtOneLocation(n)))
+			}
 		}
 		if exit != "" {
 			if other, dup := exits[exit]; dup {
 				errs = append(errs, fmt.Errorf("%s: probe %s already closes span %q", sw, exit, other))
 			}
 			exits[exit] = s.SpanName("")
+			exitConds[exit] = len(SplitConditions(s.ExitFilter))
+			if _, shared := entries[exit]; shared && entryConds[exit]+exitConds[exit] > bpfobj.MaxFilters {
+				n := entryConds[exit] + exitConds[exit]
+				errs = append(errs, fmt.Errorf("%s: probe %s: %s", sw, exit, ConditionsAtOneLocation(n)))
+			}
 		}
 	}
 
@@ -359,6 +416,9 @@ func (c Counter) validate(where string) (key string, errs []error) {
 		add("%v", err)
 		return "", errs
 	}
+	if err := checkTelemetryName("probe.name (the probe and its filter)", c.Ref(), MaxProbeRefBytes); err != nil {
+		add("%v", err)
+	}
 	// A counter reads its values where its probe fires: at a return
 	// probe, that is the return.
 	r := atEntry
@@ -387,7 +447,10 @@ func (c Counter) validate(where string) (key string, errs []error) {
 	}
 	if c.Histogram != "" {
 		e, err := fetch.Parse(c.Histogram)
+		nameErr := checkTelemetryName("histogram (probe.value)", c.Histogram, MaxProbeRefBytes)
 		switch {
+		case nameErr != nil:
+			add("%v", nameErr)
 		case err != nil:
 			add("histogram: %v", err)
 		case e.Typed && !e.Type.IsInteger():
@@ -466,12 +529,19 @@ func (s Span) validate(where string) (entry, exit string, errs []error) {
 	if s.Name == "" && s.Function == "" {
 		add("name is required")
 	}
+	if s.Name != "" {
+		if err := checkTelemetryName("name", s.Name, MaxNameBytes); err != nil {
+			add("%v", err)
+		}
+	}
 	pattern := s.IsPattern()
 	var entryProbe, exitProbe Probe
 	var entryOK, exitOK bool
 	switch {
 	case s.Function != "" && (s.Entry != "" || s.Exit != ""):
 		add("function and entry/exit are exclusive: use one or the other")
+	case len(s.Function) > MaxProbeRefBytes:
+		add("function is %d bytes, at most %d", len(s.Function), MaxProbeRefBytes)
 	case s.Function != "":
 		if err := checkSymbol(s.Function); err != nil {
 			add("function: %v", err)
@@ -553,9 +623,11 @@ func (s Span) validate(where string) (entry, exit string, errs []error) {
 			add("%s: %d values to fetch, at most %d per span end (carrier ids and status_error count too)", field, n, bpfobj.MaxFetches)
 		}
 		for _, k := range sortedKeys(m) {
-			at := fmt.Sprintf("%s.%s[%q]", where, field, k)
+			at := fmt.Sprintf("%s.%s[%s]", where, field, quoteShort(k))
 			if k == "" {
 				errs = append(errs, fmt.Errorf("%s: empty attribute key", at))
+			} else if err := checkTelemetryName("the key", k, MaxNameBytes); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", at, err))
 			}
 			if why, ok := ReservedAttributes[k]; ok {
 				errs = append(errs, fmt.Errorf("%s: %q is reserved: %s; choose another key", at, k, why))

@@ -95,7 +95,21 @@ func (p Probe) String() string {
 func (p Probe) Returns() bool { return p.Kind == KindUretprobe || p.Kind == KindRet }
 
 // ParseProbe parses a probe reference as written in the configuration.
+// A reference, as written and in its canonical form (which may write an
+// offset longer, in hex), is at most MaxProbeRefBytes: it becomes the
+// probe.name attribute.
 func ParseProbe(ref string) (Probe, error) {
+	if len(ref) > MaxProbeRefBytes {
+		return Probe{}, fmt.Errorf("probe reference is %d bytes, at most %d", len(ref), MaxProbeRefBytes)
+	}
+	p, err := parseProbe(ref)
+	if n := len(p.String()); err == nil && n > MaxProbeRefBytes {
+		return Probe{}, fmt.Errorf("probe reference is %d bytes with its offset in hex, at most %d", n, MaxProbeRefBytes)
+	}
+	return p, err
+}
+
+func parseProbe(ref string) (Probe, error) {
 	kind, rest, ok := strings.Cut(ref, ":")
 	if !ok {
 		return Probe{}, fmt.Errorf("probe %q: want usdt:PROVIDER:NAME, uprobe:SYMBOL[+OFFSET], uretprobe:SYMBOL, ret:SYMBOL or line:FILE:LINE", ref)

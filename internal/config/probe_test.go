@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -152,13 +153,25 @@ func FuzzParseProbe(f *testing.F) {
 	} {
 		f.Add(s)
 	}
+	f.Add("uprobe:" + strings.Repeat("f", MaxProbeRefBytes-10) + "+16")
+	f.Add("usdt:p:" + strings.Repeat("n", MaxProbeRefBytes))
 	f.Fuzz(func(t *testing.T, ref string) {
 		p, err := ParseProbe(ref)
 		if err != nil {
 			if p != (Probe{}) {
 				t.Fatalf("ParseProbe(%q) failed (%v) but returned %#v", ref, err, p)
 			}
+			if len(err.Error()) > 2*len(ref)+512 || len(ref) > MaxProbeRefBytes && len(err.Error()) > 512 {
+				t.Fatalf("ParseProbe of %d bytes: an error of %d bytes", len(ref), len(err.Error()))
+			}
 			return
+		}
+		// It becomes the probe.name attribute: bounded, printable.
+		if len(ref) > MaxProbeRefBytes || len(p.String()) > MaxProbeRefBytes {
+			t.Fatalf("ParseProbe accepted %d bytes (%d canonical)", len(ref), len(p.String()))
+		}
+		if err := checkTelemetryName("probe", p.String(), MaxProbeRefBytes); err != nil {
+			t.Fatalf("ParseProbe(%q) accepted a name telemetry refuses: %v", ref, err)
 		}
 		switch p.Kind {
 		case KindUSDT:

@@ -27,6 +27,9 @@ const (
 	// DefaultDebuginfodMaxCacheBytes bounds the cache directory; the least
 	// recently used files go first.
 	DefaultDebuginfodMaxCacheBytes = 8 << 30
+	// DefaultDebuginfodNegativeTTL is how long a build id whose fetch
+	// failed is not asked for again (elfutils' cache_miss_s is the same).
+	DefaultDebuginfodNegativeTTL = 10 * time.Minute
 )
 
 // Debuginfod fetches separate debug files by GNU build id from debuginfod
@@ -45,6 +48,15 @@ type Debuginfod struct {
 	MaxFileBytes int64
 	// MaxCacheBytes bounds the cache; 0 means DefaultDebuginfodMaxCacheBytes.
 	MaxCacheBytes int64
+	// NegativeTTL is how long a failure is remembered, on disk
+	// (<build id>.fail in CacheDir, so that it survives the collector's
+	// restarts): the build id is not asked for again until then. 0 means
+	// DefaultDebuginfodNegativeTTL; negative remembers nothing.
+	NegativeTTL time.Duration
+	// MaxBytes bounds the debuginfo of a downloaded file, as
+	// Options.MaxBytes does (0: DefaultMaxBytes): a file whose debug
+	// sections declare more is refused before it is cached.
+	MaxBytes int64
 
 	mu       sync.Mutex
 	inflight map[string]*flight
@@ -93,12 +105,100 @@ func (d *Debuginfod) cachePath(buildID string) string {
 	return filepath.Join(d.CacheDir, buildID+".debug")
 }
 
+// failPath is where the failure of a build id is remembered.
+func (d *Debuginfod) failPath(buildID string) string {
+	return filepath.Join(d.CacheDir, buildID+".fail")
+}
+
+func (d *Debuginfod) negativeTTL() time.Duration {
+	if d.NegativeTTL == 0 {
+		return DefaultDebuginfodNegativeTTL
+	}
+	return d.NegativeTTL
+}
+
+// maxFailText bounds the error text a .fail file keeps.
+const maxFailText = 1024
+
+// failedRecently returns the failure remembered for a build id, if it is
+// younger than NegativeTTL.
+func (d *Debuginfod) failedRecently(buildID string) error {
+	ttl := d.negativeTTL()
+	if ttl < 0 {
+		return nil
+	}
+	p := d.failPath(buildID)
+	st, err := os.Lstat(p)
+	if err != nil || !st.Mode().IsRegular() {
+		return nil
+	}
+	age := time.Since(st.ModTime())
+	if age > ttl || age < -time.Minute {
+		return nil
+	}
+	fh, err := os.Open(p)
+	if err != nil {
+		return nil
+	}
+	defer fh.Close()
+	why, _ := io.ReadAll(io.LimitReader(fh, maxFailText))
+	return fmt.Errorf("debuginfod: build id %s failed %s ago (%s); not asked again before %s: %w",
+		buildID, age.Round(time.Second), strings.TrimSpace(string(why)), (ttl - age).Round(time.Second), ErrDebuginfodFailed)
+}
+
+// ErrDebuginfodFailed says debuginfod failed for a build id a short while
+// ago, and is not asked again yet.
+var ErrDebuginfodFailed = errors.New("debuginfod failed recently")
+
+// remember records the failure of a build id (its time is the file's).
+func (d *Debuginfod) remember(buildID string, why error) {
+	if d.negativeTTL() < 0 {
+		return
+	}
+	text := why.Error()
+	if len(text) > maxFailText {
+		text = text[:maxFailText]
+	}
+	_ = os.MkdirAll(d.CacheDir, 0o755)
+	tmp, err := os.CreateTemp(d.CacheDir, ".tmp-"+buildID+"-*")
+	if err != nil {
+		return
+	}
+	_, err = tmp.WriteString(text + "\n")
+	if err = errors.Join(err, tmp.Close()); err == nil {
+		err = os.Rename(tmp.Name(), d.failPath(buildID))
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+	}
+}
+
+// Reject removes the cached file of a build id that turned out unusable
+// (its debuginfo malformed or over the budget) and remembers why, so that
+// it is neither read again from the cache nor downloaded again before
+// NegativeTTL.
+func (d *Debuginfod) Reject(buildID string, why error) {
+	if _, err := hex.DecodeString(buildID); err != nil || len(buildID) < 2 || len(buildID) > 128 {
+		return
+	}
+	buildID = strings.ToLower(buildID)
+	fl := d.acquire(buildID)
+	defer d.release(buildID, fl)
+	_ = os.Remove(d.cachePath(buildID))
+	d.remember(buildID, why)
+}
+
 // Fetch returns the path of the debug file of a build id (lowercase hex),
 // from the cache or else downloaded from the first server that has it. A
-// downloaded file must be an ELF file with that build id and at most
-// MaxFileBytes; it is written to a temporary file and renamed into place,
-// so that readers never see a partial file. Concurrent calls for one build
-// id download it once.
+// downloaded file must be an ELF file with that build id, at most
+// MaxFileBytes, with DWARF whose sections fit MaxBytes (nothing that does
+// not parse is cached); it is written to a temporary file and renamed into
+// place, so that readers never see a partial file. Concurrent calls for
+// one build id download it once. A failure (no server has it, a refused
+// answer, a timeout) is remembered for NegativeTTL, on disk: the build id
+// is not asked for again before then, and the error wraps
+// ErrDebuginfodFailed. Downloads end when ctx does (a cancellation is not
+// remembered; a deadline is).
 func (d *Debuginfod) Fetch(ctx context.Context, buildID string) (string, error) {
 	if _, err := hex.DecodeString(buildID); err != nil || len(buildID) < 2 || len(buildID) > 128 {
 		return "", fmt.Errorf("debuginfod: build id %q is not hex", buildID)
@@ -112,6 +212,9 @@ func (d *Debuginfod) Fetch(ctx context.Context, buildID string) (string, error) 
 		now := time.Now()
 		_ = os.Chtimes(p, now, now) // most recently used
 		return p, nil
+	}
+	if err := d.failedRecently(buildID); err != nil {
+		return "", err
 	}
 	if err := os.MkdirAll(d.CacheDir, 0o755); err != nil {
 		return "", fmt.Errorf("debuginfod: creating cache %s: %w", d.CacheDir, err)
@@ -130,7 +233,11 @@ func (d *Debuginfod) Fetch(ctx context.Context, buildID string) (string, error) 
 			break
 		}
 	}
-	return "", fmt.Errorf("debuginfod: build id %s: %w", buildID, errors.Join(errs...))
+	err := fmt.Errorf("debuginfod: build id %s: %w", buildID, errors.Join(errs...))
+	if !errors.Is(ctx.Err(), context.Canceled) {
+		d.remember(buildID, err)
+	}
+	return "", err
 }
 
 func (d *Debuginfod) acquire(id string) *flight {
@@ -211,7 +318,7 @@ func (d *Debuginfod) download(ctx context.Context, base, buildID, dst string) er
 	if err := tmp.Sync(); err != nil {
 		return fmt.Errorf("writing %s: %w", tmp.Name(), err)
 	}
-	if err := checkBuildID(tmp.Name(), buildID); err != nil {
+	if err := checkDebugFile(tmp.Name(), buildID, d.MaxBytes); err != nil {
 		return fmt.Errorf("checking %s: %w", u, err)
 	}
 	if err := tmp.Close(); err != nil {
@@ -224,19 +331,39 @@ func (d *Debuginfod) download(ctx context.Context, base, buildID, dst string) er
 	return nil
 }
 
-// checkBuildID checks that the file at p is ELF with the given build id.
-func checkBuildID(p, want string) error {
+// checkDebugFile checks that the file at p is ELF with the given build id
+// and DWARF whose sections (as declared, nothing is decompressed) and
+// other sections fit maxBytes (0: DefaultMaxBytes).
+func checkDebugFile(p, want string, maxBytes int64) (err error) {
 	ef, err := elf.Open(p)
 	if err != nil {
 		return err
 	}
+	defer func() { err = errors.Join(err, ef.Close()) }()
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	if err := CheckELF(ef, maxBytes); err != nil {
+		return err
+	}
 	id, err := BuildID(ef)
-	err = errors.Join(err, ef.Close())
 	if err != nil {
 		return err
 	}
 	if got := hex.EncodeToString(id); got != want {
 		return fmt.Errorf("build id %q, want %q: %w", got, want, ErrBuildIDMismatch)
+	}
+	if !hasDWARF(ef) {
+		return fmt.Errorf("no DWARF: %w", ErrNoDebugInfo)
+	}
+	var total uint64
+	for _, name := range dwarfSections {
+		if s := sectionOf(ef, name); s != nil {
+			total += declaredSize(s)
+		}
+	}
+	if total > uint64(maxBytes) {
+		return fmt.Errorf("debug sections of %d bytes once decompressed, over the %d-byte budget of one file's debuginfo (max_debuginfo_bytes): %w", total, maxBytes, ErrOverBudget)
 	}
 	return nil
 }
@@ -268,6 +395,12 @@ func (d *Debuginfod) evict(keep string) error {
 		p := filepath.Join(d.CacheDir, e.Name())
 		if strings.HasPrefix(e.Name(), ".tmp-") {
 			if time.Since(info.ModTime()) > time.Hour {
+				_ = os.Remove(p)
+			}
+			continue
+		}
+		if strings.HasSuffix(e.Name(), ".fail") {
+			if ttl := d.negativeTTL(); ttl < 0 || time.Since(info.ModTime()) > ttl {
 				_ = os.Remove(p)
 			}
 			continue

@@ -15,9 +15,23 @@
 // Options.Debuginfod client (GET <url>/buildid/<hex>/debuginfo into a
 // bounded on-disk cache; NewDebuginfodFromEnv reads DEBUGINFOD_URLS). A
 // separate file must carry the traced file's GNU build id. Compressed
-// sections are read by debug/elf: SHF_COMPRESSED zlib and zstd (Go 1.21+
-// decompresses ELFCOMPRESS_ZSTD itself, so no zstd library is needed) and
-// the legacy .zdebug_* zlib sections. .eh_frame always comes from the traced
+// sections are decompressed by debug/elf: SHF_COMPRESSED zlib and zstd (Go
+// 1.21+ decompresses ELFCOMPRESS_ZSTD itself, so no zstd library is
+// needed) and the legacy .zdebug_* zlib sections.
+//
+// # Hostile files
+//
+// Every file is read as a tenant could have written it. Each debug
+// section is read once, after the declared sizes of all of them together
+// were checked against one budget per file (Options.MaxBytes, default
+// DefaultMaxBytes, 128 MiB), and never past what it declares; what is
+// decoded (unit headers, abbreviations, functions, globals, line-table
+// files, types) is charged to the same budget (ErrOverBudget). Types are
+// read by a work list, not by debug/dwarf's recursive Type; chains of
+// typedefs, qualifiers and arrays that cycle or exceed 64 are refused
+// (ErrMalformed); DIEs are skipped without recursion; DWARF 4 type units
+// (.debug_types) are not read. CheckELF checks a file's other compressed
+// sections and symbol tables before anything reads them. .eh_frame always comes from the traced
 // file (--only-keep-debug leaves it empty in the debug file). With no DWARF
 // anywhere the error wraps ErrNoDebugInfo and lists every place looked in;
 // a Go binary linked with -ldflags=-w is named as such.

@@ -45,6 +45,9 @@ type compUnit struct {
 	loclistsBase    uint64
 	hasLoclistsBase bool
 	unit            *unit
+	// stmtList is the offset of the unit's line program in .debug_line,
+	// -1 when it has none.
+	stmtList int64
 	// files is the unit's line-table file list, read on first use.
 	files    []*dwarf.LineFile
 	filesErr error
@@ -194,15 +197,22 @@ func (f *File) buildIndex() (*index, error) {
 			if fn, err := f.newFunction(e, cu, names); err != nil {
 				return nil, err
 			} else if fn != nil {
+				n := int64(functionCost + len(fn.Name) + len(fn.LinkageName) + len(fn.Demangled) + len(fn.DemangledNoParams) + 16*len(fn.Ranges))
+				if err := f.budget.charge(n, "functions"); err != nil {
+					return nil, err
+				}
 				idx.funcs = append(idx.funcs, fn)
 			}
-			if e.Children {
-				r.SkipChildren()
+			if err := skipChildren(r, e); err != nil {
+				return nil, err
 			}
 			continue
 		case dwarf.TagVariable:
 			if cu != nil && hasLocation(e) {
 				if n := names.name(e); n != "" {
+					if err := f.budget.charge(int64(globalCost+len(n)), "globals"); err != nil {
+						return nil, err
+					}
 					idx.globals[n] = append(idx.globals[n], global{name: n, off: e.Offset, cu: cu})
 				}
 			}
@@ -212,8 +222,8 @@ func (f *File) buildIndex() (*index, error) {
 				continue
 			}
 		}
-		if e.Children {
-			r.SkipChildren()
+		if err := skipChildren(r, e); err != nil {
+			return nil, err
 		}
 	}
 	sort.SliceStable(idx.funcs, func(i, j int) bool { return idx.funcs[i].Entry < idx.funcs[j].Entry })
@@ -235,6 +245,10 @@ func (f *File) newCompUnit(e *dwarf.Entry) *compUnit {
 	cu := &compUnit{entry: e, unit: f.unitOf(e.Offset)}
 	cu.name, _ = e.Val(dwarf.AttrName).(string)
 	cu.compDir, _ = e.Val(dwarf.AttrCompDir).(string)
+	cu.stmtList = -1
+	if v, ok := e.Val(dwarf.AttrStmtList).(int64); ok {
+		cu.stmtList = v
+	}
 	if l, ok := e.Val(dwarf.AttrLanguage).(int64); ok {
 		cu.lang = normLang(l)
 	}
@@ -253,16 +267,34 @@ func (f *File) newCompUnit(e *dwarf.Entry) *compUnit {
 	return cu
 }
 
-// lineFiles returns the unit's line-table files.
+// lineFiles returns the unit's line-table files. Units that share one
+// line program share its file list, read and charged to the budget once.
 func (f *File) lineFiles(cu *compUnit) ([]*dwarf.LineFile, error) {
 	if !cu.filesOK {
 		cu.filesOK = true
-		lr, err := f.data.LineReader(cu.entry)
+		if other, ok := f.lineTables[cu.stmtList]; ok && cu.stmtList >= 0 {
+			cu.files, cu.filesErr = other.files, other.filesErr
+			return cu.files, cu.filesErr
+		}
+		var lr *dwarf.LineReader
+		err := error(nil)
+		if cu.stmtList >= 0 {
+			err = checkLineHeader(f.sections.line, uint64(cu.stmtList), f.order, &f.budget)
+		}
+		if err == nil {
+			lr, err = f.data.LineReader(cu.entry)
+		}
 		switch {
 		case err != nil:
 			cu.filesErr = err
 		case lr != nil:
 			cu.files = lr.Files()
+		}
+		if cu.stmtList >= 0 {
+			if f.lineTables == nil {
+				f.lineTables = map[int64]*compUnit{}
+			}
+			f.lineTables[cu.stmtList] = cu
 		}
 	}
 	return cu.files, cu.filesErr

@@ -71,9 +71,18 @@ func (f *File) Lines(file string, line int) ([]LineSite, error) {
 		addrs    = map[uint64]string{}
 		matched  []string
 		codeLine = map[int]bool{}
+		// Units that share a line program are read once: a file whose
+		// units all name one long program must not cost units × its length.
+		programs = map[int64]bool{}
 	)
 	for _, cu := range idx.cus {
-		files, err := f.lineFiles(cu)
+		if cu.stmtList >= 0 {
+			if programs[cu.stmtList] {
+				continue
+			}
+			programs[cu.stmtList] = true
+		}
+		files, err := f.lineFiles(cu) // checks the header first
 		if err != nil || len(files) == 0 {
 			continue
 		}
@@ -195,8 +204,8 @@ func (f *File) innermost(fn *Function, pc uint64) (dwarf.Offset, []string, error
 			break
 		}
 		if e.Tag != dwarf.TagLexDwarfBlock && e.Tag != dwarf.TagInlinedSubroutine {
-			if e.Children {
-				r.SkipChildren()
+			if err := skipChildren(r, e); err != nil {
+				return 0, nil, err
 			}
 			continue
 		}
@@ -209,8 +218,8 @@ func (f *File) innermost(fn *Function, pc uint64) (dwarf.Offset, []string, error
 			in = in || (pc >= rg[0] && pc < rg[1])
 		}
 		if !in {
-			if e.Children {
-				r.SkipChildren()
+			if err := skipChildren(r, e); err != nil {
+				return 0, nil, err
 			}
 			continue
 		}

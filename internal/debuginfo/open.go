@@ -11,18 +11,22 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
+
+	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 )
 
 // DefaultDebugDir is where distributions install separate debug files.
 const DefaultDebugDir = "/usr/lib/debug"
 
-// DefaultMaxSectionBytes bounds the size of one debug section, after
-// decompression, that Open reads into memory.
-const DefaultMaxSectionBytes = 1 << 30
+// DefaultMaxDebugFileBytes bounds the size of a separate debug file Open
+// reads (a .gnu_debuglink candidate's CRC32 is computed over all of it,
+// which takes about a second per GiB).
+const DefaultMaxDebugFileBytes = 2 << 30
 
 // Options say where Open looks for debuginfo.
 type Options struct {
@@ -35,9 +39,35 @@ type Options struct {
 	// local one is found. NewDebuginfodFromEnv builds one from
 	// DEBUGINFOD_URLS.
 	Debuginfod *Debuginfod
-	// MaxSectionBytes bounds one decompressed debug section;
-	// 0 means DefaultMaxSectionBytes.
-	MaxSectionBytes int64
+	// MaxBytes bounds the memory the file's debuginfo may take: its debug
+	// sections after decompression, together, and what is decoded from
+	// them; 0 means DefaultMaxBytes.
+	MaxBytes int64
+	// MaxDebugFileBytes bounds the size of a separate debug file; a
+	// larger one is refused with a sentence. 0 means
+	// DefaultMaxDebugFileBytes.
+	MaxDebugFileBytes int64
+	// Root is the tree the traced file was found in when it is not the
+	// collector's own view: a container's root, opened once. Its separate
+	// debug files are then looked for inside it (each DebugDirs root and
+	// the .gnu_debuglink candidates taken as paths inside it), and on the
+	// host only by build id (DIR/.build-id/… of each DebugDirs root, and
+	// debuginfod): a file name the container chose (.gnu_debuglink) is
+	// never looked up on the host. Nil is the collector's own view. The
+	// caller keeps owning it.
+	Root *procfs.Dir
+	// SeenAs is the traced file's path inside Root (in the collector's
+	// view when Root is nil; "" means the path given to Open or OpenELF):
+	// the .gnu_debuglink candidates are next to the file it leads to.
+	SeenAs string
+}
+
+// maxBytes returns MaxBytes or its default.
+func (o Options) maxBytes() int64 {
+	if o.MaxBytes <= 0 {
+		return DefaultMaxBytes
+	}
+	return o.MaxBytes
 }
 
 // SourceKind says where a file's DWARF came from.
@@ -96,6 +126,11 @@ type File struct {
 	data     *dwarf.Data
 	sections sections
 	units    []unit
+	budget   budget
+	types    *typeReader
+	// lineTables holds, by line program offset, the unit whose file list
+	// was read for it.
+	lineTables map[int64]*compUnit
 
 	once    sync.Once
 	idx     *index
@@ -108,7 +143,7 @@ type File struct {
 // sections are the raw (decompressed) debug sections the package decodes
 // itself; debug/dwarf keeps its copies private.
 type sections struct {
-	info, loc, loclists, addr, debugFrame, ehFrame []byte
+	info, loc, loclists, addr, line, debugFrame, ehFrame []byte
 	// ehFrameAddr is the virtual address of .eh_frame (for pc-relative
 	// pointers); debugFrame has none.
 	ehFrameAddr uint64
@@ -120,16 +155,29 @@ type sections struct {
 // opts.Debuginfod. A separate file must carry the same build id (and, by
 // debuglink, the same CRC32). The error wraps ErrNoDebugInfo when nothing
 // was found and lists where Open looked.
+//
+// path is opened once in the collector's view (or inside opts.Root when
+// set), without blocking, and must be a regular file.
 func Open(ctx context.Context, path string, opts Options) (*File, error) {
-	exe, err := elf.Open(path)
+	var tree procfs.Tree = procfs.Root("")
+	if opts.Root != nil {
+		tree = opts.Root
+	} else if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	fh, fi, err := tree.OpenRegular(path)
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
+	exe, err := elf.NewFile(io.NewSectionReader(fh, 0, fi.Size()))
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("opening %s: %w", path, err), fh.Close())
+	}
 	f, err := OpenELF(ctx, path, exe, opts)
 	if err != nil {
-		return nil, errors.Join(err, exe.Close())
+		return nil, errors.Join(err, fh.Close())
 	}
-	f.closers = append([]io.Closer{exe}, f.closers...)
+	f.closers = append([]io.Closer{fh}, f.closers...)
 	return f, nil
 }
 
@@ -155,17 +203,17 @@ func OpenELF(ctx context.Context, path string, exe *elf.File, opts Options) (*Fi
 // returns no symbols and no error when exe carries its own debuginfo or
 // no debug file of exe is found.
 func DebugSymbols(ctx context.Context, path string, exe *elf.File, opts Options) ([]elf.Symbol, error) {
-	f := &File{Path: path, DebugPath: path, exe: exe, order: exe.ByteOrder, Type: exe.Type}
+	f := &File{Path: path, DebugPath: path, exe: exe, order: exe.ByteOrder, Type: exe.Type, budget: budget{limit: opts.maxBytes()}}
 	id, err := BuildID(exe)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	f.BuildID = hex.EncodeToString(id)
 	dbg, src, _, err := f.findDebug(ctx, opts)
+	defer f.Close()
 	if err != nil || dbg == nil || src == SourceEmbedded {
 		return nil, nil // a debug file of another build is not used
 	}
-	defer dbg.Close()
 	syms, err := dbg.Symbols()
 	if errors.Is(err, elf.ErrNoSymbols) {
 		return nil, nil
@@ -197,10 +245,7 @@ func (f *File) init(ctx context.Context, opts Options) error {
 		return fmt.Errorf("%s: %w", f.Path, err)
 	}
 	f.BuildID = hex.EncodeToString(id)
-	maxBytes := opts.MaxSectionBytes
-	if maxBytes <= 0 {
-		maxBytes = DefaultMaxSectionBytes
-	}
+	f.budget = budget{limit: opts.maxBytes()}
 
 	dbg, src, looked, err := f.findDebug(ctx, opts)
 	if err != nil {
@@ -214,47 +259,54 @@ func (f *File) init(ctx context.Context, opts Options) error {
 		f.closers = append(f.closers, dbg)
 	}
 
-	if err := checkSectionSizes(dbg, maxBytes); err != nil {
-		return fmt.Errorf("%s: %w", f.DebugPath, err)
+	// Every section is read once, after their declared sizes together
+	// were checked against the budget: debug/elf's DWARF() would
+	// decompress every .debug_ section there is, with no bound.
+	raw := map[string]*[]byte{}
+	var loads []sectionLoad
+	add := func(ef *elf.File, name string, dst *[]byte) *elf.Section {
+		s := sectionOf(ef, name)
+		if s != nil {
+			loads = append(loads, sectionLoad{sec: s, size: declaredSize(s), dst: dst})
+		}
+		return s
 	}
-	if f.data, err = dbg.DWARF(); err != nil {
-		return fmt.Errorf("reading DWARF of %s: %w", f.DebugPath, err)
-	}
-	read := func(ef *elf.File, name string) ([]byte, *elf.Section, error) {
-		return sectionData(ef, name, maxBytes)
-	}
-	if f.sections.info, _, err = read(dbg, ".debug_info"); err != nil {
-		return err
-	}
-	if f.sections.loc, _, err = read(dbg, ".debug_loc"); err != nil {
-		return err
-	}
-	if f.sections.loclists, _, err = read(dbg, ".debug_loclists"); err != nil {
-		return err
-	}
-	if f.sections.addr, _, err = read(dbg, ".debug_addr"); err != nil {
-		return err
+	for _, name := range dwarfSections {
+		if name != ".debug_frame" {
+			raw[name] = new([]byte)
+			add(dbg, name, raw[name])
+		}
 	}
 	// .debug_frame may be in either file; .eh_frame is loaded, so only the
 	// traced file has its contents (--only-keep-debug leaves it NOBITS).
-	if f.sections.debugFrame, _, err = read(dbg, ".debug_frame"); err != nil {
-		return err
+	if add(dbg, ".debug_frame", &f.sections.debugFrame) == nil && dbg != f.exe {
+		add(f.exe, ".debug_frame", &f.sections.debugFrame)
 	}
-	if f.sections.debugFrame == nil && dbg != f.exe {
-		if f.sections.debugFrame, _, err = read(f.exe, ".debug_frame"); err != nil {
-			return err
-		}
-	}
-	var eh *elf.Section
-	if f.sections.ehFrame, eh, err = read(f.exe, ".eh_frame"); err != nil {
-		return err
-	}
-	if eh != nil {
+	if eh := add(f.exe, ".eh_frame", &f.sections.ehFrame); eh != nil {
 		f.sections.ehFrameAddr = eh.Addr
 	}
-	if f.units, err = parseUnits(f.sections.info, f.order); err != nil {
-		return fmt.Errorf("reading DWARF of %s: %w", f.DebugPath, err)
+	// A file debuginfod served that turns out unusable leaves its cache.
+	reject := func(err error) error {
+		if f.Source == SourceDebuginfod && opts.Debuginfod != nil {
+			opts.Debuginfod.Reject(f.BuildID, err)
+		}
+		return err
 	}
+	if err := loadSections(loads, &f.budget); err != nil {
+		return reject(fmt.Errorf("%s: %w", f.DebugPath, err))
+	}
+	f.sections.info = *raw[".debug_info"]
+	f.sections.loc = *raw[".debug_loc"]
+	f.sections.loclists = *raw[".debug_loclists"]
+	f.sections.addr = *raw[".debug_addr"]
+	f.sections.line = *raw[".debug_line"]
+	if f.units, err = parseUnits(f.sections.info, f.order, &f.budget); err != nil {
+		return reject(fmt.Errorf("reading DWARF of %s: %w", f.DebugPath, err))
+	}
+	if f.data, err = newDWARF(raw, f.units, f.order, &f.budget); err != nil {
+		return reject(fmt.Errorf("reading DWARF of %s: %w", f.DebugPath, err))
+	}
+	f.types = newTypeReader(f.data, &f.budget)
 	return nil
 }
 
@@ -265,6 +317,16 @@ func (f *File) noDebugHint() string {
 	}
 	return ": install the package's debug symbols, set DEBUGINFOD_URLS, or build with -g"
 }
+
+// HasDWARF reports whether ef carries its own DWARF (.debug_info with
+// contents).
+func HasDWARF(ef *elf.File) bool { return hasDWARF(ef) }
+
+// DWARF returns the file's DWARF as debug/dwarf reads it, for readers of
+// DIEs (not of types, which File reads itself: debug/dwarf's Type
+// recurses without bound). Iterate with bounded depth, and never call
+// dwarf.Reader.SkipChildren, which recurses as deep as the DIEs nest.
+func (f *File) DWARF() *dwarf.Data { return f.data }
 
 // hasDWARF reports whether ef carries .debug_info with contents.
 func hasDWARF(ef *elf.File) bool {
@@ -277,7 +339,10 @@ func hasDWARF(ef *elf.File) bool {
 }
 
 // findDebug returns the ELF file holding the DWARF, how it was found and,
-// when none was, every place it looked.
+// when none was, every place it looked. A separate debug file is opened
+// by descriptor inside the tree it belongs to (see Options.Root), never
+// blocking and only when it is a regular file; its descriptor joins
+// f.closers.
 func (f *File) findDebug(ctx context.Context, opts Options) (*elf.File, SourceKind, []string, error) {
 	if hasDWARF(f.exe) {
 		return f.exe, SourceEmbedded, nil, nil
@@ -287,20 +352,44 @@ func (f *File) findDebug(ctx context.Context, opts Options) (*elf.File, SourceKi
 	if dirs == nil {
 		dirs = []string{DefaultDebugDir}
 	}
+	maxBytes := opts.MaxDebugFileBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxDebugFileBytes
+	}
 	var rejected []error
+	// host is the collector's own view, own the traced file's tree.
+	host, err := procfs.Root("").OpenDir()
+	if err != nil {
+		return nil, 0, nil, fmt.Errorf("%s: opening /: %w", f.Path, err)
+	}
+	defer host.Close() // the files opened from it stay open
+	own := host
+	if opts.Root != nil {
+		own = opts.Root
+	}
+	try := func(tree *procfs.Dir, name string, crc uint32, checkCRC bool) *elf.File {
+		looked = append(looked, tree.Display(name))
+		ef, err := f.openDebug(tree, name, crc, checkCRC, maxBytes)
+		if err != nil {
+			rejected = append(rejected, err)
+			return nil
+		}
+		if ef != nil {
+			f.DebugPath = tree.Display(name)
+		}
+		return ef
+	}
 
 	if f.BuildID != "" && len(f.BuildID) > 2 {
-		for _, dir := range dirs {
-			p := filepath.Join(dir, ".build-id", f.BuildID[:2], f.BuildID[2:]+".debug")
-			looked = append(looked, p)
-			ef, err := f.openDebug(p, 0, false)
-			if err != nil {
-				rejected = append(rejected, err)
-				continue
-			}
-			if ef != nil {
-				f.DebugPath = p
-				return ef, SourceBuildID, nil, nil
+		trees := []*procfs.Dir{own}
+		if own != host {
+			trees = append(trees, host) // by build id only
+		}
+		for _, tree := range trees {
+			for _, dir := range dirs {
+				if ef := try(tree, filepath.Join(dir, ".build-id", f.BuildID[:2], f.BuildID[2:]+".debug"), 0, false); ef != nil {
+					return ef, SourceBuildID, nil, nil
+				}
 			}
 		}
 	}
@@ -310,30 +399,31 @@ func (f *File) findDebug(ctx context.Context, opts Options) (*elf.File, SourceKi
 		return nil, 0, nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
 	if ok {
-		abs, err := filepath.Abs(f.Path)
+		seen := opts.SeenAs
+		if seen == "" {
+			seen = f.Path
+		}
+		if own == host {
+			if abs, err := filepath.Abs(seen); err == nil {
+				seen = abs
+			}
+		}
+		// The debug file lies next to the file, not next to a link to it:
+		// the links are resolved inside the file's own tree.
+		real, err := own.Realpath(seen)
 		if err != nil {
-			return nil, 0, nil, fmt.Errorf("resolving %s: %w", f.Path, err)
+			real = filepath.Join("/", seen)
 		}
-		if real, err := filepath.EvalSymlinks(abs); err == nil {
-			abs = real // the debug file lies next to the file, not the link
-		}
-		dir := filepath.Dir(abs)
+		dir := filepath.Dir(real)
 		cands := []string{filepath.Join(dir, link), filepath.Join(dir, ".debug", link)}
 		for _, d := range dirs {
 			cands = append(cands, filepath.Join(d, dir, link))
 		}
 		for _, p := range cands {
-			if p == abs {
+			if p == real {
 				continue // the debuglink of a file never names the file itself
 			}
-			looked = append(looked, p)
-			ef, err := f.openDebug(p, crc, true)
-			if err != nil {
-				rejected = append(rejected, err)
-				continue
-			}
-			if ef != nil {
-				f.DebugPath = p
+			if ef := try(own, p, crc, true); ef != nil {
 				return ef, SourceDebuglink, nil, nil
 			}
 		}
@@ -345,12 +435,14 @@ func (f *File) findDebug(ctx context.Context, opts Options) (*elf.File, SourceKi
 		if err != nil {
 			rejected = append(rejected, err)
 		} else {
-			ef, err := f.openDebug(p, 0, false)
-			if err != nil {
-				rejected = append(rejected, err)
-			} else if ef != nil {
-				f.DebugPath = p
+			looked = looked[:len(looked)-1] // try names the cached file
+			failed := len(rejected)
+			if ef := try(host, p, 0, false); ef != nil {
 				return ef, SourceDebuginfod, nil, nil
+			}
+			if len(rejected) > failed {
+				// The cached file is unusable: it leaves the cache.
+				opts.Debuginfod.Reject(f.BuildID, rejected[len(rejected)-1])
 			}
 		}
 	}
@@ -360,51 +452,56 @@ func (f *File) findDebug(ctx context.Context, opts Options) (*elf.File, SourceKi
 	return nil, 0, looked, nil
 }
 
-// openDebug opens a candidate debug file. It returns nil, nil when the file
-// does not exist, and an error when it exists but does not belong to the
-// traced file (build id, CRC32) or has no DWARF.
-func (f *File) openDebug(path string, crc uint32, checkCRC bool) (*elf.File, error) {
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+// openDebug opens a candidate debug file by descriptor inside tree. It
+// returns nil, nil when there is no such file, and an error that says why
+// when there is one that is not used: not a regular file (a FIFO, a
+// device: never waited for nor read), over maxBytes, or not belonging to
+// the traced file (build id, CRC32, machine) or without DWARF. The CRC32
+// is computed only of a regular file of tree, at most maxBytes of it.
+func (f *File) openDebug(tree *procfs.Dir, name string, crc uint32, checkCRC bool, maxBytes int64) (*elf.File, error) {
+	fh, fi, err := tree.OpenRegular(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
 		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("debug file candidate ignored: %w", err)
 	}
+	display := tree.Display(name)
+	if fi.Size() > maxBytes {
+		return nil, errors.Join(fmt.Errorf("debug file %s: %d bytes, over the %d-byte limit", display, fi.Size(), maxBytes), fh.Close())
+	}
+	contents := io.NewSectionReader(fh, 0, fi.Size())
 	if checkCRC {
-		got, err := fileCRC32(path)
-		if err != nil {
-			return nil, fmt.Errorf("reading debuglink %s: %w", path, err)
+		h := crc32.NewIEEE()
+		if _, err := io.Copy(h, io.NewSectionReader(fh, 0, fi.Size())); err != nil {
+			return nil, errors.Join(fmt.Errorf("reading debuglink %s: %w", display, err), fh.Close())
 		}
-		if got != crc {
-			return nil, fmt.Errorf("debuglink %s: crc32 %#08x, want %#08x: %w", path, got, crc, ErrCRCMismatch)
+		if got := h.Sum32(); got != crc {
+			return nil, errors.Join(fmt.Errorf("debuglink %s: crc32 %#08x, want %#08x: %w", display, got, crc, ErrCRCMismatch), fh.Close())
 		}
 	}
-	ef, err := elf.Open(path)
+	ef, err := elf.NewFile(contents)
 	if err != nil {
-		return nil, fmt.Errorf("opening debug file %s: %w", path, err)
+		return nil, errors.Join(fmt.Errorf("opening debug file %s: %w", display, err), fh.Close())
+	}
+	if err := CheckELF(ef, f.budget.limit); err != nil {
+		return nil, errors.Join(fmt.Errorf("debug file %s: %w", display, err), fh.Close())
 	}
 	id, err := BuildID(ef)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("debug file %s: %w", path, err), ef.Close())
+		return nil, errors.Join(fmt.Errorf("debug file %s: %w", display, err), fh.Close())
 	}
 	if got := hex.EncodeToString(id); f.BuildID != "" && got != f.BuildID {
-		return nil, errors.Join(fmt.Errorf("debug file %s: build id %q, want %q: %w", path, got, f.BuildID, ErrBuildIDMismatch), ef.Close())
+		return nil, errors.Join(fmt.Errorf("debug file %s: build id %q, want %q: %w", display, got, f.BuildID, ErrBuildIDMismatch), fh.Close())
 	}
 	if ef.Machine != f.exe.Machine {
-		return nil, errors.Join(fmt.Errorf("debug file %s: machine %s, want %s", path, ef.Machine, f.exe.Machine), ef.Close())
+		return nil, errors.Join(fmt.Errorf("debug file %s: machine %s, want %s", display, ef.Machine, f.exe.Machine), fh.Close())
 	}
 	if !hasDWARF(ef) {
-		return nil, errors.Join(fmt.Errorf("debug file %s: %w", path, ErrNoDebugInfo), ef.Close())
+		return nil, errors.Join(fmt.Errorf("debug file %s: %w", display, ErrNoDebugInfo), fh.Close())
 	}
+	f.closers = append(f.closers, fh)
 	return ef, nil
-}
-
-// fileCRC32 is the CRC32 (IEEE, as .gnu_debuglink uses) of a whole file.
-func fileCRC32(path string) (uint32, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	h := crc32.NewIEEE()
-	_, err = io.Copy(h, fh)
-	return h.Sum32(), errors.Join(err, fh.Close())
 }
 
 // BuildID returns the GNU build id note (NT_GNU_BUILD_ID) of an ELF file,
@@ -413,7 +510,9 @@ func fileCRC32(path string) (uint32, error) {
 func BuildID(ef *elf.File) ([]byte, error) {
 	var datas [][]byte
 	for _, s := range ef.Sections {
-		if s.Type == elf.SHT_NOTE {
+		// A build id note is never compressed; a compressed note section
+		// is not decompressed to look for one.
+		if s.Type == elf.SHT_NOTE && !compressed(s) && s.Size < 1<<20 {
 			b, err := s.Data()
 			if err != nil {
 				return nil, fmt.Errorf("reading %s: %w", s.Name, err)
@@ -504,53 +603,4 @@ func parseDebuglink(b []byte, order binary.ByteOrder) (string, uint32, error) {
 		return "", 0, fmt.Errorf("reading .gnu_debuglink: no crc32: %w", ErrMalformed)
 	}
 	return name, order.Uint32(b[off:]), nil
-}
-
-// checkSectionSizes refuses debug sections whose decompressed size is over
-// maxBytes before anything decompresses them: SHF_COMPRESSED sections give
-// it in their header (debug/elf's Size), legacy .zdebug ones after "ZLIB".
-func checkSectionSizes(ef *elf.File, maxBytes int64) error {
-	for _, s := range ef.Sections {
-		if s.Type == elf.SHT_NOBITS {
-			continue
-		}
-		size := s.Size
-		switch {
-		case strings.HasPrefix(s.Name, ".zdebug_") && s.ReaderAt != nil:
-			var hdr [12]byte
-			if _, err := s.ReadAt(hdr[:], 0); err == nil && string(hdr[:4]) == "ZLIB" {
-				size = binary.BigEndian.Uint64(hdr[4:])
-			}
-		case strings.HasPrefix(s.Name, ".debug_"):
-		default:
-			continue
-		}
-		if size > uint64(maxBytes) {
-			return fmt.Errorf("section %s: %d bytes, over the %d-byte limit", s.Name, size, maxBytes)
-		}
-	}
-	return nil
-}
-
-// sectionData returns the decompressed contents of the named section of
-// ef, looking also for the legacy .zdebug_ name (zlib with a "ZLIB"
-// header; debug/elf decompresses it, and SHF_COMPRESSED zlib and zstd). It
-// returns nil when there is no such section or it has no contents in this
-// file (SHT_NOBITS).
-func sectionData(ef *elf.File, name string, maxBytes int64) ([]byte, *elf.Section, error) {
-	s := ef.Section(name)
-	if s == nil && strings.HasPrefix(name, ".debug_") {
-		s = ef.Section(".zdebug_" + name[len(".debug_"):])
-	}
-	if s == nil || s.Type == elf.SHT_NOBITS {
-		return nil, nil, nil
-	}
-	if s.Size > uint64(maxBytes) {
-		return nil, nil, fmt.Errorf("reading %s: %d bytes, over the %d-byte limit", s.Name, s.Size, maxBytes)
-	}
-	b, err := s.Data()
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading %s: %w", s.Name, err)
-	}
-	return b, s, nil
 }

@@ -211,8 +211,9 @@ func TestOpenCompressed(t *testing.T) {
 				require.Equal(t, want, elf.CompressionType(ef.ByteOrder.Uint32(raw)))
 			}
 			// The decompressed size is checked before decompressing.
-			_, err = Open(context.Background(), out, Options{DebugDirs: []string{}, MaxSectionBytes: 1000})
-			assert.ErrorContains(t, err, "over the 1000-byte limit")
+			_, err = Open(context.Background(), out, Options{DebugDirs: []string{}, MaxBytes: 1000})
+			assert.ErrorContains(t, err, "over the 1000-byte budget of one file's debuginfo (max_debuginfo_bytes)")
+			assert.ErrorIs(t, err, ErrOverBudget)
 
 			f := open(t, out)
 			checkUsable(t, f)
@@ -281,7 +282,7 @@ func TestDebuginfodRejects(t *testing.T) {
 	cache := t.TempDir()
 
 	t.Run("build id mismatch", func(t *testing.T) {
-		d := &Debuginfod{URLs: []string{srv.URL}, CacheDir: cache}
+		d := &Debuginfod{URLs: []string{srv.URL}, CacheDir: cache, NegativeTTL: -1}
 		_, err := d.Fetch(context.Background(), s.buildID)
 		require.Error(t, err)
 		assert.ErrorIs(t, err, ErrBuildIDMismatch)
@@ -299,7 +300,11 @@ func TestDebuginfodRejects(t *testing.T) {
 	})
 	ents, err := os.ReadDir(cache)
 	require.NoError(t, err)
-	assert.Empty(t, ents, "rejected downloads leave nothing in the cache")
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	assert.Equal(t, []string{s.buildID + ".fail"}, names, "rejected downloads leave only the memory of their failure")
 }
 
 func TestDebuginfodEviction(t *testing.T) {

@@ -1,6 +1,8 @@
 package debuginfo
 
 import (
+	"bytes"
+	"debug/dwarf"
 	"encoding/binary"
 	"fmt"
 )
@@ -65,6 +67,21 @@ func (r *reader) u64() uint64 {
 		return 0
 	}
 	return r.order.Uint64(b)
+}
+
+// cstring reads a NUL-terminated string, without the NUL.
+func (r *reader) cstring() []byte {
+	if r.err != nil {
+		return nil
+	}
+	rest := r.b[min(r.off, uint64(len(r.b))):]
+	i := bytes.IndexByte(rest, 0)
+	if i < 0 {
+		r.fail("a NUL-terminated string")
+		return nil
+	}
+	r.off += uint64(i) + 1
+	return rest[:i]
 }
 
 // addr reads an address of size bytes (1, 2, 4 or 8).
@@ -145,4 +162,39 @@ func (r *reader) sleb() int64 {
 		v |= -1 << shift
 	}
 	return v
+}
+
+// skipChildren moves r, which has just read e, past e's children, as
+// dwarf.Reader.SkipChildren does but without recursion (which a DIE
+// nested a few million deep turns into a fatal stack overflow): to its
+// DW_AT_sibling when that lies ahead, else by walking the subtree with a
+// depth count.
+func skipChildren(r *dwarf.Reader, e *dwarf.Entry) error {
+	if !e.Children {
+		return nil
+	}
+	if sib, ok := e.Val(dwarf.AttrSibling).(dwarf.Offset); ok && sib > e.Offset {
+		r.Seek(sib)
+		return nil
+	}
+	for depth := 1; depth > 0; {
+		kid, err := r.Next()
+		if err != nil {
+			return err
+		}
+		if kid == nil {
+			return fmt.Errorf("children of DIE %#x: no terminator: %w", e.Offset, ErrMalformed)
+		}
+		switch {
+		case kid.Tag == 0:
+			depth--
+		case kid.Children:
+			if sib, ok := kid.Val(dwarf.AttrSibling).(dwarf.Offset); ok && sib > kid.Offset {
+				r.Seek(sib)
+			} else {
+				depth++
+			}
+		}
+	}
+	return nil
 }

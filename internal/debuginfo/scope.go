@@ -165,7 +165,7 @@ func (f *File) Scope(fn *Function, pc uint64, site Site) (*Scope, error) {
 		s.fbExpr = fb
 	}
 	if t, ok := s.resolver.attr(e, dwarf.AttrType).(dwarf.Offset); ok {
-		if s.ReturnType, err = f.data.Type(t); err != nil {
+		if s.ReturnType, err = f.types.typeAt(t); err != nil {
 			return nil, fmt.Errorf("function %s: return type: %w", fn.Name, err)
 		}
 	}
@@ -252,8 +252,10 @@ func (s *Scope) walk(r *dwarf.Reader, fnName string, level, fnLevel int, results
 				}
 			}
 		}
-		if e.Children && !descended {
-			r.SkipChildren()
+		if !descended {
+			if err := skipChildren(r, e); err != nil {
+				return err
+			}
 		}
 		if len(s.Vars) > maxScopeVars {
 			return fmt.Errorf("over %d variables in scope: %w", maxScopeVars, ErrMalformed)
@@ -290,7 +292,7 @@ func (s *Scope) newVariable(e *dwarf.Entry, kind VarKind, fnName string, level, 
 	}
 	_, v.DeclLine = s.resolver.decl(e)
 	if t, ok := s.resolver.attr(e, dwarf.AttrType).(dwarf.Offset); ok {
-		typ, err := s.File.data.Type(t)
+		typ, err := s.File.types.typeAt(t)
 		if err != nil {
 			return nil, fmt.Errorf("type of %s: %w", v.Name, err)
 		}
@@ -672,7 +674,7 @@ func (f *File) globalVar(name string, s *Scope) (*Variable, error) {
 	}
 	v := &Variable{Name: name, Kind: VarGlobal, Offset: g.off, static: true}
 	if t, ok := s.resolver.attr(e, dwarf.AttrType).(dwarf.Offset); ok {
-		if v.Type, err = f.data.Type(t); err != nil {
+		if v.Type, err = f.types.typeAt(t); err != nil {
 			return nil, fmt.Errorf("type of global %q: %w", name, err)
 		}
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 // maxTypeHops bounds chains of typedefs and qualifiers.
-const maxTypeHops = 32
+const maxTypeHops = maxTypeChain + 1
 
 // resolve strips typedefs and const/volatile/restrict qualifiers.
 func resolve(t dwarf.Type) dwarf.Type {
@@ -26,9 +26,20 @@ func resolve(t dwarf.Type) dwarf.Type {
 	return t
 }
 
+// maxTypeNameDepth bounds the pointers, qualifiers and arrays typeName
+// spells out before it stops with "…" (a pointer to itself has no end).
+const maxTypeNameDepth = 16
+
 // typeName names a type for messages, C style for C and C++ ("struct
 // header *", "char[16]") and by its own DWARF name for Go ("*main.URL").
-func typeName(t dwarf.Type) string {
+// It never calls the String method of a type that holds others, which
+// recurses without bound on a cyclic type.
+func typeName(t dwarf.Type) string { return typeNameDepth(t, 0) }
+
+func typeNameDepth(t dwarf.Type, depth int) string {
+	if depth > maxTypeNameDepth {
+		return "…"
+	}
 	if t == nil {
 		return "void"
 	}
@@ -56,22 +67,24 @@ func typeName(t dwarf.Type) string {
 		if x.Type == nil {
 			return "void *"
 		}
-		inner := typeName(x.Type)
+		inner := typeNameDepth(x.Type, depth+1)
 		if strings.HasSuffix(inner, "*") {
 			return inner + "*"
 		}
 		return inner + " *"
 	case *dwarf.QualType:
-		return x.Qual + " " + typeName(x.Type)
+		return x.Qual + " " + typeNameDepth(x.Type, depth+1)
 	case *dwarf.ArrayType:
 		if x.Count < 0 {
-			return typeName(x.Type) + "[]"
+			return typeNameDepth(x.Type, depth+1) + "[]"
 		}
-		return typeName(x.Type) + "[" + strconv.FormatInt(x.Count, 10) + "]"
+		return typeNameDepth(x.Type, depth+1) + "[" + strconv.FormatInt(x.Count, 10) + "]"
 	case *dwarf.FuncType:
 		return "function"
+	case *dwarf.TypedefType, *dwarf.StructType, *dwarf.EnumType:
+		return "<unnamed>"
 	}
-	return t.String()
+	return t.String() // base, void, unspecified and unsupported types: no recursion
 }
 
 // typeSize returns a type's size in bytes, or -1 when unknown.

@@ -22,11 +22,17 @@ type unit struct {
 	cu *compUnit
 }
 
-// parseUnits reads every unit header of .debug_info.
-func parseUnits(info []byte, order binary.ByteOrder) ([]unit, error) {
+// parseUnits reads every unit header of .debug_info, charging each (ours
+// and the one debug/dwarf keeps) to b when it is not nil.
+func parseUnits(info []byte, order binary.ByteOrder, b ...*budget) ([]unit, error) {
 	var out []unit
 	off := uint64(0)
 	for off < uint64(len(info)) {
+		if len(b) > 0 && b[0] != nil {
+			if err := b[0].charge(unitCost, fmt.Sprintf("unit %d", len(out)+1)); err != nil {
+				return nil, err
+			}
+		}
 		r := reader{b: info, off: off, order: order}
 		length := uint64(r.u32())
 		is64 := false

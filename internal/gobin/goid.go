@@ -2,7 +2,6 @@ package gobin
 
 import (
 	"debug/dwarf"
-	"debug/elf"
 	"strconv"
 	"strings"
 )
@@ -18,12 +17,14 @@ var goidOffsets = map[int]uint16{
 }
 
 // GoIDOffset returns the byte offset of the goroutine id (runtime.g.goid)
-// in the Go binary f built by Go version (as Info.GoVersion says, e.g.
-// "go1.26.8"): from the binary's DWARF when it has the runtime.g type,
-// otherwise from the offsets of known releases. It returns false when
-// neither knows.
-func GoIDOffset(f *elf.File, version string) (uint16, bool) {
-	if off, ok := dwarfGoIDOffset(f); ok {
+// in a Go binary built by Go version (as Info.GoVersion says, e.g.
+// "go1.26.8"): from the binary's DWARF d (nil when it has none, or it was
+// not read) when it has the runtime.g type, otherwise from the offsets of
+// known releases. It returns false when neither knows. The caller reads
+// d, within its bounds (debuginfo.Open): ELF's own DWARF() would
+// decompress every debug section of a hostile file without bound.
+func GoIDOffset(d *dwarf.Data, version string) (uint16, bool) {
+	if off, ok := dwarfGoIDOffset(d); ok {
 		return off, true
 	}
 	minor, ok := goMinor(version)
@@ -51,17 +52,13 @@ func goMinor(version string) (int, bool) {
 // dwarfGoIDOffset reads the offset of goid from the DWARF type runtime.g,
 // which the Go linker writes in the first compilation units it emits
 // types for; at most maxEntries entries are read.
-func dwarfGoIDOffset(f *elf.File) (off uint16, ok bool) {
+func dwarfGoIDOffset(d *dwarf.Data) (off uint16, ok bool) {
 	defer func() {
 		if recover() != nil {
 			off, ok = 0, false
 		}
 	}()
-	if f.Section(".debug_info") == nil && f.Section(".zdebug_info") == nil {
-		return 0, false
-	}
-	d, err := f.DWARF()
-	if err != nil {
+	if d == nil {
 		return 0, false
 	}
 	const maxEntries = 1 << 22
@@ -72,8 +69,8 @@ func dwarfGoIDOffset(f *elf.File) (off uint16, ok bool) {
 			return 0, false
 		}
 		if e.Tag != dwarf.TagStructType || e.Val(dwarf.AttrName) != "runtime.g" {
-			if e.Tag != dwarf.TagCompileUnit && e.Children {
-				r.SkipChildren()
+			if e.Tag != dwarf.TagCompileUnit && e.Children && !skipChildren(r, e, maxEntries) {
+				return 0, false
 			}
 			continue
 		}
@@ -92,4 +89,27 @@ func dwarfGoIDOffset(f *elf.File) (off uint16, ok bool) {
 		}
 	}
 	return 0, false
+}
+
+// skipChildren moves r past the children of e, which it has just read,
+// reading at most max entries: without recursion, which dwarf.Reader's
+// SkipChildren does as deep as the DIEs nest (a stack overflow, fatal,
+// for a hostile file). It reports whether it got there.
+func skipChildren(r *dwarf.Reader, e *dwarf.Entry, max int) bool {
+	if sib, ok := e.Val(dwarf.AttrSibling).(dwarf.Offset); ok && sib > e.Offset {
+		r.Seek(sib)
+		return true
+	}
+	for depth := 1; depth > 0; max-- {
+		kid, err := r.Next()
+		if err != nil || kid == nil || max <= 0 {
+			return false
+		}
+		if kid.Tag == 0 {
+			depth--
+		} else if kid.Children {
+			depth++
+		}
+	}
+	return true
 }

@@ -1,6 +1,7 @@
 package gobin
 
 import (
+	"debug/dwarf"
 	"debug/elf"
 	"testing"
 
@@ -35,9 +36,14 @@ func TestGoIDOffset(t *testing.T) {
 		info, isGo, err := Detect(bin)
 		require.NoError(t, err)
 		require.True(t, isGo)
-		off, ok := GoIDOffset(f, info.GoVersion)
+		var d *dwarf.Data
+		if !stripped {
+			d, err = f.DWARF()
+			require.NoError(t, err)
+		}
+		off, ok := GoIDOffset(d, info.GoVersion)
 		require.True(t, ok, "stripped=%v", stripped)
-		fromDWARF, dwarfOK := dwarfGoIDOffset(f)
+		fromDWARF, dwarfOK := dwarfGoIDOffset(d)
 		assert.Equal(t, !stripped, dwarfOK)
 		minor, _ := goMinor(info.GoVersion)
 		assert.Equal(t, goidOffsets[minor], off, "table and binary agree for %s", info.GoVersion)

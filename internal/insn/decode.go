@@ -56,6 +56,11 @@ type Inst struct {
 // End returns the offset just past the instruction.
 func (i Inst) End() uint64 { return i.Offset + uint64(i.Len) }
 
+// Target returns the target of a direct jmp, jcc or call, as an offset
+// from the function start (negative or past its end when it leaves the
+// function), and false for any other instruction.
+func (i Inst) Target() (int64, bool) { return i.target, i.hasTarget }
+
 // Decode decodes code, the bytes of one function starting at its first
 // instruction, into instructions in 64-bit mode.
 //

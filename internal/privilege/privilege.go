@@ -7,9 +7,16 @@
 // Capabilities are needed for two things:
 //
 //   - attaching at all ([Attach]): CAP_BPF and CAP_PERFMON on kernels with
-//     uprobe_multi links (Linux 6.6 and later), or CAP_SYS_ADMIN on older
-//     ones, whose uprobe perf events require it (measured on 6.18: the
-//     kernel refuses them with CAP_BPF and CAP_PERFMON alone, EACCES);
+//     uprobe_multi links (Linux 6.6 and later), which the receiver always
+//     uses there, or CAP_SYS_ADMIN on older ones, whose uprobe perf events
+//     require it since the fix of CVE-2025-38466 ("perf: Revert to
+//     requiring CAP_SYS_ADMIN for uprobes", Linux 6.16 and the stable
+//     kernels of July 2025 on; before it CAP_PERFMON was enough, which the
+//     receiver does not count on). Measured on 6.18: with CAP_BPF and
+//     CAP_PERFMON alone a uprobe_multi link attaches and a uprobe perf
+//     event is refused (EACCES); CAP_SYS_ADMIN alone does both, as it
+//     stands in for CAP_BPF and CAP_PERFMON (internal/tracer
+//     TestAttachPrivileges);
 //   - reaching other processes and their files ([Processes]): CAP_SYS_PTRACE
 //     and CAP_DAC_READ_SEARCH.
 //
@@ -56,12 +63,13 @@ var (
 		Number: 38,
 		Reason: "load uprobe programs and attach them through uprobe_multi links (Linux 6.6 and later)",
 	}
-	// SysAdmin is what kernels without uprobe_multi links require for
-	// uprobe perf events; it also grants what BPF and Perfmon grant.
+	// SysAdmin is what uprobe perf events require since the fix of
+	// CVE-2025-38466, and so kernels without uprobe_multi links; it also
+	// grants what BPF and Perfmon grant.
 	SysAdmin = Capability{
 		Name:   "CAP_SYS_ADMIN",
 		Number: 21,
-		Reason: "create uprobe perf events on kernels without uprobe_multi links (before Linux 6.6)",
+		Reason: "create uprobe perf events on kernels without uprobe_multi links (before Linux 6.6), which require it since the fix of CVE-2025-38466",
 	}
 	// SysPtrace passes the kernel's ptrace access check
 	// (PTRACE_MODE_READ_FSCREDS) on processes of other users, and on
@@ -141,7 +149,7 @@ func Required(k Kernel) []Capability {
 
 // AttachRequirement says, in words, who may attach: for error messages
 // such as the tracer's permission error.
-const AttachRequirement = "root, or CAP_BPF with CAP_PERFMON (Linux 6.6 and later, which have uprobe_multi links), or CAP_SYS_ADMIN (older kernels, whose uprobe perf events require it)"
+const AttachRequirement = "root, or CAP_BPF with CAP_PERFMON (Linux 6.6 and later, which have uprobe_multi links), or CAP_SYS_ADMIN (older kernels, whose uprobe perf events require it since the fix of CVE-2025-38466)"
 
 // Set is a capability set: bit n stands for capability number n.
 type Set uint64
@@ -159,11 +167,12 @@ func SetOf(caps ...Capability) Set {
 func (s Set) Has(c Capability) bool { return s&(1<<c.Number) != 0 }
 
 // Missing returns the capabilities of need that the set lacks, in need's
-// order.
+// order. CAP_SYS_ADMIN stands in for CAP_BPF and CAP_PERFMON, as the kernel
+// has it (bpf_capable, perfmon_capable).
 func (s Set) Missing(need []Capability) []Capability {
 	var out []Capability
 	for _, c := range need {
-		if !s.Has(c) {
+		if !s.Has(c) && !((c == BPF || c == Perfmon) && s.Has(SysAdmin)) {
 			out = append(out, c)
 		}
 	}

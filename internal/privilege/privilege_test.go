@@ -85,6 +85,12 @@ func TestCheckSet(t *testing.T) {
 		") and CAP_DAC_READ_SEARCH (needed to "+DACReadSearch.Reason+
 		"); run the collector as root, or grant them (Kubernetes: securityContext.capabilities.add: [BPF, PERFMON, DAC_READ_SEARCH])")
 	assert.Equal(t, 1, strings.Count(err.Error(), ";"), "one sentence")
+
+	// CAP_SYS_ADMIN stands in for CAP_BPF and CAP_PERFMON, as in the kernel.
+	require.NoError(t, CheckSet(SetOf(SysAdmin), Attach(Modern)))
+	require.NoError(t, CheckSet(SetOf(SysAdmin), Attach(Kernel{MemcgAccounting: true})))
+	require.EqualError(t, CheckSet(SetOf(BPF, Perfmon), Attach(Kernel{MemcgAccounting: true})),
+		"missing capability CAP_SYS_ADMIN (needed to "+SysAdmin.Reason+"); run the collector as root, or grant it (Kubernetes: securityContext.capabilities.add: [SYS_ADMIN])")
 }
 
 // TestEffective reads this thread's capabilities with capget(2) and

@@ -68,10 +68,10 @@ const maxDirEntries = 1 << 16
 // and perf do, in one file system tree. The zero Resolver resolves in the
 // collector's own view with its PATH, for the host's architecture.
 type Resolver struct {
-	// Root is the tree names are resolved in: "/" (the zero value), or a
-	// process's root ([FS.ProcessRoot]) to resolve as a container sees its
-	// own files.
-	Root Root
+	// Root is the tree names are resolved in: nil or Root("/") for the
+	// collector's own view, or a process's root ([FS.ProcessRoot], best
+	// opened once as a [Dir]) to resolve as a container sees its own files.
+	Root Tree
 	// SearchPath is the colon-separated list of directories searched for
 	// executables; empty means the collector's $PATH, or DefaultSearchPath
 	// when that is empty too. Relative directories are ignored.
@@ -83,6 +83,14 @@ type Resolver struct {
 	// /etc/ld.so.cache, as the dynamic loader searches a program's
 	// LD_LIBRARY_PATH and DT_RUNPATH (see [FS.LibraryPath]).
 	LibraryPath []string
+}
+
+// tree returns the tree names are resolved in.
+func (r Resolver) tree() Tree {
+	if r.Root == nil {
+		return Root("")
+	}
+	return r.Root
 }
 
 func (r Resolver) arch() string {
@@ -150,12 +158,12 @@ func (r Resolver) absolute(name string) (Resolved, error) {
 		return Resolved{}, fmt.Errorf("%q: a path must be absolute", name)
 	}
 	p := path.Clean(name)
-	fi, id, err := r.Root.Stat(p)
+	fi, id, err := r.tree().Stat(p)
 	if err != nil {
 		return Resolved{}, err
 	}
 	if !fi.Mode().IsRegular() {
-		return Resolved{}, fmt.Errorf("%s: not a regular file", r.Root.display(p))
+		return Resolved{}, fmt.Errorf("%s: not a regular file", r.tree().Display(p))
 	}
 	return Resolved{Path: p, Source: SourceAbsolute, ID: id}, nil
 }
@@ -173,7 +181,7 @@ func (r Resolver) Executable(name string) (Resolved, error) {
 			continue
 		}
 		p := path.Join(dir, name)
-		fi, id, err := r.Root.Stat(p)
+		fi, id, err := r.tree().Stat(p)
 		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
 			continue
 		}
@@ -236,7 +244,7 @@ func (r Resolver) Library(name string) (Resolved, error) {
 	if !errors.Is(err, errNoMatch) {
 		notes = append(notes, err.Error())
 	}
-	msg := fmt.Sprintf("library %q (%s) not found in %s or %s", name, q, r.Root.display("/etc/ld.so.cache"), strings.Join(LibraryDirs(r.arch()), ", "))
+	msg := fmt.Sprintf("library %q (%s) not found in %s or %s", name, q, r.tree().Display("/etc/ld.so.cache"), strings.Join(LibraryDirs(r.arch()), ", "))
 	if len(notes) > 0 {
 		msg += ": " + strings.Join(notes, "; ")
 	}
@@ -246,7 +254,7 @@ func (r Resolver) Library(name string) (Resolved, error) {
 var errNoMatch = errors.New("no match")
 
 func (r Resolver) libraryFromCache(q libraryQuery) (Resolved, error) {
-	data, _, err := r.Root.ReadFile("/etc/ld.so.cache", MaxLDCache)
+	data, _, err := r.tree().ReadFile("/etc/ld.so.cache", MaxLDCache)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Resolved{}, errNoMatch
 	}
@@ -255,7 +263,7 @@ func (r Resolver) libraryFromCache(q libraryQuery) (Resolved, error) {
 	}
 	entries, err := ParseLDCache(data)
 	if err != nil {
-		return Resolved{}, fmt.Errorf("%s: %w", r.Root.display("/etc/ld.so.cache"), err)
+		return Resolved{}, fmt.Errorf("%s: %w", r.tree().Display("/etc/ld.so.cache"), err)
 	}
 	type cand struct {
 		rank
@@ -288,7 +296,7 @@ func (r Resolver) libraryFromCache(q libraryQuery) (Resolved, error) {
 		if c.e.HWCap != 0 || !path.IsAbs(c.e.Path) {
 			continue
 		}
-		_, id, err := r.Root.Stat(c.e.Path)
+		_, id, err := r.tree().Stat(c.e.Path)
 		if err == nil {
 			err = r.checkELF(c.e.Path)
 		}
@@ -339,7 +347,7 @@ func (r Resolver) libraryFromDirs(q libraryQuery, dirs []string, source Source) 
 	})
 	var skipped []string
 	for _, c := range cands {
-		fi, id, err := r.Root.Stat(c.path)
+		fi, id, err := r.tree().Stat(c.path)
 		if err != nil || !fi.Mode().IsRegular() {
 			continue
 		}
@@ -358,8 +366,10 @@ func (r Resolver) libraryFromDirs(q libraryQuery, dirs []string, source Source) 
 // LibraryPath returns the directories process pid's dynamic loader searches
 // before its library cache: those of LD_LIBRARY_PATH in its environment,
 // then the DT_RUNPATH (or DT_RPATH) of its executable, with $ORIGIN
-// expanded, as paths the process sees. Unreadable parts are left out.
-func (f FS) LibraryPath(pid int) []string {
+// expanded, as paths the process sees; root is the process's root (see
+// [FS.ProcessRoot]), which its executable is read from. Unreadable parts
+// are left out.
+func (f FS) LibraryPath(pid int, root Tree) []string {
 	var dirs []string
 	if env, err := os.ReadFile(f.pidPath(pid, "environ")); err == nil {
 		for _, kv := range strings.Split(string(env), "\x00") {
@@ -372,7 +382,7 @@ func (f FS) LibraryPath(pid int) []string {
 	if err != nil {
 		return dirs
 	}
-	file, err := f.ProcessRoot(pid).Open(exe)
+	file, _, err := root.OpenRegular(exe)
 	if err != nil {
 		return dirs
 	}
@@ -397,7 +407,7 @@ func (f FS) LibraryPath(pid int) []string {
 }
 
 func (r Resolver) readDirNames(dir string) ([]string, error) {
-	f, err := r.Root.Open(dir)
+	f, err := r.tree().Open(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -423,24 +433,24 @@ var elfMachine = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_
 // resolver's architecture (which rules out linker scripts, shell scripts
 // and the 32-bit libraries some distributions keep in /usr/lib).
 func (r Resolver) checkELF(p string) error {
-	f, err := r.Root.Open(p)
+	f, _, err := r.tree().OpenRegular(p)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	var hdr [20]byte
 	if _, err := io.ReadFull(f, hdr[:]); err != nil || string(hdr[:4]) != elf.ELFMAG {
-		return fmt.Errorf("%s is not an ELF file", r.Root.display(p))
+		return fmt.Errorf("%s is not an ELF file", r.tree().Display(p))
 	}
 	if elf.Class(hdr[elf.EI_CLASS]) != elf.ELFCLASS64 || elf.Data(hdr[elf.EI_DATA]) != elf.ELFDATA2LSB {
-		return fmt.Errorf("%s is not a 64-bit little-endian ELF file", r.Root.display(p))
+		return fmt.Errorf("%s is not a 64-bit little-endian ELF file", r.tree().Display(p))
 	}
 	want, ok := elfMachine[r.arch()]
 	if !ok {
 		return fmt.Errorf("architecture %q is not supported (amd64, arm64)", r.arch())
 	}
 	if m := elf.Machine(binary.LittleEndian.Uint16(hdr[18:])); m != want {
-		return fmt.Errorf("%s is for %s, not %s", r.Root.display(p), m, want)
+		return fmt.Errorf("%s is for %s, not %s", r.tree().Display(p), m, want)
 	}
 	return nil
 }

@@ -2,17 +2,45 @@
 
 package procfs
 
-import "os"
+import (
+	"io/fs"
+	"os"
+	"strings"
+)
 
-const oPath = 0
+const (
+	oPath           = 0
+	oDirectory      = 0
+	oNonblockNoctty = 0
+)
 
-// open resolves name in user space ([Root.Join]); only Linux has openat2.
-// Outside Linux the receiver only reads test trees, so a final component
-// swapped for a symbolic link meanwhile is not guarded against.
-func (r Root) open(name string, flags int) (*os.File, error) {
-	p, err := r.Join(name)
+// OpenDir opens the root's directory. Outside Linux the receiver only
+// reads test trees: paths are resolved in user space ([Root.Join]) and a
+// component swapped for a symbolic link meanwhile is not guarded against.
+func (r Root) OpenDir() (*Dir, error) {
+	f, err := os.Open(r.Dir())
+	if err != nil {
+		return nil, err
+	}
+	return &Dir{fd: f, name: r}, nil
+}
+
+func (d *Dir) open(name string, flags int) (*os.File, error) {
+	p, err := d.name.Join(name)
 	if err != nil {
 		return nil, err
 	}
 	return os.OpenFile(p, flags, 0)
+}
+
+func (d *Dir) walk(name string, flags int) (*os.File, string, error) {
+	p, err := d.name.Join(name)
+	if err != nil {
+		return nil, "", err
+	}
+	f, err := os.OpenFile(p, flags, 0)
+	if err != nil {
+		return nil, "", &fs.PathError{Op: "open", Path: d.Display(name), Err: err}
+	}
+	return f, "/" + strings.TrimLeft(strings.TrimPrefix(p, d.name.Dir()), "/"), nil
 }

@@ -52,9 +52,13 @@ func TestRootStaysInside(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tt.wantContent, string(data))
 
-			f, err := r.openJoined(tt.path, os.O_RDONLY)
+			d, err := r.OpenDir()
+			require.NoError(t, err)
+			defer d.Close()
+			f, real, err := d.walk(tt.path, os.O_RDONLY)
 			require.NoError(t, err, "fallback without openat2")
 			f.Close()
+			assert.Equal(t, "/"+tt.wantJoin, real)
 
 			_, id, err := r.Stat(tt.path)
 			require.NoError(t, err)
@@ -97,4 +101,41 @@ func TestRootRefusesMagicLinks(t *testing.T) {
 	f, err := Root("/").Open("/etc/hostname")
 	require.NoError(t, err)
 	f.Close()
+}
+
+// OpenRegular opens without blocking and refuses what is not a regular
+// file, saying what it is; links leading out of the tree are resolved
+// inside it. With openat2 and with the user-space walk alike.
+func TestDirOpenRegular(t *testing.T) {
+	tr := escapeTree(t)
+	require.NoError(t, syscall.Mkfifo(filepath.Join(tr.dir, "fifo"), 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(tr.dir, "dev"), 0o755))
+	tr.symlink("zero", "/dev/zero")
+	tr.symlink("hostzero", "/proc/self/root/dev/zero")
+	d, err := Root(tr.dir).OpenDir()
+	require.NoError(t, err)
+	defer d.Close()
+	for _, fallback := range []bool{false, true} {
+		openat2Refused.Store(fallback)
+		f, _, err := d.OpenRegular("/lib/evil.so")
+		require.NoError(t, err, "fallback %v", fallback)
+		f.Close()
+
+		_, _, err = d.OpenRegular("/fifo")
+		require.ErrorIs(t, err, ErrNotRegular, "fallback %v", fallback)
+		assert.Equal(t, tr.dir+"/fifo: not a regular file (a FIFO)", err.Error())
+		_, _, err = d.OpenRegular("/etc")
+		assert.Equal(t, tr.dir+"/etc: not a regular file (a directory)", err.Error())
+		_, _, err = d.OpenRegular("/zero")
+		require.ErrorIs(t, err, os.ErrNotExist, "/dev/zero inside the tree, which has none (fallback %v)", fallback)
+		_, _, err = d.OpenRegular("/hostzero")
+		require.Error(t, err, "a magic link is never followed (fallback %v)", fallback)
+		_, _, err = d.OpenRegular("/proc-self")
+		require.ErrorIs(t, err, os.ErrNotExist, "fallback %v", fallback)
+
+		p, err := d.Realpath("/lib/evil.so")
+		require.NoError(t, err)
+		assert.Equal(t, "/etc/passwd", p)
+	}
+	openat2Refused.Store(false)
 }

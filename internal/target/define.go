@@ -1,24 +1,38 @@
 package target
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
+	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
+	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
 )
 
 // Options say what the running kernel can do, as far as placing probes
 // depends on it, and where targets' files are.
 type Options struct {
 	// OptimizedUprobes says the kernel turns uprobes on 5-byte nops into
-	// calls (Linux 6.17 on x86-64): USDT sites of the "nop; nop5" form are
-	// then probed on their nop5.
+	// calls (Linux 6.17 on x86-64), which write below the stack pointer:
+	// USDT sites of the "nop; nop5" form are then probed on their nop5
+	// where nothing below %rsp is live (insn.RedZone), and a uprobe: or
+	// line: probe on a 5-byte nop where something may be is refused.
+	// Without it, a 5-byte nop is an emulated nop.
 	OptimizedUprobes bool
+	// KernelReturnsRefused, when not empty, is the sentence saying why
+	// kernel return probes (uretprobe:, and the function spans and
+	// $return that would use them) are refused on this kernel: a location
+	// that needs one is refused with it. Return probes on RET instructions
+	// (ret:, Go functions) are not kernel return probes.
+	KernelReturnsRefused string
 	// ARM64StepsNop says the kernel single-steps a uprobe on an arm64 nop
 	// (Linux before 6.13, which simulates it): USDT sites on arm64 are
 	// then reported as single-stepped.
@@ -35,44 +49,142 @@ type Options struct {
 	// DebugDirs are the roots of separate debug files
 	// (DIR/.build-id/xx/rest.debug, DIR/<directory>/<debuglink name>),
 	// searched when a target needs debuginfo: nil means /usr/lib/debug, an
-	// empty non-nil slice none.
+	// empty non-nil slice none. For a file found through a container's
+	// root they are searched inside that root, and on the host by build id
+	// only (see debuginfo.Options.Root).
 	DebugDirs []string
 	// Debuginfod, when set, fetches a debug file by build id when no local
 	// one is found (debuginfo.NewDebuginfodFromEnv reads DEBUGINFOD_URLS).
 	Debuginfod *debuginfo.Debuginfod
+	// MaxDebuginfoBytes bounds the memory one file's sections and
+	// debuginfo may take (debuginfo.Options.MaxBytes, debuginfo.CheckELF);
+	// 0 means debuginfo.DefaultMaxBytes.
+	MaxDebuginfoBytes int64
+	// MaxSitesPerProbe bounds the locations of one probe in one file, and
+	// MaxSitesPerFile the distinct USDT sites of a file and the locations
+	// attached in it; 0 means DefaultMaxSitesPerProbe and
+	// DefaultMaxSitesPerFile.
+	MaxSitesPerProbe, MaxSitesPerFile int
+	// Context ends what reading files may wait for (debuginfod downloads)
+	// in Resolve; nil means none. ReadFileContext takes its own.
+	Context context.Context
 }
 
-// Candidate is one file a target may trace.
+func (o Options) context() context.Context {
+	if o.Context == nil {
+		return context.Background()
+	}
+	return o.Context
+}
+
+// Defaults of Options' site bounds.
+const (
+	DefaultMaxSitesPerProbe = 1000
+	DefaultMaxSitesPerFile  = usdt.DefaultMaxSites
+)
+
+func (o Options) maxSitesPerProbe() int {
+	if o.MaxSitesPerProbe <= 0 {
+		return DefaultMaxSitesPerProbe
+	}
+	return o.MaxSitesPerProbe
+}
+
+func (o Options) maxSitesPerFile() int {
+	if o.MaxSitesPerFile <= 0 {
+		return DefaultMaxSitesPerFile
+	}
+	return o.MaxSitesPerFile
+}
+
+// Candidate is one file a target may trace, found and opened once: every
+// later step (its identity, its ELF and DWARF, its debug files, the
+// tracer's attach through /proc/self/fd/N) uses File, never a path.
+//
+// A Candidate owns File and Root. Resolve and Plan.ReadFile take it
+// (whether they succeed or not); a Candidate not handed to them must be
+// closed with Close.
 type Candidate struct {
-	// Path is where the receiver opens it: a host path, or a path inside a
-	// process's root (/proc/PID/root/...).
+	// Path is where the file was found, for people (messages, logs,
+	// telemetry) and never opened again: a path in the collector's own
+	// view, or inside a process's root shown as /proc/PID/root/….
 	Path string
 	// SeenAs is its path as the target's processes see it.
 	SeenAs string
 	// How says how it was found, for the log ("PATH", "ld.so.cache",
 	// "the root of process 1234", …).
 	How string
+	// File is the file, opened once inside the tree it was found in:
+	// read-only, non-blocking, a regular file.
+	File *os.File
+	// ID is File's identity (fstat) when it was opened.
+	ID FileID
+	// Root is the root of the process the file was found through (a
+	// container's), opened once: the file's separate debug files are
+	// looked for inside it. Nil for a file of the collector's own view.
+	Root *procfs.Dir
+	// ThroughRoot says the file was found through a process's root: it
+	// lives in another mount namespace or root directory (a container's).
+	ThroughRoot bool
+}
+
+// Close closes the candidate's file and root.
+func (c Candidate) Close() error {
+	var errs []error
+	if c.File != nil {
+		errs = append(errs, c.File.Close())
+	}
+	if c.Root != nil {
+		errs = append(errs, c.Root.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // Locator finds the files a target traces now.
 type Locator interface {
-	// Locate returns the target's files, each once; none (and no error)
-	// when there is nothing to trace yet. The error explains why a path or
-	// name leads nowhere.
+	// Locate returns the target's files, each once and open (the caller
+	// owns the Candidates); none (and no error) when there is nothing to
+	// trace yet. The error explains why a path or name leads nowhere.
 	Locate(t config.Target) ([]Candidate, error)
 }
 
-// pathLocator is the Locator of an absolute path alone.
+// pathLocator is the Locator of an absolute path alone, in the
+// collector's own view.
 type pathLocator struct{}
 
 func (pathLocator) Locate(t config.Target) ([]Candidate, error) {
 	if len(t.Path) == 0 || t.Path[0] != '/' {
 		return nil, fmt.Errorf("%q is a name, and names need a locator", t.Path)
 	}
-	if _, _, err := openRegular(t.Path); err != nil {
+	c, err := openHostPath(t.Path)
+	if err != nil {
 		return nil, err
 	}
-	return []Candidate{{Path: t.Path, SeenAs: t.Path, How: "path"}}, nil
+	return []Candidate{*c}, nil
+}
+
+// OpenPath opens path, in the collector's own view, as a Candidate found
+// "by path" (for a file the caller names itself); the caller owns it.
+func OpenPath(path string) (Candidate, error) {
+	c, err := openHostPath(path)
+	if err != nil {
+		return Candidate{}, fmt.Errorf("target %s: %w", path, err)
+	}
+	return *c, nil
+}
+
+// openHostPath opens path, in the collector's own view, as a candidate.
+func openHostPath(path string) (*Candidate, error) {
+	host, err := procfs.Root("").OpenDir()
+	if err != nil {
+		return nil, readError(err)
+	}
+	defer host.Close()
+	c, err := openCandidate(host, path, "path")
+	if err == nil && c == nil {
+		err = errors.New("no such file")
+	}
+	return c, err
 }
 
 // Resolve reads every target's files and builds the plan. It reports the
@@ -109,57 +221,161 @@ func Resolve(targets []config.Target, opts ...Options) (*Plan, error) {
 			tg.Chosen, tg.ChosenBit = true, uint8(chosen)
 			chosen++
 		}
-		// The first file (if any) decides what only a file can tell: the
-		// return probes of returns: auto, and whether it is a library.
-		var first *file
-		failed := map[string]bool{}
-		for _, c := range cands {
-			fl, err := openFile(c.Path, plan.opts)
-			if err != nil {
-				errs = append(errs, err)
-				failed[c.Path] = true
-				continue
-			}
-			first = fl
-			break
-		}
-		tg.Executable = first == nil || first.executable()
 		plan.Targets = append(plan.Targets, tg)
-		_, err = plan.define(i, t, first)
-		if err != nil {
-			errs = append(errs, err)
-			if first != nil {
-				first.close()
-			}
-			continue
-		}
-		for _, c := range cands {
-			if failed[c.Path] {
-				continue
-			}
-			var fl *file
-			if first != nil && first.path == c.Path {
-				fl, first = first, nil
-			}
-			spec, err := plan.readFile(i, c, fl)
-			if errors.Is(err, ErrBuildIDMismatch) {
-				plan.Refused = append(plan.Refused, err) // not an error at Start: the receiver says so
-				continue
-			}
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			plan.Append(spec)
-		}
-		if first != nil {
-			first.close()
-		}
+		errs = append(errs, plan.resolveFiles(i, t, cands)...)
 	}
 	if err := errors.Join(errs...); err != nil {
+		plan.Close()
 		return nil, err
 	}
 	return plan, nil
+}
+
+// resolveFiles defines target ti (its probes and spans) from the first of
+// its candidate files that can be read, and reads each candidate. A file
+// that cannot be read or planned (hostile or corrupt, a build without a
+// probe, a bug of a parser) is left out (Plan.Unplanned) and the others
+// are kept; the errors returned are those of a target left with no file
+// at all although it is not optional, so that a configuration mistake
+// still fails Start.
+func (plan *Plan) resolveFiles(ti int, t config.Target, cands []Candidate) []error {
+	var (
+		first    *file
+		firstAt  = -1
+		left     []Unplanned
+		done     = map[int]bool{} // candidates handed on: left out, or the first
+		leaveOut = func(ci int, c Candidate, err error) {
+			left = append(left, Unplanned{Target: ti, Candidate: c, Err: err})
+			done[ci] = true
+		}
+	)
+	// The first file that can be read and defines the target decides what
+	// only a file can tell: the functions a pattern matches, the return
+	// probes of returns: auto, and whether it is a library. Every
+	// candidate is handed on once: to openFile (which closes it on error),
+	// to readFile (which takes it), or left out with its file closed.
+	for ci, c := range cands {
+		var fl *file
+		err := safely(c.Path, func() (err error) {
+			fl, err = openFile(c, plan.opts)
+			return err
+		})
+		if err != nil {
+			leaveOut(ci, c, err)
+			continue
+		}
+		m := plan.mark()
+		plan.Targets[ti].Executable = fl.executable()
+		err = safely(c.Path, func() error {
+			_, err := plan.define(ti, t, fl)
+			return err
+		})
+		if err != nil {
+			plan.rollback(m)
+			fl.close()
+			leaveOut(ci, c, err)
+			continue
+		}
+		first, firstAt = fl, ci
+		break
+	}
+	if first == nil {
+		// No file to define it from: one that may appear later.
+		plan.Targets[ti].Executable = true
+		if _, err := plan.define(ti, t, nil); err != nil {
+			// The files' reasons, and this one unless a file said it
+			// already (a mistake of the configuration every file repeats).
+			errs := unplannedErrors(left)
+			for _, e := range errs {
+				if e.Error() == err.Error() {
+					return errs
+				}
+			}
+			return append(errs, err)
+		}
+	}
+	planned := 0
+	for ci, c := range cands {
+		if done[ci] && ci != firstAt {
+			continue
+		}
+		var fl *file
+		if ci == firstAt {
+			fl = first
+		}
+		var spec *FileSpec
+		err := safely(c.Path, func() (err error) {
+			spec, err = plan.readFile(ti, c, fl)
+			return err
+		})
+		switch {
+		case errors.Is(err, ErrBuildIDMismatch):
+			plan.Refused = append(plan.Refused, err) // not an error at Start: the receiver says so
+		case err != nil:
+			left = append(left, Unplanned{Target: ti, Candidate: c, Err: err})
+		default:
+			plan.Append(spec)
+			planned++
+		}
+	}
+	if planned == 0 && len(left) > 0 && !t.Optional {
+		return unplannedErrors(left)
+	}
+	plan.Unplanned = append(plan.Unplanned, left...)
+	return nil
+}
+
+// unplannedErrors returns the errors of files left out.
+func unplannedErrors(left []Unplanned) []error {
+	errs := make([]error, len(left))
+	for i, u := range left {
+		errs[i] = u.Err
+	}
+	return errs
+}
+
+// Unplanned is a file of a target that could not be read or planned: it
+// is left out, and the target's other files are traced.
+type Unplanned struct {
+	Target    int
+	Candidate Candidate
+	Err       error
+}
+
+// ErrPanic says reading or planning a file panicked: a bug of the
+// receiver's parsers, which leaves out that file only.
+var ErrPanic = errors.New("reading the file panicked (a bug: please report it with the file)")
+
+// safely runs fn, turning a panic into an error wrapping ErrPanic: a
+// parser's bug on one file must not stop the collector. (A stack overflow
+// cannot be recovered: the parsers bound every recursion instead.)
+func safely(path string, fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("target %s: %w: %v\n%s", path, ErrPanic, r, debug.Stack())
+		}
+	}()
+	return fn()
+}
+
+// planMark is how long the plan's lists were before a target was
+// defined, to take a failed definition back out.
+type planMark struct {
+	probes, spans, histograms, defs, notes int
+	ti                                     int
+}
+
+func (plan *Plan) mark() planMark {
+	ti := len(plan.Targets) - 1
+	return planMark{len(plan.Probes), len(plan.Spans), len(plan.Histograms), len(plan.defs), len(plan.Targets[ti].Notes), ti}
+}
+
+func (plan *Plan) rollback(m planMark) {
+	plan.Probes = plan.Probes[:m.probes]
+	plan.Spans = plan.Spans[:m.spans]
+	plan.Histograms = plan.Histograms[:m.histograms]
+	plan.defs = plan.defs[:m.defs]
+	plan.Targets[m.ti].Notes = plan.Targets[m.ti].Notes[:m.notes]
 }
 
 // targetDef is what a target's files are read against: its probes, in the
@@ -381,30 +597,63 @@ func (plan *Plan) define(ti int, t config.Target, fl *file) (*targetDef, error) 
 var ErrBuildIDMismatch = errors.New("the file's build id is not the target's build_id")
 
 // FileSpec is one file of a target read and compiled, before it joins a
-// plan: site indexes and cookies are counted from its own start.
+// plan: site indexes and cookies are counted from its own start. It owns
+// the open file it was read from until Append hands that to the plan;
+// a FileSpec that is not appended must be closed with Close.
 type FileSpec struct {
 	File        File
 	Sites       []Site
 	Attachments []Attachment
 	// Locations counts the file's locations per probe id.
 	Locations map[int]int
+
+	open *os.File
+}
+
+// Close closes the file of a FileSpec that was not appended.
+func (spec *FileSpec) Close() error {
+	if spec.open == nil {
+		return nil
+	}
+	err := spec.open.Close()
+	spec.open = nil
+	return err
 }
 
 // ReadFile reads one more file of target ti (a container's file, an
 // upgraded file) and compiles its sites, without changing the plan: it may
-// run beside users of the plan. Append adds the result.
+// run beside users of the plan. Append adds the result. It takes c, and
+// closes it on error.
 func (plan *Plan) ReadFile(ti int, c Candidate) (*FileSpec, error) {
+	return plan.ReadFileContext(context.Background(), ti, c)
+}
+
+// ReadFileContext is ReadFile whose waits (debuginfod downloads) end
+// with ctx.
+func (plan *Plan) ReadFileContext(ctx context.Context, ti int, c Candidate) (spec *FileSpec, err error) {
 	if ti < 0 || ti >= len(plan.defs) {
+		c.Close()
 		return nil, fmt.Errorf("no target %d", ti)
 	}
-	return plan.readFile(ti, c, nil)
+	opts := plan.opts
+	opts.Context = ctx
+	err = safely(c.Path, func() (err error) {
+		var fl *file
+		if fl, err = openFile(c, opts); err != nil {
+			return err // it closed c
+		}
+		spec, err = plan.readFile(ti, c, fl)
+		return err
+	})
+	return spec, err
 }
 
 // readFile reads candidate c of target ti, through fl when it is open
-// already (it is closed either way).
+// already. It takes both: the FileSpec keeps the open file, the rest is
+// closed.
 func (plan *Plan) readFile(ti int, c Candidate, fl *file) (_ *FileSpec, err error) {
 	if fl == nil {
-		if fl, err = openFile(c.Path, plan.opts); err != nil {
+		if fl, err = openFile(c, plan.opts); err != nil {
 			return nil, err
 		}
 	}
@@ -416,7 +665,7 @@ func (plan *Plan) readFile(ti int, c Candidate, fl *file) (_ *FileSpec, err erro
 		File: File{
 			Target: ti, Path: c.Path, SeenAs: c.SeenAs, ID: fl.id, Executable: fl.executable(), Arch: fl.arch,
 			Go: fl.isGo, GoVersion: fl.goVersion, GoIDOffset: fl.goIDOff,
-			BuildID: fl.buildID, GoBuildID: fl.goBuildID, ThroughRoot: c.Path != c.SeenAs,
+			BuildID: fl.buildID, GoBuildID: fl.goBuildID, ThroughRoot: c.ThroughRoot,
 		},
 		Locations: map[int]int{},
 	}
@@ -483,14 +732,25 @@ func (plan *Plan) readFile(ti int, c Candidate, fl *file) (_ *FileSpec, err erro
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	if max := plan.opts.maxSitesPerFile(); len(spec.Attachments) > max {
+		return nil, fmt.Errorf("target %s: %s: %d probe locations, over max_sites_per_file (%d): %w", t.Path, c.Path, len(spec.Attachments), max, ErrTooManySites)
+	}
+	spec.open = fl.release()
 	return spec, nil
 }
 
 // Append adds a file read by ReadFile to the plan and returns its index:
 // its sites get the next site ids and its attachments the cookies that
-// select them. Only the plan's owner may call it.
+// select them. The plan takes the spec's open file (see TakeFile). Only
+// the plan's owner may call it.
 func (plan *Plan) Append(spec *FileSpec) int {
 	fi := len(plan.Files)
+	if spec.open != nil {
+		if plan.open == nil {
+			plan.open = map[int]*os.File{}
+		}
+		plan.open[fi], spec.open = spec.open, nil
+	}
 	f := spec.File
 	f.Sites = Range{len(plan.Sites), len(plan.Sites) + len(spec.Sites)}
 	f.Attachments = Range{len(plan.Attachments), len(plan.Attachments) + len(spec.Attachments)}

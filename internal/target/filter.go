@@ -44,7 +44,7 @@ func (c *compiler) conditions(pd *probeDef, site *Site, note func(string, ...any
 		add(pd.exitFilter, atExit, true)
 	}
 	if len(site.Filters) > bpfobj.MaxFilters {
-		errs = append(errs, fmt.Errorf("%d conditions at one location (its spans' filter and exit_filter, or its counter's), at most %d", len(site.Filters), bpfobj.MaxFilters))
+		errs = append(errs, errors.New(config.ConditionsAtOneLocation(len(site.Filters))))
 	}
 	if pd.hist != nil {
 		c.role = here

@@ -22,7 +22,11 @@ type Inspection struct {
 // Inspect opens a file for listing. opts say where its debuginfo may be,
 // which is only looked for when Debug or Scope needs it.
 func Inspect(path string, opts Options) (*Inspection, error) {
-	fl, err := openFile(path, opts)
+	c, err := openHostPath(path)
+	if err != nil {
+		return nil, fmt.Errorf("target %s: %w", path, err)
+	}
+	fl, err := openFile(*c, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -192,10 +192,8 @@ func (fl *file) matchSymbols(glob *debuginfo.Glob) []match {
 	return out
 }
 
-// symbolAt returns the function symbol that starts at addr: of several
-// (aliases), the first by name that the glob matches, else the first by
-// name.
-func (fl *file) symbolAt(addr uint64, glob *debuginfo.Glob) (function, bool) {
+// functionsAt returns the function symbols that start at addr, by name.
+func (fl *file) functionsAt(addr uint64) []function {
 	if fl.byStart == nil {
 		fl.byStart = map[uint64][]function{}
 		for _, fns := range fl.functions {
@@ -207,7 +205,14 @@ func (fl *file) symbolAt(addr uint64, glob *debuginfo.Glob) (function, bool) {
 			sort.Slice(fns, func(i, j int) bool { return fns[i].Name < fns[j].Name })
 		}
 	}
-	fns := fl.byStart[addr]
+	return fl.byStart[addr]
+}
+
+// symbolAt returns the function symbol that starts at addr: of several
+// (aliases), the first by name that the glob matches, else the first by
+// name.
+func (fl *file) symbolAt(addr uint64, glob *debuginfo.Glob) (function, bool) {
+	fns := fl.functionsAt(addr)
 	if len(fns) == 0 {
 		return function{}, false
 	}

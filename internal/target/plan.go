@@ -15,6 +15,7 @@
 package target
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -48,9 +49,73 @@ type Plan struct {
 	// Refused says which files Resolve found and did not read, and why
 	// (another build than the target's build_id).
 	Refused []error
+	// Unplanned are the files Resolve found and left out because they
+	// could not be read or planned, while the target's other files are
+	// traced (or the target is optional): see Resolve.
+	Unplanned []Unplanned
 
 	opts Options
 	defs []*targetDef // per target, what ReadFile needs
+	// open holds, by file index, the open file each File was read from,
+	// until the tracer takes it (TakeFile) or Close closes it.
+	open map[int]*os.File
+}
+
+// TakeFile hands the caller (the tracer, to attach it through
+// /proc/self/fd/N) the open file that File fi was read from: the very
+// file, never reopened by path. The caller then owns it. It returns nil
+// when the file was taken already or the plan was closed. Only the plan's
+// owner may call it.
+//
+// The plan holds one descriptor per file from Resolve or Append until the
+// file is taken: the tracer takes each when it attaches it (at Open, or
+// AttachFile), and keeps it only with its ProbeControl option, so that
+// 2,000 targets' files hold 2,000 descriptors during Start and none after
+// (one each with ProbeControl).
+func (plan *Plan) TakeFile(fi int) *os.File {
+	f := plan.open[fi]
+	delete(plan.open, fi)
+	return f
+}
+
+// ErrReplaced says a file of a plan is no longer the file at its path: a
+// package upgrade replaced it after it was read. The plan is right for the
+// file it read, which is what the tracer would attach, but processes
+// started from the path run the new one: resolve the targets again.
+var ErrReplaced = errors.New("replaced at its path after it was read")
+
+// Replaced returns an error wrapping ErrReplaced that names the files of
+// the plan, among those of the collector's own view (not found through a
+// process's root), whose path leads to another file now; nil when none
+// does. It only looks at the paths (stat): nothing is opened by them.
+func (plan *Plan) Replaced() error {
+	host, err := procfs.Root("").OpenDir()
+	if err != nil {
+		return nil
+	}
+	defer host.Close()
+	var errs []error
+	for _, f := range plan.Files {
+		if f.ThroughRoot {
+			continue
+		}
+		_, id, err := host.Stat(f.SeenAs)
+		if err == nil && (id.Dev != f.ID.Device || id.Ino != f.ID.Inode) {
+			errs = append(errs, fmt.Errorf("%s: %w (read: inode %d; now: inode %d)", f.Path, ErrReplaced, f.ID.Inode, id.Ino))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Close closes the open files the tracer did not take. The plan stays
+// usable as a description.
+func (plan *Plan) Close() error {
+	var errs []error
+	for fi, f := range plan.open {
+		errs = append(errs, f.Close())
+		delete(plan.open, fi)
+	}
+	return errors.Join(errs...)
 }
 
 // Target is one configured target: a path or name, and the processes it
@@ -89,8 +154,10 @@ type Target struct {
 // images, a file upgraded while old processes still run the old one).
 type File struct {
 	Target int
-	// Path is where the receiver opens the file: the host path, or the
-	// path inside a process's root (/proc/PID/root/...).
+	// Path says where the file was found, for people (logs, messages,
+	// telemetry): a path in the collector's own view, or one inside a
+	// process's root shown as /proc/PID/root/…. It is never opened: the
+	// plan holds the very file it was read from (TakeFile).
 	Path string
 	// SeenAs is the file's path as the target's processes see it.
 	SeenAs string

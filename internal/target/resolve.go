@@ -2,10 +2,11 @@ package target
 
 import (
 	"bytes"
-	"context"
+	"debug/dwarf"
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"sort"
@@ -19,9 +20,9 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/otel-uprobe/uprobereceiver/internal/gobin"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
+	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
-	"golang.org/x/sys/unix"
 )
 
 // function is one function symbol of a traced file.
@@ -35,7 +36,9 @@ type function struct {
 // goes through raw, so that the plan describes exactly the file identified
 // by id.
 type file struct {
-	path      string
+	path      string      // for messages only
+	seenAs    string      // its path inside root
+	root      *procfs.Dir // the tree it was found in (a container's root), nil for the collector's view
 	opts      Options
 	raw       *os.File
 	id        FileID
@@ -46,6 +49,7 @@ type file struct {
 	buildID   string // GNU build id, hex
 	goBuildID string
 	decoded   map[uint64][]insn.Inst
+	stacks    map[uint64]insn.StackUse // what functions keep below %rsp, by entry, built on use
 	elf       *elf.File
 	functions map[string][]function
 	byAddress []function            // functions with a size, sorted by address, built on first use
@@ -62,35 +66,6 @@ type file struct {
 	dbgDone bool
 }
 
-// openRegular opens path for reading, refusing anything that is not a
-// regular file before it could block (a FIFO) or read a device, and returns
-// the file with its identity as the open descriptor sees it.
-func openRegular(path string) (*os.File, FileID, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, FileID{}, errors.New("no such file")
-		}
-		return nil, FileID{}, readError(err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, FileID{}, fmt.Errorf("not a regular file (%s)", fileKind(st.Mode()))
-	}
-	// O_NONBLOCK: should the path turn into a FIFO after the check, open
-	// must not wait for a writer.
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
-	if err != nil {
-		return nil, FileID{}, readError(&fs.PathError{Op: "open", Path: path, Err: err})
-	}
-	raw := os.NewFile(uintptr(fd), path)
-	id, err := StatFileID(raw)
-	if err != nil {
-		raw.Close()
-		return nil, FileID{}, err
-	}
-	return raw, id, nil
-}
-
 // readError explains an error opening or reading a traced file.
 func readError(err error) error {
 	if errors.Is(err, fs.ErrPermission) {
@@ -99,38 +74,41 @@ func readError(err error) error {
 	return err
 }
 
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeDir != 0:
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	}
-	return m.Type().String()
-}
+// beforePlanning is called with the path of every file openFile opens; a
+// test makes it panic, as a parser's bug would.
+var beforePlanning = func(path string) {}
 
-func openFile(path string, opts Options) (_ *file, err error) {
-	raw, id, err := openRegular(path)
+// openFile reads the ELF file of candidate c, from its open file. It takes
+// c: the file owns c's file and root from then on, and closes them on
+// error.
+func openFile(c Candidate, opts Options) (_ *file, err error) {
+	beforePlanning(c.Path)
+	path, raw := c.Path, c.File
+	if raw == nil {
+		c.Close()
+		return nil, fmt.Errorf("target %s: the file is not open", path)
+	}
+	id, err := StatFileID(raw)
 	if err != nil {
+		c.Close()
 		return nil, fmt.Errorf("target %s: %w", path, err)
 	}
-	f, err := elf.NewFile(raw)
+	f, err := elf.NewFile(io.NewSectionReader(raw, 0, id.Size))
 	if err != nil {
-		raw.Close()
+		c.Close()
 		return nil, fmt.Errorf("target %s: not an ELF file (%v)", path, err)
 	}
-	fl := &file{path: path, opts: opts, raw: raw, id: id, elf: f, decoded: map[uint64][]insn.Inst{}}
+	fl := &file{path: path, seenAs: c.SeenAs, root: c.Root, opts: opts, raw: raw, id: id, elf: f, decoded: map[uint64][]insn.Inst{}, stacks: map[uint64]insn.StackUse{}}
 	defer func() {
 		if err != nil {
 			fl.close()
 		}
 	}()
+	// Before anything reads a section: debug/elf decompresses whatever
+	// size a compressed section's header claims.
+	if err := debuginfo.CheckELF(f, opts.MaxDebuginfoBytes); err != nil {
+		return nil, fmt.Errorf("target %s: %w", path, err)
+	}
 	arch, archErr := regs.ArchOf(f.Machine)
 	if f.Class != elf.ELFCLASS64 || f.Data != elf.ELFDATA2LSB || archErr != nil {
 		return nil, fmt.Errorf("target %s: %s %s %s file; only x86-64 and little-endian arm64 files (ELFCLASS64, ELFDATA2LSB, EM_X86_64 or EM_AARCH64) can be traced", path, f.Class, f.Data, f.Machine)
@@ -157,7 +135,15 @@ func openFile(path string, opts Options) (_ *file, err error) {
 	}
 	if isGo {
 		fl.isGo, fl.goVersion = true, info.GoVersion
-		fl.goIDOff, _ = gobin.GoIDOffset(f, info.GoVersion)
+		var d *dwarf.Data
+		if debuginfo.HasDWARF(f) {
+			// Its own DWARF, read within the file's budget and kept for
+			// names; one that cannot be read leaves the release table.
+			if dbg, err := fl.debug(); err == nil {
+				d = dbg.DWARF()
+			}
+		}
+		fl.goIDOff, _ = gobin.GoIDOffset(d, info.GoVersion)
 		fns, err := gobin.Functions(f)
 		if err != nil {
 			return nil, fmt.Errorf("target %s: reading the Go function table: %w", path, err)
@@ -168,7 +154,7 @@ func openFile(path string, opts Options) (_ *file, err error) {
 			}
 		}
 	}
-	probes, err := usdt.Probes(f)
+	probes, err := usdt.ProbesWithin(f, opts.maxSitesPerFile())
 	if err != nil {
 		return nil, fmt.Errorf("target %s: reading USDT notes: %w", path, err)
 	}
@@ -184,7 +170,31 @@ func (fl *file) close() {
 		fl.dbg.Close()
 	}
 	fl.elf.Close()
-	fl.raw.Close()
+	if fl.raw != nil {
+		fl.raw.Close()
+	}
+	if fl.root != nil {
+		fl.root.Close()
+		fl.root = nil
+	}
+}
+
+// release takes the open file out of fl, for the plan to hold: close then
+// leaves it open.
+func (fl *file) release() *os.File {
+	raw := fl.raw
+	fl.raw = nil
+	return raw
+}
+
+// debugOptions say where the file's debug files are looked for: inside
+// the tree it was found in, and on the host by build id only.
+func (fl *file) debugOptions(withDebuginfod bool) debuginfo.Options {
+	o := debuginfo.Options{DebugDirs: fl.opts.DebugDirs, Root: fl.root, SeenAs: fl.seenAs, MaxBytes: fl.opts.MaxDebuginfoBytes}
+	if withDebuginfod {
+		o.Debuginfod = fl.opts.Debuginfod
+	}
+	return o
 }
 
 // debug returns the file's debuginfo, opened on the first call: from the
@@ -193,8 +203,7 @@ func (fl *file) close() {
 func (fl *file) debug() (*debuginfo.File, error) {
 	if !fl.dbgDone {
 		fl.dbgDone = true
-		fl.dbg, fl.dbgErr = debuginfo.OpenELF(context.Background(), fl.path, fl.elf,
-			debuginfo.Options{DebugDirs: fl.opts.DebugDirs, Debuginfod: fl.opts.Debuginfod})
+		fl.dbg, fl.dbgErr = debuginfo.OpenELF(fl.opts.context(), fl.path, fl.elf, fl.debugOptions(true))
 		if fl.dbgErr != nil {
 			fl.dbgErr = fmt.Errorf("reading debuginfo: %w", fl.dbgErr)
 		}
@@ -224,7 +233,7 @@ func (fl *file) readFunctions() error {
 		if fl.elf.SectionByType(elf.SHT_SYMTAB) != nil {
 			return nil, nil // its own .symtab, read above
 		}
-		syms, err := debuginfo.DebugSymbols(context.Background(), fl.path, fl.elf, debuginfo.Options{DebugDirs: fl.opts.DebugDirs})
+		syms, err := debuginfo.DebugSymbols(fl.opts.context(), fl.path, fl.elf, fl.debugOptions(false))
 		if err != nil {
 			return nil, nil // names say what is wrong with the debug file, if they are asked for
 		}
@@ -429,6 +438,18 @@ func addresses(fns []function) string {
 // placed in every function of its symbol's name, or only in fns when fns
 // is not nil.
 func (fl *file) locate(p config.Probe, only []function) ([]location, error) {
+	locs, err := fl.locateAll(p, only)
+	if max := fl.opts.maxSitesPerProbe(); err == nil && len(locs) > max {
+		return nil, fmt.Errorf("target %s: %s: %d locations in this file, over max_sites_per_probe (%d): %w", fl.path, p, len(locs), max, ErrTooManySites)
+	}
+	return locs, err
+}
+
+// ErrTooManySites says a probe, or a file, has more locations than
+// max_sites_per_probe or max_sites_per_file allow.
+var ErrTooManySites = errors.New("too many probe sites")
+
+func (fl *file) locateAll(p config.Probe, only []function) ([]location, error) {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("target %s: %s: "+format, append([]any{fl.path, p}, args...)...)
 	}
@@ -437,6 +458,9 @@ func (fl *file) locate(p config.Probe, only []function) ([]location, error) {
 		up, ok := fl.probes[p.Provider+":"+p.Name]
 		if !ok {
 			return nil, fl.notFound(p)
+		}
+		if max := fl.opts.maxSitesPerProbe(); len(up.Locations) > max {
+			return nil, fail("%d sites in this file, over max_sites_per_probe (%d): %w", len(up.Locations), max, ErrTooManySites)
 		}
 		locs := make([]location, len(up.Locations))
 		for i := range up.Locations {
@@ -490,11 +514,19 @@ func (fl *file) functionSites(p config.Probe, fn function, offset uint64) ([]loc
 		return nil, err
 	}
 	site := func(off uint64, ret bool) (location, error) {
+		if ret && fl.opts.KernelReturnsRefused != "" {
+			return location{}, errors.New(fl.opts.KernelReturnsRefused)
+		}
 		i := insts[instAt(insts, off)]
 		class := fl.kernelClass(i)
 		if !class.Probeable() {
 			return location{}, fmt.Errorf("the instruction at %s+%#x (%s) is one the kernel %s; choose another offset",
 				fn.Name, off, i.Text, map[bool]string{true: "refuses to probe", false: "would run wrongly under a uprobe"}[class == insn.Unsupported])
+		}
+		if class == insn.Optimizable {
+			if u := fl.stackUse(fn); !u.SafeAt(fn.Address + off) {
+				return location{}, fl.nop5Refusal(fn, insts, off, u)
+			}
 		}
 		addr := fn.Address + off
 		foff, err := elfaddr.FileOffset(fl.elf.Progs, addr)
@@ -536,9 +568,115 @@ func (fl *file) functionSites(p config.Probe, fn function, offset uint64) ([]loc
 		return []location{l}, err
 	default:
 		off, _ := insn.CheapEntry(insts)
+		if in := insts[instAt(insts, off)]; fl.kernelClass(in) == insn.Optimizable && !fl.stackUse(fn).SafeAt(fn.Address+off) {
+			off = 0 // a 5-byte nop after endbr64 the kernel would rewrite: the entry itself
+		}
 		l, err := site(off, p.Kind == config.KindUretprobe)
 		return []location{l}, err
 	}
+}
+
+// maxColdParts bounds the parts of a function elsewhere (name.cold) that
+// the stack analysis reads with it.
+const maxColdParts = 4
+
+// stackUse returns what function fn may keep below its stack pointer (x86-64;
+// see insn.RedZone), analysed on first use with its cold parts (gcc's
+// name.cold).
+func (fl *file) stackUse(fn function) insn.StackUse {
+	if u, ok := fl.stacks[fn.Address]; ok {
+		return u
+	}
+	u := fl.analyseStack(fn)
+	fl.stacks[fn.Address] = u
+	return u
+}
+
+func (fl *file) analyseStack(fn function) insn.StackUse {
+	piece := func(f function) (insn.Piece, error) {
+		insts, err := fl.decode(f)
+		if err != nil {
+			return insn.Piece{}, err
+		}
+		code, err := fl.read(f.Address, f.Size)
+		if err != nil {
+			return insn.Piece{}, err
+		}
+		return insn.Piece{Address: f.Address, Code: code, Insts: insts}, nil
+	}
+	main, err := piece(fn)
+	if err != nil {
+		return insn.Unproven(fn.Address, fmt.Sprintf("could not be read (%v)", err))
+	}
+	pieces := []insn.Piece{main}
+	seen := map[uint64]bool{fn.Address: true}
+	for _, in := range main.Insts {
+		t, ok := in.Target()
+		if !ok || t >= 0 && uint64(t) < fn.Size || len(pieces) > maxColdParts {
+			continue
+		}
+		cold, ok := fl.containing(fn.Address + uint64(t))
+		if !ok || seen[cold.Address] || !strings.HasPrefix(cold.Name, fn.Name+".cold") {
+			continue
+		}
+		seen[cold.Address] = true
+		if p, err := piece(cold); err == nil {
+			pieces = append(pieces, p)
+		}
+	}
+	return insn.RedZone(pieces, func(addr uint64) bool { return !seen[addr] && fl.functionEntry(addr) })
+}
+
+// functionEntry says whether a virtual address is where a function of the
+// symbol table starts (not a gcc cold part, name.cold), or in the PLT: a
+// jump there is a tail call.
+func (fl *file) functionEntry(addr uint64) bool {
+	for _, fn := range fl.functionsAt(addr) {
+		if !strings.Contains(fn.Name, ".cold") { // a cold part is no function of its own
+			return true
+		}
+	}
+	for _, name := range []string{".plt", ".plt.sec", ".plt.got", ".iplt"} {
+		if sec := fl.elf.Section(name); sec != nil && addr >= sec.Addr && addr < sec.Addr+sec.Size {
+			return true
+		}
+	}
+	return false
+}
+
+// nop5Refusal explains in one sentence why a uprobe may not go on the
+// 5-byte nop at offset off of fn, and names the safe places around it.
+func (fl *file) nop5Refusal(fn function, insts []insn.Inst, off uint64, u insn.StackUse) error {
+	alts := []string{fl.uprobeRef(fn, 0) + " (its entry)"}
+	k := instAt(insts, off)
+	for _, j := range []int{k + 1, k - 1} {
+		if j < 0 || j >= len(insts) {
+			continue
+		}
+		if c := fl.kernelClass(insts[j]); c.Probeable() && c != insn.Optimizable {
+			what := "the next instruction"
+			if j < k {
+				what = "the one before"
+			}
+			alts = append(alts, fmt.Sprintf("%s (%s, %s)", fl.uprobeRef(fn, insts[j].Offset), what, insts[j].Text))
+			break
+		}
+	}
+	return fmt.Errorf("%s+%#x is a 5-byte nop, which this kernel rewrites after the first hit into a call that writes below %%rsp, where %s may keep live data (%s), so a probe there would change what it computes; probe %s instead",
+		fn.Name, off, fn.Name, u.Reason(), strings.Join(alts, " or "))
+}
+
+// uprobeRef returns the reference of a uprobe at offset off of fn: by
+// name, or by virtual address for a function known only from call-frame
+// information.
+func (fl *file) uprobeRef(fn function, off uint64) string {
+	if _, named := fl.functions[fn.Name]; !named {
+		return fmt.Sprintf("uprobe:%#x", fn.Address+off)
+	}
+	if off == 0 {
+		return "uprobe:" + fn.Name
+	}
+	return fmt.Sprintf("uprobe:%s+%#x", fn.Name, off)
 }
 
 // instAt returns the index of the instruction that starts at off (which
@@ -553,10 +691,15 @@ func instAt(insts []insn.Inst, off uint64) int {
 
 // kernelClass returns how the running kernel handles a uprobe on in: its
 // class, except that an arm64 nop is single-stepped, not simulated, by
-// kernels before Linux 6.13 (Options.ARM64StepsNop).
+// kernels before Linux 6.13 (Options.ARM64StepsNop), and that a 5-byte nop
+// is only emulated by kernels without the optimized uprobe path
+// (Options.OptimizedUprobes).
 func (fl *file) kernelClass(in insn.Inst) insn.SiteClass {
 	if fl.arch == regs.ArchARM64 && in.Nop && in.Class == insn.Emulated && fl.opts.ARM64StepsNop {
 		return insn.SingleStepped
+	}
+	if in.Class == insn.Optimizable && (!fl.opts.OptimizedUprobes || fl.arch != regs.ArchAMD64) {
+		return insn.Emulated
 	}
 	return in.Class
 }
@@ -650,24 +793,34 @@ var nop5 = []byte{0x0f, 0x1f, 0x44, 0x00, 0x00}
 // or from another build) and a uprobe there would change what the program
 // does. The uprobe goes on the site's nop, or, when the kernel optimizes
 // uprobes on 5-byte nops, on the exact 5-byte nop that follows a 1-byte nop
-// site ("nop; nop5"), or on the site itself when it is that nop.
+// site ("nop; nop5") where nothing below the stack pointer is live in its
+// function (the rewritten call writes there; see insn.RedZone). A site
+// that is itself such a nop where data below the stack pointer may be live
+// is refused.
 func (fl *file) usdtSite(l *usdt.Location) (location, error) {
 	loc := location{
 		Address: l.Address, FileOffset: l.FileOffset, SemaphoreFile: l.SemaphoreFileOffset,
 		USDT: l, file: fl,
 	}
-	site, err := fl.checkedNop(l.Address)
+	site, fn, found, err := fl.checkedNop(l.Address)
 	if err != nil {
 		return location{}, err
 	}
 	loc.Class = fl.kernelClass(site)
-	if loc.Class == insn.Optimizable && !fl.opts.OptimizedUprobes {
-		loc.Class = insn.Emulated // a nop all the same, without the optimized path
+	if loc.Class == insn.Optimizable && (!found || !fl.stackUse(fn).SafeAt(l.Address)) {
+		if !found {
+			return location{}, fmt.Errorf("the site is a 5-byte nop, which this kernel rewrites after the first hit into a call that writes below %%rsp, and no function of the file holds it, so nothing proves that no live data is there; the site is refused")
+		}
+		u := fl.stackUse(fn)
+		return location{}, fmt.Errorf("the site %s+%#x is a 5-byte nop, which this kernel rewrites after the first hit into a call that writes below %%rsp, where %s may keep live data (%s), so a probe there would change what it computes; the site is refused",
+			fn.Name, l.Address-fn.Address, fn.Name, u.Reason())
 	}
-	if fl.opts.OptimizedUprobes && fl.arch == regs.ArchAMD64 && site.Len == 1 {
+	if fl.opts.OptimizedUprobes && fl.arch == regs.ArchAMD64 && site.Len == 1 && found {
 		// Move only onto a real nop5 right after the 1-byte nop, never
-		// onto whatever instruction comes next.
-		if next, err := fl.read(l.Address+1, uint64(len(nop5))); err == nil && bytes.Equal(next, nop5) {
+		// onto whatever instruction comes next, and only where the call
+		// it becomes cannot clobber live data below %rsp.
+		next, err := fl.read(l.Address+1, uint64(len(nop5)))
+		if err == nil && bytes.Equal(next, nop5) && fl.stackUse(fn).SafeAt(l.Address+1) {
 			loc.Address++
 			loc.FileOffset++
 			loc.Class = insn.Optimizable
@@ -678,24 +831,32 @@ func (fl *file) usdtSite(l *usdt.Location) (location, error) {
 
 // checkedNop decodes the instruction at a USDT site's virtual address and
 // checks that it is a nop starting on an instruction boundary of the
-// function that holds it (when the file says where functions are).
-func (fl *file) checkedNop(addr uint64) (insn.Inst, error) {
+// function that holds it (when the file says where functions are, then
+// also returned, with found set).
+func (fl *file) checkedNop(addr uint64) (insn.Inst, function, bool, error) {
 	mismatch := "the note does not match the code (a corrupted or mismatched file?), so nothing is attached there"
 	if fn, ok := fl.containing(addr); ok {
 		insts, err := fl.decode(fn)
 		if err != nil {
-			return insn.Inst{}, fmt.Errorf("checking the site in %s: %w", fn.Name, err)
+			return insn.Inst{}, fn, true, fmt.Errorf("checking the site in %s: %w", fn.Name, err)
 		}
 		off := addr - fn.Address
 		if err := insn.Boundary(insts, off); err != nil {
-			return insn.Inst{}, fmt.Errorf("the site is not an instruction of %s: %w; %s", fn.Name, err, mismatch)
+			return insn.Inst{}, fn, true, fmt.Errorf("the site is not an instruction of %s: %w; %s", fn.Name, err, mismatch)
 		}
 		in := insts[instAt(insts, off)]
 		if !in.Nop {
-			return insn.Inst{}, fmt.Errorf("the site %s+%#x is %q, not the nop a USDT site is; %s", fn.Name, off, in.Text, mismatch)
+			return insn.Inst{}, fn, true, fmt.Errorf("the site %s+%#x is %q, not the nop a USDT site is; %s", fn.Name, off, in.Text, mismatch)
 		}
-		return in, nil
+		return in, fn, true, nil
 	}
+	in, err := fl.checkedLoneNop(addr, mismatch)
+	return in, function{}, false, err
+}
+
+// checkedLoneNop is checkedNop for a site in no known function: the
+// instruction there alone.
+func (fl *file) checkedLoneNop(addr uint64, mismatch string) (insn.Inst, error) {
 	if fl.arch == regs.ArchARM64 && addr%insn.ARM64InstLen != 0 {
 		return insn.Inst{}, fmt.Errorf("the site %#x is not a multiple of 4, where arm64 instructions start; %s", addr, mismatch)
 	}

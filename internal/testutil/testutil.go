@@ -225,8 +225,13 @@ func StartProgram(t testing.TB, path, ready string) *Program {
 // started through unshare or nsenter, say).
 func StartCommand(t testing.TB, ready, name string, args ...string) *Program {
 	t.Helper()
-	path := name
-	cmd := exec.Command(name, args...)
+	return startCmd(t, ready, exec.Command(name, args...))
+}
+
+// startCmd starts a prepared command as a Program.
+func startCmd(t testing.TB, ready string, cmd *exec.Cmd) *Program {
+	t.Helper()
+	path := cmd.Path
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

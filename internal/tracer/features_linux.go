@@ -1,11 +1,9 @@
 package tracer
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -14,11 +12,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
+	"github.com/otel-uprobe/uprobereceiver/internal/privilege"
+	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
 )
 
 // ErrPermission says the process may not load BPF programs or create uprobes.
-var ErrPermission = errors.New("permission denied: the uprobe receiver needs root, or CAP_BPF with CAP_PERFMON (Linux 6.6 and later, which have uprobe_multi links), or CAP_SYS_ADMIN (older kernels, whose uprobe perf events require it)")
+var ErrPermission = errors.New("permission denied: the uprobe receiver needs " + privilege.AttachRequirement)
 
 // CheckKernel detects what the engine needs from the running kernel and
 // returns one sentence naming the first thing missing, or nil. Minimum:
@@ -57,28 +57,31 @@ func CheckKernel() error {
 // HaveOptimizedUprobes says whether the kernel turns uprobes on 5-byte nops
 // into calls into a trampoline (x86-64, Linux 6.17), found through
 // /proc/kallsyms: calling the uprobe syscall to find out would raise SIGILL.
+// That call writes below the probed thread's stack pointer (see package
+// insn, RedZone): package target places probes on 5-byte nops only where
+// nothing below it is live.
 func HaveOptimizedUprobes() bool {
 	if Arch() != regs.ArchAMD64 {
 		return false
 	}
-	f, err := os.Open("/proc/kallsyms")
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if strings.HasSuffix(sc.Text(), " arch_uprobe_optimize") {
-			return true
-		}
-	}
-	return false
+	has, _ := procfs.FS{}.KernelHas("arch_uprobe_optimize")
+	return has["arch_uprobe_optimize"]
 }
 
 // HaveUprobeMulti says whether the kernel has uprobe_multi links (Linux
 // 6.6), which attach many locations at once and need only CAP_BPF with
-// CAP_PERFMON.
-func HaveUprobeMulti() bool { return features.HaveBPFLinkUprobeMulti() == nil }
+// CAP_PERFMON (uprobe perf events need CAP_SYS_ADMIN since the fix of
+// CVE-2025-38466). A process not allowed to load the feature probe's
+// program finds out from the kernel's symbols, so that a missing
+// capability is named as such, not as a missing kernel feature.
+func HaveUprobeMulti() bool {
+	err := features.HaveBPFLinkUprobeMulti()
+	if err == nil || errors.Is(err, ebpf.ErrNotSupported) {
+		return err == nil
+	}
+	has, kerr := procfs.FS{}.KernelHas("bpf_uprobe_multi_link_attach")
+	return kerr == nil && has["bpf_uprobe_multi_link_attach"]
+}
 
 // Arch returns the architecture the tracer runs on and attaches uprobes
 // for (the running program's GOARCH): the kernel runs uprobes only in

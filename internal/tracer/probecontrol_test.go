@@ -72,7 +72,9 @@ func testSetProbeAttached(t *testing.T, perLocation bool) {
 	copyPath := filepath.Join(t.TempDir(), "demo-copy")
 	copyFile(t, b.Program, copyPath)
 	copyFile(t, b.Library, filepath.Join(filepath.Dir(copyPath), filepath.Base(b.Library))) // for a run path of $ORIGIN
-	spec, err := plan.ReadFile(0, target.Candidate{Path: copyPath, SeenAs: copyPath})
+	c, err := target.OpenPath(copyPath)
+	require.NoError(t, err)
+	spec, err := plan.ReadFile(0, c)
 	require.NoError(t, err)
 	fi := plan.Append(spec)
 	require.NoError(t, tr.AttachFile(fi))

@@ -374,9 +374,11 @@ func TestLongjmpDoesNotPoison(t *testing.T) {
 	}
 }
 
-// A file replaced at its path, or changed in place, after the plan was read
-// from it is not attached: the plan's offsets belong to the file that was
-// read, in both attach modes.
+// A file replaced at its path after the plan was read from it is not
+// attached in its place: the very file that was read is (the plan says it
+// was replaced); a file changed in place is not attached at all: the
+// plan's offsets belong to the contents that were read. In both attach
+// modes.
 func TestOpenRefusesAChangedFile(t *testing.T) {
 	testutil.RequireRoot(t)
 	for _, mode := range attachModes {
@@ -387,8 +389,13 @@ func TestOpenRefusesAChangedFile(t *testing.T) {
 			plan, err := target.Resolve(targets)
 			require.NoError(t, err)
 			require.NoError(t, os.Rename(other.Program, b.Program))
-			_, err = Open(plan, Options{RingBufferSize: testRing, PerLocation: mode.perLocation})
-			require.ErrorIs(t, err, ErrFileChanged)
+			require.ErrorIs(t, plan.Replaced(), target.ErrReplaced)
+			tr, err := Open(plan, Options{RingBufferSize: testRing, PerLocation: mode.perLocation})
+			require.NoError(t, err)
+			attached, ok := tr.AttachedFileID(0)
+			require.True(t, ok)
+			assert.Equal(t, plan.Files[0].ID, attached, "the file that was read, not the one at its path now")
+			require.NoError(t, tr.Close())
 
 			plan, err = target.Resolve(targets)
 			require.NoError(t, err)

@@ -21,6 +21,10 @@ const (
 	NoteType = 3
 )
 
+// MaxNoteBytes bounds the .note.stapsdt section Notes reads: 64 MiB is
+// several hundred thousand notes.
+const MaxNoteBytes = 64 << 20
+
 // Note is one .note.stapsdt entry as stored in the file, with addresses
 // already adjusted by .stapsdt.base.
 type Note struct {
@@ -95,36 +99,61 @@ func ParseNote(desc []byte, class elf.Class, order binary.ByteOrder) (Note, erro
 // virtual address. Notes whose owner is not "stapsdt" or whose type is not 3
 // are skipped. It returns nil, nil when f has no .note.stapsdt section.
 func Notes(f *elf.File) ([]Note, error) {
+	var notes []Note
+	err := eachNote(f, func(n Note) error {
+		notes = append(notes, n)
+		return nil
+	})
+	return notes, err
+}
+
+// eachNote calls fn with every stapsdt note of f, as Notes returns them,
+// without keeping them: a section of a million copies of one note costs
+// its bytes, not a million Notes.
+func eachNote(f *elf.File, fn func(Note) error) error {
 	sec := f.Section(NoteSection)
 	if sec == nil {
-		return nil, nil
+		return nil
 	}
 	if sec.Type == elf.SHT_NOBITS {
-		return nil, fmt.Errorf("read %s: section has no file data", NoteSection)
+		return fmt.Errorf("read %s: section has no file data", NoteSection)
+	}
+	if sec.Flags&elf.SHF_COMPRESSED != 0 {
+		// No toolchain compresses notes; debug/elf would decompress
+		// whatever size the header claims.
+		return fmt.Errorf("read %s: a compressed note section", NoteSection)
+	}
+	if sec.Size > MaxNoteBytes {
+		return fmt.Errorf("read %s: %d bytes, more than %d", NoteSection, sec.Size, MaxNoteBytes)
 	}
 	data, err := sec.Data()
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", NoteSection, err)
+		return fmt.Errorf("read %s: %w", NoteSection, err)
 	}
-	notes, err := walkNotes(data, f.ByteOrder, f.Class, sec.Addralign)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", NoteSection, err)
+	base := f.Section(BaseSection)
+	mask := ^uint64(0)
+	if f.Class == elf.ELFCLASS32 {
+		mask = 0xffffffff
 	}
-	if base := f.Section(BaseSection); base != nil {
-		mask := ^uint64(0)
-		if f.Class == elf.ELFCLASS32 {
-			mask = 0xffffffff
-		}
-		for i := range notes {
-			n := &notes[i]
+	var fnErr error
+	err = walkNotesFunc(data, f.ByteOrder, f.Class, sec.Addralign, func(n Note) error {
+		if base != nil {
 			delta := base.Addr - n.Base
 			n.Address = (n.Address + delta) & mask
 			if n.SemaphoreAddress != 0 {
 				n.SemaphoreAddress = (n.SemaphoreAddress + delta) & mask
 			}
 		}
+		fnErr = fn(n)
+		return fnErr
+	})
+	if fnErr != nil {
+		return fnErr
 	}
-	return notes, nil
+	if err != nil {
+		return fmt.Errorf("read %s: %w", NoteSection, err)
+	}
+	return nil
 }
 
 // walkNotes walks the raw notes of a note section's bytes (namesz, descsz
@@ -133,20 +162,33 @@ func Notes(f *elf.File) ([]Note, error) {
 // start: 4, or 8 when align is 8, as readelf reads them) and decodes the
 // stapsdt type-3 ones, without the .stapsdt.base adjustment.
 func walkNotes(data []byte, order binary.ByteOrder, class elf.Class, align uint64) ([]Note, error) {
+	var notes []Note
+	err := walkNotesFunc(data, order, class, align, func(n Note) error {
+		notes = append(notes, n)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return notes, nil
+}
+
+// walkNotesFunc is walkNotes calling fn with each note instead of
+// collecting them; an error from fn ends the walk.
+func walkNotesFunc(data []byte, order binary.ByteOrder, class elf.Class, align uint64, fn func(Note) error) error {
 	if order == nil {
-		return nil, errors.New("walk notes: no byte order")
+		return errors.New("walk notes: no byte order")
 	}
 	pad := 4
 	if align == 8 {
 		pad = 8
 	}
 	padded := func(n uint64) uint64 { return (n + uint64(pad) - 1) &^ uint64(pad-1) }
-	var notes []Note
 	off := uint64(0)
 	size := uint64(len(data))
 	for off < size {
 		if size-off < 12 {
-			return nil, fmt.Errorf("walk notes: truncated note header at section offset %#x", off)
+			return fmt.Errorf("walk notes: truncated note header at section offset %#x", off)
 		}
 		namesz := uint64(order.Uint32(data[off:]))
 		descsz := uint64(order.Uint32(data[off+4:]))
@@ -154,10 +196,10 @@ func walkNotes(data []byte, order binary.ByteOrder, class elf.Class, align uint6
 		nameStart := off + 12
 		descStart := off + padded(12+namesz)
 		if descStart > size {
-			return nil, fmt.Errorf("walk notes: note at section offset %#x: name of %d bytes runs past the section end", off, namesz)
+			return fmt.Errorf("walk notes: note at section offset %#x: name of %d bytes runs past the section end", off, namesz)
 		}
 		if descsz > size-descStart {
-			return nil, fmt.Errorf("walk notes: note at section offset %#x: descriptor of %d bytes runs past the section end", off, descsz)
+			return fmt.Errorf("walk notes: note at section offset %#x: descriptor of %d bytes runs past the section end", off, descsz)
 		}
 		name := data[nameStart : nameStart+namesz]
 		desc := data[descStart : descStart+descsz]
@@ -169,11 +211,13 @@ func walkNotes(data []byte, order binary.ByteOrder, class elf.Class, align uint6
 		if typ == NoteType && string(bytes.TrimRight(name, "\x00")) == NoteOwner {
 			n, err := ParseNote(desc, class, order)
 			if err != nil {
-				return nil, fmt.Errorf("walk notes: note at section offset %#x: %w", off, err)
+				return fmt.Errorf("walk notes: note at section offset %#x: %w", off, err)
 			}
-			notes = append(notes, n)
+			if err := fn(n); err != nil {
+				return err
+			}
 		}
 		off = next
 	}
-	return notes, nil
+	return nil
 }

@@ -209,6 +209,40 @@ var MapAttributeSiteClass = map[string]AttributeSiteClass{
 	"single-stepped": AttributeSiteClassSingleStepped,
 }
 
+// AttributeUnplannedReason specifies the value unplanned.reason attribute.
+type AttributeUnplannedReason int
+
+const (
+	_ AttributeUnplannedReason = iota
+	AttributeUnplannedReasonMalformed
+	AttributeUnplannedReasonOverLimit
+	AttributeUnplannedReasonPanic
+	AttributeUnplannedReasonOther
+)
+
+// String returns the string representation of the AttributeUnplannedReason.
+func (av AttributeUnplannedReason) String() string {
+	switch av {
+	case AttributeUnplannedReasonMalformed:
+		return "malformed"
+	case AttributeUnplannedReasonOverLimit:
+		return "over_limit"
+	case AttributeUnplannedReasonPanic:
+		return "panic"
+	case AttributeUnplannedReasonOther:
+		return "other"
+	}
+	return ""
+}
+
+// MapAttributeUnplannedReason is a helper map of string to AttributeUnplannedReason attribute value.
+var MapAttributeUnplannedReason = map[string]AttributeUnplannedReason{
+	"malformed":  AttributeUnplannedReasonMalformed,
+	"over_limit": AttributeUnplannedReasonOverLimit,
+	"panic":      AttributeUnplannedReasonPanic,
+	"other":      AttributeUnplannedReasonOther,
+}
+
 var MetricsInfo = metricsInfo{
 	UprobeEventsLost: metricInfo{
 		Name:       "uprobe.events.lost",

@@ -38,6 +38,7 @@ type TelemetryBuilder struct {
 	ReceiverUprobeFetchErrors          metric.Int64Counter
 	ReceiverUprobeFileChanges          metric.Int64Counter
 	ReceiverUprobeFiles                metric.Int64UpDownCounter
+	ReceiverUprobeFilesUnplanned       metric.Int64Counter
 	ReceiverUprobeIdentitiesUnknown    metric.Int64Counter
 	ReceiverUprobeLocations            metric.Int64UpDownCounter
 	ReceiverUprobeProbeCost            metric.Float64ObservableGauge
@@ -280,6 +281,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	builder.ReceiverUprobeFiles, err = builder.meter.Int64UpDownCounter(
 		"otelcol_receiver_uprobe_files",
 		metric.WithDescription("Traced files attached now (a target has one per distinct file its processes see). [Alpha]"),
+		metric.WithUnit("{file}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverUprobeFilesUnplanned, err = builder.meter.Int64Counter(
+		"otelcol_receiver_uprobe_files_unplanned",
+		metric.WithDescription("Traced files left out because they could not be read or planned, at Start or when a process that has them starts, by reason; the receiver traces the target's other files. Each is logged with its reason, and the component reports a recoverable error. [Alpha]"),
 		metric.WithUnit("{file}"),
 	)
 	errs = errors.Join(errs, err)

@@ -56,6 +56,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ReceiverUprobeFetchErrors.Add(context.Background(), 1)
 	tb.ReceiverUprobeFileChanges.Add(context.Background(), 1)
 	tb.ReceiverUprobeFiles.Add(context.Background(), 1)
+	tb.ReceiverUprobeFilesUnplanned.Add(context.Background(), 1)
 	tb.ReceiverUprobeIdentitiesUnknown.Add(context.Background(), 1)
 	tb.ReceiverUprobeLocations.Add(context.Background(), 1)
 	tb.ReceiverUprobeProcessRecordsLost.Add(context.Background(), 1)
@@ -96,6 +97,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverUprobeFiles(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverUprobeFilesUnplanned(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverUprobeIdentitiesUnknown(t, testTel,
