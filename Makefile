@@ -147,13 +147,15 @@ bench-budget: deps build
 	$(GO) run ./internal/budgetbench -out docs -distro $(abspath $(DISTRO))
 
 # soak runs the distro for SOAK_DURATION against programs that churn (a C
-# program at 100k spans/s, a Go program, short-lived processes and threads),
-# checks that nothing grows after warm-up and that every span fired is
-# delivered or counted lost, and writes docs/soak.json and the soak section
-# of docs/benchmarks.md. Not part of make test.
+# program at 100k spans/s, a Go program, short-lived processes from
+# SOAK_CHURNERS loops side by side, and threads), checks that nothing grows
+# after warm-up and that every span completed is delivered or counted
+# dropped (by reason), and writes docs/soak.json and the soak section of
+# docs/benchmarks.md. Not part of make test.
 SOAK_DURATION ?= 10m
+SOAK_CHURNERS ?= 3
 soak: deps build
-	$(GO) run ./internal/soak -duration $(SOAK_DURATION) -out docs -distro $(abspath $(DISTRO))
+	$(GO) run ./internal/soak -duration $(SOAK_DURATION) -churners $(SOAK_CHURNERS) -out docs -distro $(abspath $(DISTRO))
 
 clean:
 	rm -rf $(BUILD_DIR)

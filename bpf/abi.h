@@ -190,6 +190,13 @@ enum pending_kind {
 	PENDING_HITS = 1,        /* hits of probe id */
 	PENDING_SPAN_BUCKET = 2, /* completed spans of span id in bucket */
 	PENDING_SPAN_SUM = 3,    /* their durations, summed (ns) */
+	/* Completed spans of span id that were not recorded: the ring buffer
+	 * refused their record, their trace was not sampled, or they were
+	 * shorter than min_duration_ns (span_stats' lost, unsampled and
+	 * short_spans, for a process that is chosen). */
+	PENDING_SPAN_LOST = 4,
+	PENDING_SPAN_UNSAMPLED = 5,
+	PENDING_SPAN_SHORT = 6,
 };
 
 /* pending_key names one counter of a pending process: what it counted
@@ -328,6 +335,9 @@ struct span_stats {
 	__u64 unsampled;  /* completed spans not recorded: their trace was not sampled */
 	__u64 short_spans; /* completed spans not recorded: shorter than min_duration_ns */
 	__u64 filtered;   /* spans whose filters did not hold: not recorded, not in the histogram */
+	__u64 pending_full; /* completed spans of a pending process that could not be
+			     * counted (the pending counters were full): not recorded,
+			     * not in the histogram */
 	__u64 buckets[ABI_HIST_BUCKETS]; /* their sum is the number of completed spans */
 };
 
@@ -368,27 +378,44 @@ enum record_kind {
 /* process_event says what happened to a process. */
 enum process_event {
 	PROCESS_EXEC = 1, /* it execed: filename and command line follow */
-	PROCESS_FORK = 2, /* a pending process forked pid */
-	PROCESS_EXIT = 3, /* a process the engine knew exited */
+	PROCESS_FORK = 2, /* pid was forked by parent (a pending process, or any with process_facts) */
+	PROCESS_EXIT = 3, /* a process the engine knew exited (any, with process_facts) */
+	PROCESS_SEEN = 4, /* it was running when user space listed the processes (task iterator) */
+	PROCESS_CGROUP = 5, /* it moved to another cgroup (with process_facts): its facts now */
 };
 
 /*
- * process_record is the trailer of a process record, sent only while some
- * target chooses its processes by a selector. The record is always
- * ABI_EXEC_FILENAME_MAX bytes holding the executable's name as given to
- * execve (filename_len of them used), ABI_EXEC_ARGS_MAX bytes holding its
- * command line (NUL separated; args_len used), then this structure.
+ * process_record is the trailer of a process record. Exec records are sent
+ * while some target chooses its processes by a selector, while user space
+ * looks at every exec (send_execs) or wants every process's facts
+ * (process_facts); fork and exit records for pending processes, or for
+ * every process with process_facts. An exec record is ABI_EXEC_FILENAME_MAX
+ * bytes holding the executable's name as given to execve (filename_len of
+ * them used), ABI_EXEC_ARGS_MAX bytes holding its command line (NUL
+ * separated; args_len used), then this structure; the other records are
+ * this structure alone. The facts (cgroups, executable) are the process's
+ * when the record was written: while it was alive.
  */
 struct process_record {
 	__u64 time_ns;  /* CLOCK_MONOTONIC */
 	__u64 start_ns; /* start time of the process */
 	__u64 exec_id;  /* the kernel's self_exec_id of the process (span_record's) */
+	__u64 parent_start_ns; /* PROCESS_FORK: start time of the process that forked */
+	/* The kernfs id of the process's cgroup in the unified (v2)
+	 * hierarchy: the inode number of its directory in a cgroup2 mount. */
+	__u64 cgroup_id;
+	/* The kernfs id of its cgroup in the v1 hierarchy of controller
+	 * cgroup1_subsys (the inode number of its directory there), 0 when the
+	 * loader chose none. */
+	__u64 cgroup1_id;
+	__u64 exe_ino;  /* inode number of its executable, 0 for none */
+	__u32 exe_dev;  /* the device of that inode (kernel dev_t: major << 20 | minor) */
 	__u32 pid;
 	__u32 parent;   /* PROCESS_FORK: the pid that forked */
 	__u16 filename_len;
 	__u16 args_len;
 	__u8 event;     /* enum process_event */
-	__u8 pad[2];
+	__u8 pad[6];
 	__u8 kind;      /* RECORD_KIND_PROCESS */
 };
 

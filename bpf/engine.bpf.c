@@ -16,6 +16,7 @@
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
 
 #include "abi.h"
 #include "regs.h"
@@ -38,9 +39,40 @@ struct linux_binprm {
 	const char *filename;
 } __attribute__((preserve_access_index));
 
+struct super_block {
+	__u32 s_dev;
+} __attribute__((preserve_access_index));
+
+struct inode {
+	unsigned long i_ino;
+	struct super_block *i_sb;
+} __attribute__((preserve_access_index));
+
+struct file {
+	struct inode *f_inode;
+} __attribute__((preserve_access_index));
+
 struct mm_struct {
 	unsigned long arg_start;
 	unsigned long arg_end;
+	struct file *exe_file;
+} __attribute__((preserve_access_index));
+
+struct kernfs_node {
+	__u64 id; /* 64 bits since Linux 5.5 */
+} __attribute__((preserve_access_index));
+
+struct cgroup {
+	struct kernfs_node *kn;
+} __attribute__((preserve_access_index));
+
+struct cgroup_subsys_state {
+	struct cgroup *cgroup;
+} __attribute__((preserve_access_index));
+
+struct css_set {
+	struct cgroup_subsys_state *subsys[1]; /* CGROUP_SUBSYS_COUNT in the kernel */
+	struct cgroup *dfl_cgrp;
 } __attribute__((preserve_access_index));
 
 struct task_struct {
@@ -52,6 +84,18 @@ struct task_struct {
 	__u64 self_exec_id; /* 64 bits since Linux 5.7 */
 	struct signal_struct *signal;
 	struct uprobe_task *utask;
+	struct css_set *cgroups;
+} __attribute__((preserve_access_index));
+
+/* The context of a task iterator (Linux 5.8). */
+struct seq_file;
+struct bpf_iter_meta {
+	struct seq_file *seq;
+} __attribute__((preserve_access_index));
+
+struct bpf_iter__task {
+	struct bpf_iter_meta *meta;
+	struct task_struct *task;
 } __attribute__((preserve_access_index));
 
 /* abi_types keeps every ABI type in the object's BTF so that bpf2go can
@@ -92,6 +136,21 @@ volatile const __u64 selector_bits = 0;
  * find targets' files in processes that start (containers of new images,
  * optional targets). Set by the loader. */
 volatile const __u8 send_execs = 0;
+
+/* process_facts makes the engine send a record at every exec, fork, exit
+ * and cgroup move of a process, with what user space needs to know of it
+ * while it is alive (its cgroups, its executable): its spans are built
+ * later. Set by the loader. */
+volatile const __u8 process_facts = 0;
+
+/* cgroup1_subsys is the kernel's id (enum cgroup_subsys_id) of the
+ * controller whose cgroup v1 hierarchy process records name, or
+ * CGROUP1_NONE. Set by the loader. */
+#define CGROUP1_NONE 0xffffffffu
+volatile const __u32 cgroup1_subsys = CGROUP1_NONE;
+
+/* process_lost counts process records the ring buffer refused. */
+__u64 process_lost = 0;
 
 /*
  * __subprog marks a helper compiled as a BPF function of its own rather
@@ -315,21 +374,24 @@ struct {
 	__uint(max_entries, 1); /* set by the loader */
 } proc_hits SEC(".maps");
 
-/* pending_add adds n to a counter of a pending process. */
-__subprog void pending_add(__u32 pid, __u8 kind, __u32 id, __u8 bucket, __u64 n)
+/* pending_add adds n to a counter of a pending process; it returns 0, or
+ * -1 when the counter could not be had (the map is full). */
+__subprog int pending_add(__u32 pid, __u8 kind, __u32 id, __u8 bucket, __u64 n)
 {
 	struct pending_key key = {.pid = pid, .id = id, .kind = kind, .bucket = bucket};
 	__u64 *v = bpf_map_lookup_elem(&pending, &key);
 
 	if (v) {
 		__sync_fetch_and_add(v, n);
-		return;
+		return 0;
 	}
 	if (bpf_map_update_elem(&pending, &key, &n, BPF_NOEXIST) == 0)
-		return;
+		return 0;
 	v = bpf_map_lookup_elem(&pending, &key); /* another CPU made it first */
-	if (v)
-		__sync_fetch_and_add(v, n);
+	if (!v)
+		return -1;
+	__sync_fetch_and_add(v, n);
+	return 0;
 }
 
 /* choice says whether a hit of site s counts, for a process pid. */
@@ -1417,6 +1479,11 @@ static __always_inline void send_span(const struct site *s, struct pt_regs *regs
 	rec->exit_failed = r >> FETCHED_FAILED_SHIFT;
 	fill_record(s, regs, ts, rec);
 	if (bpf_ringbuf_output(&records, w, end + sizeof(struct span_record), wake_flags())) {
+		if (f->flags & RECORD_PENDING) {
+			/* Counted with the process's choice, as its duration. */
+			pending_add(bpf_get_current_pid_tgid() >> 32, PENDING_SPAN_LOST, s->exit_span, 0, 1);
+			return;
+		}
 		struct span_stats *st = span_stats_of(s->exit_span);
 		struct probe_stats *ps = bpf_map_lookup_elem(&probes, &s->probe_id);
 		if (st)
@@ -1427,23 +1494,60 @@ static __always_inline void send_span(const struct site *s, struct pt_regs *regs
 }
 
 /* count_duration adds the duration of a span of definition span to its
- * histogram, or to the pending counts of the process. */
-static __always_inline void count_duration(__u32 span, __u64 duration, int pending)
+ * histogram. */
+static __always_inline void count_duration(__u32 span, __u64 duration)
 {
 	/* bucket i holds (2^i, 2^(i+1)]; durations of 0 and 1 ns go to bucket 0 */
 	__u32 b = duration > 1 ? log2_bucket(duration - 1) : 0;
-
-	if (pending) {
-		__u32 pid = bpf_get_current_pid_tgid() >> 32;
-		pending_add(pid, PENDING_SPAN_SUM, span, 0, duration);
-		pending_add(pid, PENDING_SPAN_BUCKET, span, b & (ABI_HIST_BUCKETS - 1), 1);
-		return;
-	}
 	struct span_stats *st = span_stats_of(span);
+
 	if (st) {
 		add(&st->sum_ns, duration); /* the count is the sum of the buckets */
 		add(&st->buckets[b & (ABI_HIST_BUCKETS - 1)], 1);
 	}
+}
+
+/*
+ * count_pending counts the duration of the span closing in frame k of ts,
+ * which opened while its process was pending: the choice made since, if
+ * any, is what counts. Chosen, it counts as any other span (and loses
+ * RECORD_PENDING); still pending, in the process's pending counters. It
+ * returns 0 when the span is done with (its process is not chosen, or the
+ * pending counters are full: counted nowhere, not recorded).
+ */
+__subprog int count_pending(const struct site *s, struct task_state *ts, __u32 k, __u64 duration)
+{
+	struct frame *f = &ts->frames[frame_index(k)];
+	__u32 pid = bpf_get_current_pid_tgid() >> 32;
+	enum choice c = chosen(s, pid);
+
+	if (c == CHOICE_YES) {
+		f->flags &= ~RECORD_PENDING;
+		count_duration(s->exit_span, duration);
+		return 1;
+	}
+	__u32 b = duration > 1 ? log2_bucket(duration - 1) : 0;
+	if (c == CHOICE_PENDING && pending_add(pid, PENDING_SPAN_BUCKET, s->exit_span, b & (ABI_HIST_BUCKETS - 1), 1) == 0) {
+		pending_add(pid, PENDING_SPAN_SUM, s->exit_span, 0, duration);
+		return 1;
+	}
+	if (c == CHOICE_PENDING)
+		count(s->exit_span, pending_full);
+	truncate(ts, k);
+	return 0;
+}
+
+/* not_recorded counts a completed span of definition span that is not
+ * recorded (kind PENDING_SPAN_UNSAMPLED or PENDING_SPAN_SHORT): in its
+ * statistics, or in the pending counters of a pending process. */
+__subprog void not_recorded(__u32 span, __u32 pending, __u8 kind)
+{
+	if (pending)
+		pending_add(bpf_get_current_pid_tgid() >> 32, kind, span, 0, 1);
+	else if (kind == PENDING_SPAN_UNSAMPLED)
+		count(span, unsampled);
+	else
+		count(span, short_spans);
 }
 
 /*
@@ -1456,14 +1560,17 @@ __subprog void close_span(const struct site *s, struct pt_regs *regs, struct tas
 	struct frame *f = &ts->frames[k];
 	__u64 duration = ts->closing.now - f->start_ns;
 
-	count_duration(s->exit_span, duration, f->flags & RECORD_PENDING);
+	if (!(f->flags & RECORD_PENDING))
+		count_duration(s->exit_span, duration);
+	else if (!count_pending(s, ts, k, duration))
+		return;
 	truncate(ts, k);
 	if (f->flags & RECORD_UNSAMPLED) {
-		count(s->exit_span, unsampled);
+		not_recorded(s->exit_span, f->flags & RECORD_PENDING, PENDING_SPAN_UNSAMPLED);
 		return;
 	}
 	if (duration < s->min_duration_ns && !(f->flags & RECORD_HAS_CHILD)) {
-		count(s->exit_span, short_spans);
+		not_recorded(s->exit_span, f->flags & RECORD_PENDING, PENDING_SPAN_SHORT);
 		return;
 	}
 	send_span(s, regs, ts);
@@ -1684,46 +1791,105 @@ __subprog void forget_thread(struct task_struct *task)
 	bpf_task_storage_delete(&task_states, task);
 }
 
-/* process_buf is the fixed layout of a process record: the executable's
- * name, the command line, then the trailer. */
+/* process_buf is the layout of an exec record: the executable's name, the
+ * command line, then the trailer. Other process records are the trailer
+ * alone. */
 struct process_buf {
 	char filename[ABI_EXEC_FILENAME_MAX];
 	char args[ABI_EXEC_ARGS_MAX];
 	struct process_record rec;
 };
 
-/* send_process sends a process record; for an exec, with the executable's
- * name and the command line of the new image (current is the process). */
+/* cgroup1_id returns the kernfs id of the cgroup of task in the v1
+ * hierarchy of controller cgroup1_subsys, 0 for none. The controller's
+ * index into css_set.subsys is only known at run time: the reads go
+ * through bpf_probe_read_kernel, at offsets relocated against the running
+ * kernel (CO-RE). */
+static __always_inline __u64 cgroup1_id(struct task_struct *task)
+{
+	__u32 ssid = cgroup1_subsys;
+	struct cgroup_subsys_state *css = 0;
+
+	if (ssid >= 64)
+		return 0;
+	__u64 cset = (__u64)BPF_CORE_READ(task, cgroups);
+	if (!cset || bpf_probe_read_kernel(&css, sizeof(css),
+					   (const void *)(cset + bpf_core_field_offset(struct css_set, subsys) +
+							  ssid * sizeof(css))))
+		return 0;
+	return BPF_CORE_READ(css, cgroup, kn, id);
+}
+
+/* process_facts_of fills the facts of a process record with task's: its
+ * cgroups and its executable. A function of its own: the reads' temporaries
+ * stay off the programs' frames. */
+__subprog void process_facts_of(struct process_record *rec, struct task_struct *task)
+{
+	rec->cgroup_id = BPF_CORE_READ(task, cgroups, dfl_cgrp, kn, id);
+	rec->cgroup1_id = cgroup1_id(task);
+	rec->exe_ino = BPF_CORE_READ(task, mm, exe_file, f_inode, i_ino);
+	rec->exe_dev = BPF_CORE_READ(task, mm, exe_file, f_inode, i_sb, s_dev);
+}
+
+/* process_header fills the trailer of a process record of task. */
+static __always_inline void process_header(struct process_record *rec, struct task_struct *task, __u8 event,
+					   __u32 pid, __u32 parent, __u64 parent_start_ns)
+{
+	rec->time_ns = bpf_ktime_get_ns();
+	rec->start_ns = task->group_leader->start_time;
+	rec->exec_id = task->self_exec_id;
+	rec->parent_start_ns = parent_start_ns;
+	rec->pid = pid;
+	rec->parent = parent;
+	rec->filename_len = 0;
+	rec->args_len = 0;
+	rec->event = event;
+	for (int i = 0; i < sizeof(rec->pad); i++)
+		rec->pad[i] = 0;
+	rec->kind = RECORD_KIND_PROCESS;
+	process_facts_of(rec, task);
+}
+
+/* send_process sends a process record of task, a trailer alone; a lost one
+ * is counted in process_lost. Only records user space acts on (a pending
+ * process's) wake it: the others are read with the next span record, which
+ * they precede in the ring, or when the reader's sleep ends. */
 static __always_inline void send_process(struct task_struct *task, __u8 event, __u32 pid, __u32 parent,
-					 struct linux_binprm *bprm)
+					 __u64 parent_start_ns, int wake)
+{
+	struct process_record *rec = bpf_ringbuf_reserve(&records, sizeof(*rec), 0);
+
+	if (!rec) {
+		__sync_fetch_and_add(&process_lost, 1);
+		return;
+	}
+	process_header(rec, task, event, pid, parent, parent_start_ns);
+	bpf_ringbuf_submit(rec, wake ? wake_flags() : BPF_RB_NO_WAKEUP);
+}
+
+/* send_exec sends the exec record of task (the current process), with the
+ * executable's name and the command line of its new image. It wakes the
+ * reader (as send_process) when selectors or send_execs want it. */
+static __always_inline void send_exec(struct task_struct *task, __u32 pid, struct linux_binprm *bprm)
 {
 	struct process_buf *b = bpf_ringbuf_reserve(&records, sizeof(*b), 0);
 
-	if (!b)
-		return; /* counted by user space as a process it could not decide */
-	b->rec.time_ns = bpf_ktime_get_ns();
-	b->rec.start_ns = task->group_leader->start_time;
-	b->rec.exec_id = task->self_exec_id;
-	b->rec.pid = pid;
-	b->rec.parent = parent;
-	b->rec.event = event;
-	b->rec.kind = RECORD_KIND_PROCESS;
-	b->rec.pad[0] = b->rec.pad[1] = 0;
-	b->rec.filename_len = 0;
-	b->rec.args_len = 0;
-	if (bprm) {
-		long n = bpf_probe_read_kernel_str(b->filename, sizeof(b->filename), bprm->filename);
-		if (n > 0)
-			b->rec.filename_len = n - 1;
-		struct mm_struct *mm = task->mm;
-		__u64 start = mm->arg_start, end = mm->arg_end;
-		__u64 len = end > start ? end - start : 0;
-		if (len > sizeof(b->args))
-			len = sizeof(b->args);
-		if (len && bpf_probe_read_user(b->args, len, (const void *)start) == 0)
-			b->rec.args_len = len;
+	if (!b) {
+		__sync_fetch_and_add(&process_lost, 1);
+		return;
 	}
-	bpf_ringbuf_submit(b, wake_flags());
+	process_header(&b->rec, task, PROCESS_EXEC, pid, 0, 0);
+	long n = bpf_probe_read_kernel_str(b->filename, sizeof(b->filename), bprm->filename);
+	if (n > 0)
+		b->rec.filename_len = n - 1;
+	struct mm_struct *mm = task->mm;
+	__u64 start = mm->arg_start, end = mm->arg_end;
+	__u64 len = end > start ? end - start : 0;
+	if (len > sizeof(b->args))
+		len = sizeof(b->args);
+	if (len && bpf_probe_read_user(b->args, len, (const void *)start) == 0)
+		b->rec.args_len = len;
+	bpf_ringbuf_submit(b, selector_bits || send_execs ? wake_flags() : BPF_RB_NO_WAKEUP);
 }
 
 SEC("tp_btf/sched_process_exec")
@@ -1742,8 +1908,8 @@ int on_exec(__u64 *ctx)
 		e.mask = (pe ? pe->mask & ~selector_bits : 0) | (1ULL << PROC_PENDING_BIT);
 		bpf_map_update_elem(&procs, &pid, &e, BPF_ANY);
 	}
-	if (selector_bits || send_execs)
-		send_process(task, PROCESS_EXEC, pid, 0, bprm);
+	if (selector_bits || send_execs || process_facts)
+		send_exec(task, pid, bprm);
 	return 0;
 }
 
@@ -1756,13 +1922,15 @@ int on_fork(__u64 *ctx)
 
 	if (pid == ppid)
 		return 0; /* a thread */
+	int pending = 0;
 	struct proc_entry *pe = bpf_map_lookup_elem(&procs, &ppid);
-	if (!pe)
-		return 0;
-	/* Forked, not execed: the same program, the same choice. */
-	struct proc_entry e = {.mask = pe->mask, .start_ns = child->start_time};
-	if (bpf_map_update_elem(&procs, &pid, &e, BPF_ANY) == 0 && (e.mask & (1ULL << PROC_PENDING_BIT)))
-		send_process(child, PROCESS_FORK, pid, ppid, 0);
+	if (pe) {
+		/* Forked, not execed: the same program, the same choice. */
+		struct proc_entry e = {.mask = pe->mask, .start_ns = child->start_time};
+		pending = bpf_map_update_elem(&procs, &pid, &e, BPF_ANY) == 0 && (e.mask & (1ULL << PROC_PENDING_BIT));
+	}
+	if (pending || process_facts)
+		send_process(child, PROCESS_FORK, pid, ppid, parent->group_leader->start_time, pending);
 	return 0;
 }
 
@@ -1776,7 +1944,55 @@ int on_exit(__u64 *ctx)
 	if (task->signal->live.counter != 0)
 		return 0; /* not the last thread of the process */
 	forget_goroutines(pid);
-	if (bpf_map_delete_elem(&procs, &pid) == 0 && selector_bits)
-		send_process(task, PROCESS_EXIT, pid, 0, 0);
+	int chosen_exit = bpf_map_delete_elem(&procs, &pid) == 0 && selector_bits;
+	if (chosen_exit || process_facts)
+		send_process(task, PROCESS_EXIT, pid, 0, 0, chosen_exit);
+	return 0;
+}
+
+/* on_cgroup_attach follows a process that moves to another cgroup (a
+ * runtime that puts it in its container's after it started, in any
+ * hierarchy): with process_facts, its facts are sent again. Its arguments
+ * are the destination cgroup, its path, the task moved and whether its
+ * whole thread group moved. */
+SEC("tp_btf/cgroup_attach_task")
+int on_cgroup_attach(__u64 *ctx)
+{
+	struct task_struct *task = (struct task_struct *)ctx[2];
+
+	if (!process_facts || !task)
+		return 0;
+	task = task->group_leader;
+	send_process(task, PROCESS_CGROUP, task->tgid, 0, 0, 0);
+	return 0;
+}
+
+/* seen_scratch holds the record seen_task writes: too large for its stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct process_record);
+	__uint(max_entries, 1);
+} seen_scratch SEC(".maps");
+
+/*
+ * seen_task writes a PROCESS_SEEN record (a trailer) for every process
+ * (thread group leader) to the task iterator's output: user space learns
+ * the facts of the processes that were running before the exec, fork and
+ * exit programs could tell it of them.
+ */
+SEC("iter/task")
+int seen_task(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	__u32 zero = 0;
+
+	if (!task || task->pid != task->tgid)
+		return 0;
+	struct process_record *rec = bpf_map_lookup_elem(&seen_scratch, &zero);
+	if (!rec)
+		return 0;
+	process_header(rec, task, PROCESS_SEEN, task->tgid, 0, 0);
+	bpf_seq_write(ctx->meta->seq, rec, sizeof(*rec));
 	return 0;
 }

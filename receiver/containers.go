@@ -43,17 +43,39 @@ type containerCounts struct {
 	series map[containerKey]*containerSeries
 	// dropped counts, per probe, the hits of series dropped for the bound:
 	// they stay out of the probe's hits without a container.
-	dropped   map[int]uint64
-	container func(pid uint32, image event.Image) string
-	alive     func(pid uint32) bool
+	dropped map[int]uint64
+	// waiting holds the entries of processes whose identity is not known
+	// yet (their process records are still in the ring buffer), with the
+	// folds they waited and their hits, kept out of every resource's hits
+	// meanwhile.
+	waiting map[tracer.ProcessHits]waitingHits
+	folds   uint64 // calls of fold
+	// identity returns the container of a process, whether the process is
+	// known and whether it exited.
+	identity func(pid uint32, startNs uint64) (container string, known, exited bool)
+	// alive says whether a process of unknown identity is still running.
+	alive func(pid uint32) bool
 }
 
-func newContainerCounts(container func(pid uint32, image event.Image) string) *containerCounts {
+// waitingHits are the hits of a process whose identity is awaited.
+type waitingHits struct {
+	folds int    // folds it waited
+	fold  uint64 // the last fold that saw it
+	hits  uint64 // not yet folded
+}
+
+// maxIdentityWait is how many folds the hits of a process wait for its
+// identity before they are folded without a container (its records were
+// lost).
+const maxIdentityWait = 10
+
+func newContainerCounts(identity func(pid uint32, startNs uint64) (string, bool, bool)) *containerCounts {
 	return &containerCounts{
-		last:      map[tracer.ProcessHits]uint64{},
-		series:    map[containerKey]*containerSeries{},
-		dropped:   map[int]uint64{},
-		container: container,
+		last:     map[tracer.ProcessHits]uint64{},
+		series:   map[containerKey]*containerSeries{},
+		dropped:  map[int]uint64{},
+		waiting:  map[tracer.ProcessHits]waitingHits{},
+		identity: identity,
 		alive: func(pid uint32) bool {
 			_, err := os.Stat("/proc/" + strconv.FormatUint(uint64(pid), 10))
 			return err == nil
@@ -63,10 +85,12 @@ func newContainerCounts(container func(pid uint32, image event.Image) string) *c
 
 // fold adds what the engine counted since the last call and returns the
 // entries of processes that are gone, for the caller to delete from the
-// engine (their counts are folded).
+// engine (their counts are folded). The hits of a process whose identity
+// is not known yet wait for it, at most maxIdentityWait folds.
 func (c *containerCounts) fold(hits []tracer.ProcessHits) (gone []tracer.ProcessHits) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.folds++
 	for _, s := range c.series {
 		s.idle++
 	}
@@ -77,8 +101,18 @@ func (c *containerCounts) fold(hits []tracer.ProcessHits) (gone []tracer.Process
 		if h.Hits < c.last[key] {
 			delta = h.Hits // deleted and made again meanwhile
 		}
+		id, known, exited := c.identity(h.PID, h.StartNs)
+		if !known {
+			w := c.waiting[key]
+			if w.folds < maxIdentityWait {
+				c.waiting[key] = waitingHits{folds: w.folds + 1, fold: c.folds, hits: delta}
+				continue
+			}
+			exited = !c.alive(h.PID) // given up: it counts without a container
+		}
+		delete(c.waiting, key)
 		c.last[key] = h.Hits
-		if id := c.container(h.PID, event.Image{StartNs: h.StartNs}); id != "" && delta > 0 {
+		if id != "" && delta > 0 {
 			k := containerKey{h.Probe, id}
 			s := c.series[k]
 			if s == nil {
@@ -88,9 +122,14 @@ func (c *containerCounts) fold(hits []tracer.ProcessHits) (gone []tracer.Process
 			s.hits += delta
 			s.idle = 0
 		}
-		if !c.alive(h.PID) {
+		if exited {
 			gone = append(gone, h)
 			delete(c.last, key)
+		}
+	}
+	for key, w := range c.waiting {
+		if w.fold != c.folds {
+			delete(c.waiting, key) // not in the engine any more
 		}
 	}
 	c.bound()
@@ -134,4 +173,13 @@ func (c *containerCounts) stats(st *event.Stats) {
 		return a.Probe < b.Probe
 	})
 	st.DroppedContainerHits = maps.Clone(c.dropped)
+	for k, w := range c.waiting {
+		// Hits whose container is not known yet count in no resource.
+		if w.hits > 0 {
+			if st.DroppedContainerHits == nil {
+				st.DroppedContainerHits = map[int]uint64{}
+			}
+			st.DroppedContainerHits[k.Probe] += w.hits
+		}
+	}
 }

@@ -17,7 +17,10 @@ import (
 func TestContainerCounts(t *testing.T) {
 	containers := map[event.Image]string{{StartNs: 1}: "c1", {StartNs: 2}: "c2", {StartNs: 3}: ""}
 	alive := map[uint32]bool{10: true, 20: true, 30: true}
-	c := newContainerCounts(func(pid uint32, image event.Image) string { return containers[image] })
+	c := newContainerCounts(func(pid uint32, start uint64) (string, bool, bool) {
+		id, ok := containers[event.Image{StartNs: start}]
+		return id, ok, !alive[pid]
+	})
 	c.alive = func(pid uint32) bool { return alive[pid] }
 	hits := func(probe int, pid uint32, start, n uint64) tracer.ProcessHits {
 		return tracer.ProcessHits{Probe: probe, PID: pid, StartNs: start, Hits: n}
@@ -58,4 +61,40 @@ func TestContainerCounts(t *testing.T) {
 	c.stats(&st)
 	assert.Len(t, st.ContainerHits, maxContainerSeries)
 	assert.Equal(t, map[int]uint64{0: 8 + 9, 1: 4}, st.DroppedContainerHits, "the idle series were dropped, their hits kept apart")
+}
+
+// The hits of a process whose identity is not known yet (its records are
+// still to be read) wait for it, counted in no resource meanwhile, then go
+// to its container; after maxIdentityWait folds they count without one.
+func TestContainerCountsWaitForIdentity(t *testing.T) {
+	containers := map[uint64]string{}
+	alive := map[uint32]bool{10: true, 20: false}
+	c := newContainerCounts(func(pid uint32, start uint64) (string, bool, bool) {
+		id, ok := containers[start]
+		return id, ok, !alive[pid]
+	})
+	c.alive = func(pid uint32) bool { return alive[pid] }
+	h := func(pid uint32, start, n uint64) tracer.ProcessHits {
+		return tracer.ProcessHits{Probe: 0, PID: pid, StartNs: start, Hits: n}
+	}
+	var st event.Stats
+	assert.Empty(t, c.fold([]tracer.ProcessHits{h(10, 1, 5), h(20, 2, 3)}))
+	c.stats(&st)
+	assert.Empty(t, st.ContainerHits)
+	assert.Equal(t, map[int]uint64{0: 8}, st.DroppedContainerHits, "waiting hits count in no resource")
+
+	containers[1] = "c1" // its exec record was read
+	gone := c.fold([]tracer.ProcessHits{h(10, 1, 6), h(20, 2, 3)})
+	assert.Empty(t, gone)
+	c.stats(&st)
+	assert.Equal(t, []event.ContainerHits{{Probe: 0, ContainerID: "c1", Hits: 6}}, st.ContainerHits)
+	assert.Equal(t, map[int]uint64{0: 3}, st.DroppedContainerHits)
+
+	for range maxIdentityWait - 2 { // it waited two folds already
+		assert.Empty(t, c.fold([]tracer.ProcessHits{h(20, 2, 3)}))
+	}
+	gone = c.fold([]tracer.ProcessHits{h(20, 2, 3)})
+	assert.Equal(t, []tracer.ProcessHits{h(20, 2, 3)}, gone, "given up: folded without a container, and gone")
+	c.stats(&st)
+	assert.Empty(t, st.DroppedContainerHits)
 }

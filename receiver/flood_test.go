@@ -3,6 +3,7 @@ package receiver
 import (
 	"context"
 	"errors"
+	"os/exec"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -99,7 +100,14 @@ func TestDrainSleepsWhileIdle(t *testing.T) {
 	s := startReceiver(t, []config.Target{{Path: b.Program, PID: demo.PID, Spans: []config.Span{{Name: "outer", Function: "outer"}}}})
 
 	const quiet = 3 * idleWait
-	time.Sleep(quiet) // nothing happens: what is measured is the goroutine's wakeups meanwhile
+	// A process starts and exits meanwhile: its records (every process
+	// sends them, for its identity) are read, its fork and exec when the
+	// goroutine's sleep ends, and its exit lies alone in the ring, which the
+	// goroutine must not take for an empty ring it never reads.
+	sleeper := exec.Command("/bin/sleep", "1.5")
+	require.NoError(t, sleeper.Start())
+	time.Sleep(quiet) // nothing else happens: what is measured is the goroutine's wakeups meanwhile
+	require.NoError(t, sleeper.Wait())
 	for i := 1; i <= 3; i++ {
 		demo.Run(1)
 		require.Eventually(t, func() bool { return s.traces.SpanCount() == i }, 10*time.Second, time.Millisecond)
@@ -108,7 +116,7 @@ func TestDrainSleepsWhileIdle(t *testing.T) {
 	// A timer at the default flush interval would have woken it 30 times
 	// (300 at the 10 ms it once was).
 	wakeups := s.rcv.wakeups
-	assert.LessOrEqual(t, wakeups, int(quiet/idleWait)+2*3+2, "wakeups in %v of quiet and 3 spans", quiet)
+	assert.LessOrEqual(t, wakeups, int(quiet/idleWait)+2*3+2+4, "wakeups in %v of quiet, a process and 3 spans", quiet)
 	assert.Equal(t, 3, s.traces.SpanCount())
 }
 
@@ -169,4 +177,77 @@ func TestShutdownMidDrainDeliversEverySpan(t *testing.T) {
 	require.NoError(t, r.Shutdown(context.Background()))
 	assert.Zero(t, sink.refused.Load(), "no batch was delivered with an ended context")
 	assert.Equal(t, 4*n, sink.SpanCount(), "every span fired was delivered")
+}
+
+// droppedSpans returns receiver_uprobe_spans_dropped by span name and
+// reason.
+func droppedSpans(t *testing.T, tel *componenttest.Telemetry) map[[2]string]int64 {
+	t.Helper()
+	out := map[[2]string]int64{}
+	m, err := tel.GetMetric("otelcol_receiver_uprobe_spans_dropped")
+	if err != nil {
+		return out
+	}
+	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+		name, _ := dp.Attributes.Value("span.name")
+		reason, _ := dp.Attributes.Value("drop.reason")
+		out[[2]string{name.AsString(), reason.AsString()}] += dp.Value
+	}
+	return out
+}
+
+// Every span the kernel completes is delivered or counted dropped, by
+// reason: head sampling leaves half of recurse's traces out, inner is
+// never as long as its min_duration, the pipeline refuses what it is
+// given, and Shutdown, its context ended, counts what is still in the
+// ring.
+func TestEveryCompletedSpanIsDeliveredOrCounted(t *testing.T) {
+	testutil.RequireRoot(t)
+	b := testutil.BuildDemo(t, "-O2")
+	demo := testutil.StartDemo(t, b.Program)
+	half := 0.5
+	cfg := createDefaultConfig()
+	cfg.MaxBatchSpans = 16
+	cfg.Targets = []config.Target{{Path: b.Program, Spans: []config.Span{
+		{Name: "recurse", Function: "recurse", Returns: config.ReturnsUretprobe, SampleRatio: &half},
+		{Name: "outer", Function: "outer"},
+		{Name: "inner", Function: "inner", MinDuration: time.Hour},
+	}}}
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	set := metadatatest.NewSettings(tel)
+	refuse := consumertest.NewErr(errors.New("refused"))
+	metrics := new(consumertest.MetricsSink)
+	r, err := NewFactory().CreateTraces(context.Background(), set, cfg, refuse)
+	require.NoError(t, err)
+	_, err = NewFactory().CreateMetrics(context.Background(), set, cfg, metrics)
+	require.NoError(t, err)
+	g := newGate() // nothing is read before Shutdown
+	r.(*uprobeReceiver).drainGate = g.wait
+	t.Cleanup(g.release)
+	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
+
+	const n = 200
+	demo.Run(n)
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.NoError(t, r.Shutdown(ended)) // one batch of 16 is read, then the rest counted
+
+	last := metrics.AllMetrics()[len(metrics.AllMetrics())-1]
+	d := durations(last)
+	dropped := droppedSpans(t, tel)
+	for name, want := range map[string]uint64{"recurse": 4 * n, "outer": n, "inner": 2 * n} {
+		assert.Equal(t, want, d[name].Count(), name)
+		var sum int64
+		for k, v := range dropped {
+			if k[0] == name {
+				sum += v
+			}
+		}
+		assert.Equal(t, int64(d[name].Count()), sum, "%s: every completed span counted dropped, none delivered: %v", name, dropped)
+	}
+	assert.Equal(t, int64(2*n), dropped[[2]string{"inner", "short"}], "%v", dropped)
+	assert.Positive(t, dropped[[2]string{"recurse", "unsampled"}])
+	assert.Positive(t, dropped[[2]string{"outer", "shutdown"}], "the ring was not empty at Shutdown")
+	assert.Positive(t, dropped[[2]string{"outer", "refused"}])
 }

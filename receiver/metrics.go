@@ -299,6 +299,20 @@ func (e *metricsEmitter) selfTelemetry(ctx context.Context, tel *metadata.Teleme
 		if d := cur.Filtered - prev.Filtered; d > 0 {
 			tel.ReceiverUprobeSpansFiltered.Add(ctx, int64(d), attrs)
 		}
+		// Completed spans the engine did not record, or could not.
+		for _, o := range []struct {
+			reason    metadata.AttributeDropReason
+			cur, prev uint64
+		}{
+			{metadata.AttributeDropReasonRingFull, cur.Lost, prev.Lost},
+			{metadata.AttributeDropReasonUnsampled, cur.Unsampled, prev.Unsampled},
+			{metadata.AttributeDropReasonShort, cur.Short, prev.Short},
+		} {
+			if d := o.cur - o.prev; o.cur > o.prev {
+				tel.ReceiverUprobeSpansDropped.Add(ctx, int64(d), metric.WithAttributes(
+					attribute.String("span.name", s.Name), attribute.String("drop.reason", o.reason.String())))
+			}
+		}
 		for _, o := range []struct {
 			reason    string
 			cur, prev uint64
@@ -306,6 +320,7 @@ func (e *metricsEmitter) selfTelemetry(ctx context.Context, tel *metadata.Teleme
 			{"depth", cur.Overflow, prev.Overflow},
 			{"no_state", cur.NoState, prev.NoState},
 			{"kernel_return_limit", cur.ReturnLimit, prev.ReturnLimit},
+			{"pending_full", cur.PendingFull, prev.PendingFull},
 		} {
 			if d := o.cur - o.prev; d > 0 {
 				tel.ReceiverUprobeSpansOverflow.Add(ctx, int64(d), metric.WithAttributes(

@@ -56,6 +56,11 @@ type chooser struct {
 	// toFold holds the processes decided or exited since the last
 	// foldPending, with the mask their pending counters are folded by.
 	toFold map[uint32]uint64
+	// again holds the processes decided before the last foldPending,
+	// folded once more at the next: a span that closes as its process is
+	// decided may add to its pending counters just after they were taken.
+	again  map[uint32]uint64
+	exited map[uint32]bool // processes of toFold that exited
 
 	mu     sync.Mutex
 	folded event.Stats // pending counts of chosen processes
@@ -74,6 +79,8 @@ func newChooser(plan *target.Plan, engine engineProcesses, fs procfs.FS) (*choos
 		children:  map[uint32][]event.Process{},
 		exes:      map[uint32]string{},
 		toFold:    map[uint32]uint64{},
+		again:     map[uint32]uint64{},
+		exited:    map[uint32]bool{},
 		folded: event.Stats{
 			Probes: make([]event.ProbeCounts, len(plan.Probes)),
 			Spans:  make([]event.SpanCounts, len(plan.Spans)),
@@ -206,7 +213,12 @@ func procExe(filename string, self uint32) (uint32, bool) {
 }
 
 // fork decides a child of a pending process once its parent is decided.
+// Forks of other processes (every fork comes with process facts) change
+// nothing.
 func (c *chooser) fork(p event.Process) {
+	if c.selBits == 0 {
+		return
+	}
 	if exe, ok := c.exes[p.Parent]; ok {
 		c.remember(p.PID, exe) // forked, not execed: the same program
 	}
@@ -215,6 +227,9 @@ func (c *chooser) fork(p event.Process) {
 			c.decide(p.PID, p.Image, mask)
 			return
 		}
+	}
+	if mask, _, ok := c.engine.ProcessMask(p.Parent); ok && mask&(1<<bpfobj.ProcPendingBit) == 0 {
+		return // forked by an undecided process that is not pending: neither is its child
 	}
 	if len(c.children[p.Parent]) < 64 {
 		c.children[p.Parent] = append(c.children[p.Parent], p)
@@ -225,7 +240,7 @@ func (c *chooser) fork(p event.Process) {
 // and adds what it did while pending to the metrics if it is chosen.
 func (c *chooser) decide(pid uint32, image event.Image, mask uint64) {
 	if len(c.decisions) >= maxDecisions {
-		clear(c.decisions) // bounded: a lost decision drops that process's pending spans
+		c.forgetGone()
 	}
 	c.decisions[imageKey{pid, image}] = mask
 	if _, start, ok := c.engine.ProcessMask(pid); !ok || start != image.StartNs || c.engine.SetProcess(pid, image.StartNs, mask, true) != nil {
@@ -238,14 +253,36 @@ func (c *chooser) decide(pid uint32, image event.Image, mask uint64) {
 	delete(c.children, pid)
 }
 
+// forgetGone drops the decisions of processes the engine no longer has
+// (their exit records were lost: a decided process's are deleted when its
+// exit is read), or all of them when none is gone: the bound of
+// maxDecisions. A pending span of a process whose decision is dropped is
+// not delivered (counted as undecided).
+func (c *chooser) forgetGone() {
+	n := len(c.decisions)
+	for k := range c.decisions {
+		if _, start, ok := c.engine.ProcessMask(k.pid); !ok || start != k.image.StartNs {
+			delete(c.decisions, k)
+		}
+	}
+	if len(c.decisions) == n {
+		clear(c.decisions)
+	}
+}
+
 // exit forgets a process, adding what it did while pending after its
 // decision was read.
 func (c *chooser) exit(p event.Process) {
+	if c.selBits == 0 {
+		return // nothing is ever pending
+	}
 	mask, ok := c.decisions[imageKey{p.PID, p.Image}]
 	if !ok {
 		mask = 0
 	}
 	c.toFold[p.PID] = mask
+	c.exited[p.PID] = true // its pid may be another process's by the next fold
+	delete(c.again, p.PID)
 	for k := range c.decisions {
 		if k.pid == p.PID {
 			delete(c.decisions, k)
@@ -256,22 +293,32 @@ func (c *chooser) exit(p event.Process) {
 }
 
 // foldPending takes the pending counters of the processes decided or
-// exited since the last call, in one pass over the engine's map, and adds
-// those of the targets each one's mask chooses to the folded stats. The
-// drain goroutine calls it after each batch of records.
+// exited since the last call, and once more those decided before it, in
+// one pass over the engine's map, and adds those of the targets each one's
+// mask chooses to the folded stats. The drain goroutine calls it after
+// each batch of records.
 func (c *chooser) foldPending() {
-	if len(c.toFold) == 0 {
+	if len(c.toFold) == 0 && len(c.again) == 0 {
 		return
 	}
-	pids := make(map[uint32]bool, len(c.toFold))
-	for pid := range c.toFold {
+	masks := c.again
+	c.again = map[uint32]uint64{}
+	for pid, mask := range c.toFold {
+		masks[pid] = mask
+		if _, exited := c.exited[pid]; !exited {
+			c.again[pid] = mask
+		}
+	}
+	clear(c.exited)
+	pids := make(map[uint32]bool, len(masks))
+	for pid := range masks {
 		pids[pid] = true
 	}
 	taken, _ := c.engine.TakePending(pids) // what could not be read is dropped, as an undecided process's
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for pid, counts := range taken {
-		c.fold(counts, c.toFold[pid])
+		c.fold(counts, masks[pid])
 	}
 	clear(c.toFold)
 }
@@ -285,16 +332,28 @@ func (c *chooser) fold(counts []tracer.PendingCount, mask uint64) {
 			if int(pc.ID) < len(c.plan.Probes) && c.chosen(c.plan.Probes[pc.ID].Target, mask) {
 				c.folded.Probes[pc.ID].Hits += pc.Value
 			}
-		case bpfobj.PendingSpanBucket, bpfobj.PendingSpanSum:
+		case bpfobj.PendingSpanBucket, bpfobj.PendingSpanSum, bpfobj.PendingSpanLost, bpfobj.PendingSpanUnsampled, bpfobj.PendingSpanShort:
 			if int(pc.ID) >= len(c.plan.Spans) || !c.chosen(c.plan.Spans[pc.ID].Target, mask) {
 				continue
 			}
 			sc := &c.folded.Spans[pc.ID]
-			if pc.Kind == bpfobj.PendingSpanSum {
+			switch pc.Kind {
+			case bpfobj.PendingSpanSum:
 				sc.SumNs += pc.Value
-			} else if int(pc.Bucket) < len(sc.Buckets) {
-				sc.Buckets[pc.Bucket] += pc.Value
-				sc.Count += pc.Value
+			case bpfobj.PendingSpanBucket:
+				if int(pc.Bucket) < len(sc.Buckets) {
+					sc.Buckets[pc.Bucket] += pc.Value
+					sc.Count += pc.Value
+				}
+			case bpfobj.PendingSpanLost:
+				sc.Lost += pc.Value
+				if exit := c.plan.Spans[pc.ID].Exit; exit >= 0 && exit < len(c.folded.Probes) {
+					c.folded.Probes[exit].Lost += pc.Value
+				}
+			case bpfobj.PendingSpanUnsampled:
+				sc.Unsampled += pc.Value
+			case bpfobj.PendingSpanShort:
+				sc.Short += pc.Value
 			}
 		}
 	}
@@ -307,13 +366,15 @@ func (c *chooser) chosen(ti int, mask uint64) bool {
 }
 
 // keep says whether a span recorded for a pending process counts: its
-// process was decided and chose the span's target.
-func (c *chooser) keep(ev *event.Span) bool {
+// process was decided and chose the span's target. known is false when the
+// process's decision is not known (its exec record was lost, or the
+// decisions were dropped for their bound).
+func (c *chooser) keep(ev *event.Span) (keep, known bool) {
 	if !ev.Pending {
-		return true
+		return true, true
 	}
 	mask, ok := c.decisions[imageKey{ev.PID, ev.Image}]
-	return ok && c.chosen(c.plan.Spans[ev.Def].Target, mask)
+	return ok && c.chosen(c.plan.Spans[ev.Def].Target, mask), ok
 }
 
 // addFolded adds the folded pending counts to a snapshot of the engine's.
@@ -322,11 +383,15 @@ func (c *chooser) addFolded(st *event.Stats) {
 	defer c.mu.Unlock()
 	for i := range st.Probes {
 		st.Probes[i].Hits += c.folded.Probes[i].Hits
+		st.Probes[i].Lost += c.folded.Probes[i].Lost
 	}
 	for i := range st.Spans {
 		f := &c.folded.Spans[i]
 		st.Spans[i].Count += f.Count
 		st.Spans[i].SumNs += f.SumNs
+		st.Spans[i].Lost += f.Lost
+		st.Spans[i].Unsampled += f.Unsampled
+		st.Spans[i].Short += f.Short
 		for b := range st.Spans[i].Buckets {
 			st.Spans[i].Buckets[b] += f.Buckets[b]
 		}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -68,6 +67,10 @@ type uprobeReceiver struct {
 	beforeAttach func(*target.Plan)
 	clockOffset  func() (int64, error)
 	clockEvery   time.Duration
+	// drainGate, when set, runs before each drain that has something to
+	// do, with the drain's context: a test holds the drain goroutine with
+	// it.
+	drainGate func(context.Context)
 	// checkUretprobes finds out whether kernel return probes kill
 	// processes with seccomp filters on this kernel (Start, when the
 	// configuration may use them).
@@ -90,8 +93,7 @@ type uprobeReceiver struct {
 	watcher     *fileWatcher
 	sendExecs   bool
 	waiting     map[int]bool    // targets with nothing traced now
-	exes        *imageCache     // process.executable.path of library targets' processes
-	containers  *imageCache     // container.id
+	ids         *identities     // container.id and process.executable.path of processes
 	budget      *overheadBudget // nil without overhead_budget
 	wakeups     int             // times the drain goroutine woke, for tests
 	detached    bool            // Shutdown detached the probes: no file is attached any more
@@ -101,6 +103,10 @@ type uprobeReceiver struct {
 	// component started.
 	unplanned atomic.Int64
 	restatus  *componentstatus.Event
+
+	// What self-telemetry was told of lost process records and unknown
+	// identities; the collecting goroutine's.
+	reportedProcessLost, reportedUnknown uint64
 }
 
 func newReceiver(cfg *Config, set receiver.Settings, onDone func()) (*uprobeReceiver, error) {
@@ -187,6 +193,14 @@ func (r *uprobeReceiver) start() error {
 	for _, t := range r.cfg.Targets {
 		r.sendExecs = r.sendExecs || t.PID == 0
 	}
+	// Processes' identities are taken from the engine's process records:
+	// cgroup ids in the unified hierarchy and, on hosts with cgroup v1
+	// hierarchies (v1 or hybrid), in one of them.
+	mounts, err := procfs.FS{}.CgroupMounts()
+	if err != nil {
+		log.Warn("Reading the cgroup mounts: spans carry no container.id", zap.Error(err))
+	}
+	v1Controller, _ := mounts.PreferredV1()
 	refuseReturns := r.kernelReturnHazard()
 	for attempt := 1; ; attempt++ {
 		plan, err = target.Resolve(r.cfg.Targets, target.Options{
@@ -213,7 +227,7 @@ func (r *uprobeReceiver) start() error {
 		}
 		tr, err = tracer.Open(plan, tracer.Options{
 			RingBufferSize: r.cfg.RingBufferSize, NoRecords: r.traces == nil, MaxGoroutines: r.cfg.MaxGoroutines,
-			SendExecs: r.sendExecs,
+			SendExecs: r.sendExecs, ProcessFacts: true, Cgroup1Controller: v1Controller,
 			// A budget switches probes one by one and measures programs.
 			ProbeControl: r.cfg.OverheadBudget > 0, ProgramStats: r.cfg.OverheadBudget > 0,
 		})
@@ -262,9 +276,18 @@ func (r *uprobeReceiver) start() error {
 	if err := r.chooser.chooseRunning(); err != nil {
 		log.Warn("Choosing the running processes of pid:/process: targets", zap.Error(err))
 	}
-	r.exes, r.containers = newImageCache(4096, readExecutable), newImageCache(4096, readContainerID)
-	// The collecting goroutine has its own cache: the drain's is not shared.
-	r.byContainer = newContainerCounts(newImageCache(4096, readContainerID).lookup)
+	// process.executable.path is looked up for shared-library targets:
+	// an executable target's is the target's file.
+	needExe := false
+	for _, t := range plan.Targets {
+		needExe = needExe || !t.Executable
+	}
+	r.ids = newIdentities(procfs.FS{}, mounts, v1Controller, needExe)
+	// The processes that ran before the engine could see them start.
+	if err := tr.RunningProcesses(r.ids.process); err != nil {
+		log.Warn("Listing the running processes: their spans carry no container.id", zap.Error(err))
+	}
+	r.byContainer = newContainerCounts(r.ids.identity)
 	r.builder = spans.NewBuilder(spans.Settings{
 		Plan:         plan,
 		WallOffsetNs: offset,
@@ -272,8 +295,8 @@ func (r *uprobeReceiver) start() error {
 		HostName:     r.hostName,
 		ScopeName:    metadata.ScopeName,
 		ScopeVersion: r.set.BuildInfo.Version,
-		Executable:   r.exes.lookup,
-		ContainerID:  r.containers.lookup,
+		Executable:   r.ids.Executable,
+		ContainerID:  r.ids.ContainerID,
 	})
 	r.emitter = newMetricsEmitter(r.cfg.MetricsBuilderConfig, r.set, plan, r.hostName, pcommon.NewTimestampFromTime(time.Now()))
 	if r.budget != nil {
@@ -510,6 +533,9 @@ func (r *uprobeReceiver) drain(ctx context.Context) {
 	if r.tracer.Buffered() == 0 && r.builder.Waiting() == 0 && len(r.watcher.changes) == 0 {
 		return
 	}
+	if r.drainGate != nil {
+		r.drainGate(ctx)
+	}
 	r.followClock()
 	r.applyFileChanges(ctx)
 	r.records.r, r.records.ctx = r, ctx
@@ -555,20 +581,49 @@ type drainRecords struct {
 }
 
 // Span builds a span that counts: one of a pending process counts only if
-// the process was chosen for its target.
+// the process was chosen for its target. One whose choice is no longer
+// known is dropped and counted.
 func (d *drainRecords) Span(ev *event.Span) {
 	d.read++
-	if d.r.traces != nil && d.r.chooser.keep(ev) {
+	if d.r.traces == nil {
+		return
+	}
+	keep, known := d.r.chooser.keep(ev)
+	switch {
+	case keep:
 		d.r.builder.Add(ev)
+	case !known && int(ev.Def) < len(d.r.plan.Spans):
+		// Its counts go with the process's pending counters, which
+		// no choice folds: neither counted nor delivered.
+		d.r.tel.ReceiverUprobeSpansOverflow.Add(d.ctx, 1, metric.WithAttributes(
+			attribute.String("span.name", d.r.plan.Spans[ev.Def].Name), attribute.String("overflow.reason", "undecided")))
 	}
 }
+
+// dropped counts n completed spans of definition def that are not
+// delivered, for a reason.
+func (r *uprobeReceiver) dropped(ctx context.Context, def uint32, reason metadata.AttributeDropReason, n int64) {
+	if n <= 0 || int(def) >= len(r.plan.Spans) {
+		return
+	}
+	r.tel.ReceiverUprobeSpansDropped.Add(ctx, n, metric.WithAttributes(
+		attribute.String("span.name", r.plan.Spans[def].Name), attribute.String("drop.reason", reason.String())))
+}
+
+// countingRecords counts the spans of the records read, by definition,
+// without building them.
+type countingRecords struct{ spans map[uint32]int64 }
+
+func (c *countingRecords) Span(ev *event.Span)    { c.spans[ev.Def]++ }
+func (c *countingRecords) Process(*event.Process) {}
 
 // Process follows process events for the chooser, the file watcher and
 // the caches of process facts.
 func (d *drainRecords) Process(p *event.Process) {
 	d.read++
 	r := d.r
-	if p.Event != event.ProcessFork && r.traces != nil {
+	r.ids.process(p)
+	if (p.Event == event.ProcessExec || p.Event == event.ProcessExit) && r.traces != nil {
 		r.builder.ProcessEnded(p.PID) // its carrier spans will not come
 	}
 	switch p.Event {
@@ -581,8 +636,6 @@ func (d *drainRecords) Process(p *event.Process) {
 		r.chooser.fork(*p)
 	case event.ProcessExit:
 		r.chooser.exit(*p)
-		r.exes.forget(p.PID)
-		r.containers.forget(p.PID)
 	}
 }
 
@@ -700,7 +753,8 @@ func (r *uprobeReceiver) followClock() {
 	}
 }
 
-// deliver hands spans to the traces pipeline, counting them as accepted or refused.
+// deliver hands spans to the traces pipeline, counting them as accepted or
+// refused (and refused ones as dropped, by span name).
 func (r *uprobeReceiver) deliver(ctx context.Context, td ptrace.Traces) {
 	n := td.SpanCount()
 	if n == 0 {
@@ -710,6 +764,21 @@ func (r *uprobeReceiver) deliver(ctx context.Context, td ptrace.Traces) {
 	err := r.traces.ConsumeTraces(obsCtx, td)
 	r.obs.EndTracesOp(obsCtx, metadata.Type.String(), n, err)
 	r.health(err)
+	if err == nil {
+		return
+	}
+	names := map[string]int64{}
+	for _, rs := range td.ResourceSpans().All() {
+		for _, ss := range rs.ScopeSpans().All() {
+			for _, sp := range ss.Spans().All() {
+				names[sp.Name()]++
+			}
+		}
+	}
+	for name, k := range names {
+		r.tel.ReceiverUprobeSpansDropped.Add(ctx, k, metric.WithAttributes(
+			attribute.String("span.name", name), attribute.String("drop.reason", metadata.AttributeDropReasonRefused.String())))
+	}
 }
 
 // reportCounts adds the builder's new per-event problem counts to the self-telemetry.
@@ -729,6 +798,13 @@ func (r *uprobeReceiver) reportCounts(ctx context.Context) {
 			r.tel.ReceiverUprobeTraceContexts.Add(ctx, int64(d),
 				metric.WithAttributes(attribute.String("outcome", spans.Outcome(o).String())))
 		}
+	}
+	for def, n := range c.TraceUnsampled {
+		var prev uint64
+		if def < len(r.reported.TraceUnsampled) {
+			prev = r.reported.TraceUnsampled[def]
+		}
+		r.dropped(ctx, uint32(def), metadata.AttributeDropReasonTraceUnsampled, int64(n-prev))
 	}
 	r.reported = c
 }
@@ -786,6 +862,19 @@ func (s *statusHosts) report(ev *componentstatus.Event) {
 	}
 }
 
+// reportIdentity adds the new counts of lost process records and of
+// unknown identities to the self-telemetry.
+func (r *uprobeReceiver) reportIdentity(ctx context.Context) {
+	lost, unknown := r.tracer.ProcessRecordsLost(), r.ids.unknownLookups()
+	if d := lost - r.reportedProcessLost; lost > r.reportedProcessLost {
+		r.tel.ReceiverUprobeProcessRecordsLost.Add(ctx, int64(d))
+	}
+	if d := unknown - r.reportedUnknown; unknown > r.reportedUnknown {
+		r.tel.ReceiverUprobeIdentitiesUnknown.Add(ctx, int64(d))
+	}
+	r.reportedProcessLost, r.reportedUnknown = lost, unknown
+}
+
 // collect reads the kernel's counters once and emits them.
 func (r *uprobeReceiver) collect(ctx context.Context) {
 	if ev := r.restatus; ev != nil {
@@ -798,6 +887,7 @@ func (r *uprobeReceiver) collect(ctx context.Context) {
 		return
 	}
 	r.chooser.addFolded(&st)
+	r.reportIdentity(ctx)
 	r.foldContainers(ctx)
 	r.byContainer.stats(&st)
 	r.emitter.selfTelemetry(ctx, r.tel, st)
@@ -835,6 +925,7 @@ func (r *uprobeReceiver) Shutdown(ctx context.Context) error {
 		err = r.tracer.Detach()
 		r.detached = true
 		r.drain(ctx)
+		r.dropLeft(ctx)
 		if r.traces != nil {
 			r.deliver(ctx, r.builder.Flush()) // spans still waiting for a trace context
 			r.reportCounts(ctx)
@@ -848,70 +939,24 @@ func (r *uprobeReceiver) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// imageCache remembers one fact (process.executable.path, container.id)
-// per process image, read from /proc the first time the image is seen. A
-// process's facts are forgotten when the engine reports its exit; when the
-// cache is full, the images of processes that are gone are dropped (all
-// of them, if every one is still running). It is bounded by max entries.
-type imageCache struct {
-	max  int
-	n    int
-	read func(pid int) string
-	m    map[uint32]map[event.Image]string
-}
-
-func newImageCache(max int, read func(pid int) string) *imageCache {
-	return &imageCache{max: max, read: read, m: map[uint32]map[event.Image]string{}}
-}
-
-func (c *imageCache) lookup(pid uint32, image event.Image) string {
-	if v, ok := c.m[pid][image]; ok {
-		return v
+// dropLeft counts the spans still in the ring buffer after Shutdown's last
+// drain (its context ended first) as dropped, reading them without
+// building them.
+func (r *uprobeReceiver) dropLeft(ctx context.Context) {
+	if r.tracer.Buffered() == 0 {
+		return
 	}
-	if c.n >= c.max {
-		c.sweep()
-	}
-	v := c.read(int(pid))
-	if c.m[pid] == nil {
-		c.m[pid] = map[event.Image]string{}
-	}
-	c.m[pid][image] = v
-	c.n++
-	return v
-}
-
-// forget drops what the cache holds of pid.
-func (c *imageCache) forget(pid uint32) {
-	c.n -= len(c.m[pid])
-	delete(c.m, pid)
-}
-
-// sweep drops the images of processes that are gone, or everything when
-// none is.
-func (c *imageCache) sweep() {
-	n := c.n
-	for pid := range c.m {
-		if _, err := os.Stat("/proc/" + strconv.FormatUint(uint64(pid), 10)); err != nil {
-			c.forget(pid)
+	left := countingRecords{spans: map[uint32]int64{}}
+	for {
+		n, malformed := r.tracer.Read(1<<16, &left)
+		if malformed > 0 {
+			r.tel.ReceiverUprobeRecordsMalformed.Add(context.WithoutCancel(ctx), int64(malformed))
+		}
+		if n < 1<<16 {
+			break
 		}
 	}
-	if c.n == n {
-		clear(c.m)
-		c.n = 0
+	for def, n := range left.spans {
+		r.dropped(context.WithoutCancel(ctx), def, metadata.AttributeDropReasonShutdown, n)
 	}
-}
-
-// readExecutable returns process.executable.path of a running process.
-func readExecutable(pid int) string {
-	p, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
-	if err != nil {
-		return ""
-	}
-	return p
-}
-
-// readContainerID returns container.id of a running process, "" for none.
-func readContainerID(pid int) string {
-	id, _ := procfs.FS{}.ContainerID(pid)
-	return id
 }

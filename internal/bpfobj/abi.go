@@ -152,9 +152,11 @@ const (
 
 // Process events (enum process_event).
 const (
-	ProcessExec = uint8(engineX86ProcessEventPROCESS_EXEC)
-	ProcessFork = uint8(engineX86ProcessEventPROCESS_FORK)
-	ProcessExit = uint8(engineX86ProcessEventPROCESS_EXIT)
+	ProcessExec   = uint8(engineX86ProcessEventPROCESS_EXEC)
+	ProcessFork   = uint8(engineX86ProcessEventPROCESS_FORK)
+	ProcessExit   = uint8(engineX86ProcessEventPROCESS_EXIT)
+	ProcessSeen   = uint8(engineX86ProcessEventPROCESS_SEEN)
+	ProcessCgroup = uint8(engineX86ProcessEventPROCESS_CGROUP)
 )
 
 // Counters of pending processes (enum pending_kind, enum proc_mask_bit).
@@ -162,7 +164,13 @@ const (
 	PendingHits       = uint8(engineX86PendingKindPENDING_HITS)
 	PendingSpanBucket = uint8(engineX86PendingKindPENDING_SPAN_BUCKET)
 	PendingSpanSum    = uint8(engineX86PendingKindPENDING_SPAN_SUM)
-	ProcPendingBit    = int(engineX86ProcMaskBitPROC_PENDING_BIT)
+	// PendingSpanLost, PendingSpanUnsampled and PendingSpanShort count the
+	// completed spans of a pending process that were not recorded, as
+	// SpanStats' Lost, Unsampled and ShortSpans do for the others.
+	PendingSpanLost      = uint8(engineX86PendingKindPENDING_SPAN_LOST)
+	PendingSpanUnsampled = uint8(engineX86PendingKindPENDING_SPAN_UNSAMPLED)
+	PendingSpanShort     = uint8(engineX86PendingKindPENDING_SPAN_SHORT)
+	ProcPendingBit       = int(engineX86ProcMaskBitPROC_PENDING_BIT)
 )
 
 // Names of the engine's programs and maps in the collection spec.
@@ -187,6 +195,11 @@ const (
 	ProgramCountHitProc      = engineX86ProgCountHitProc
 	ProgramCountHitProcMulti = engineX86ProgCountHitProcMulti
 	ProgramOnFork            = engineX86ProgOnFork
+	ProgramSeenTask          = engineX86ProgSeenTask
+	ProgramOnCgroupAttach    = engineX86ProgOnCgroupAttach
+	VarProcessFacts          = engineX86VarProcessFacts
+	VarCgroup1Subsys         = engineX86VarCgroup1Subsys
+	VarProcessLost           = engineX86VarProcessLost
 	VarSelectorBits          = engineX86VarSelectorBits
 	VarSendExecs             = engineX86VarSendExecs
 	VarEmitRecords           = engineX86VarEmitRecords

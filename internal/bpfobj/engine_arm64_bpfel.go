@@ -24,6 +24,7 @@ const (
 	engineArm64MapProcHits           = "proc_hits"
 	engineArm64MapProcs              = "procs"
 	engineArm64MapRecords            = "records"
+	engineArm64MapSeenScratch        = "seen_scratch"
 	engineArm64MapSites              = "sites"
 	engineArm64MapSpans              = "spans"
 	engineArm64MapTaskStates         = "task_states"
@@ -32,12 +33,17 @@ const (
 	engineArm64ProgCountHitMulti     = "count_hit_multi"
 	engineArm64ProgCountHitProc      = "count_hit_proc"
 	engineArm64ProgCountHitProcMulti = "count_hit_proc_multi"
+	engineArm64ProgOnCgroupAttach    = "on_cgroup_attach"
 	engineArm64ProgOnExec            = "on_exec"
 	engineArm64ProgOnExit            = "on_exit"
 	engineArm64ProgOnFork            = "on_fork"
+	engineArm64ProgSeenTask          = "seen_task"
 	engineArm64ProgSiteHit           = "site_hit"
 	engineArm64ProgSiteHitMulti      = "site_hit_multi"
+	engineArm64VarCgroup1Subsys      = "cgroup1_subsys"
 	engineArm64VarEmitRecords        = "emit_records"
+	engineArm64VarProcessFacts       = "process_facts"
+	engineArm64VarProcessLost        = "process_lost"
 	engineArm64VarReaderWake         = "reader_wake"
 	engineArm64VarSelectorBits       = "selector_bits"
 	engineArm64VarSendExecs          = "send_execs"
@@ -91,9 +97,11 @@ type engineArm64ProgramSpecs struct {
 	CountHitMulti     *ebpf.ProgramSpec `ebpf:"count_hit_multi"`
 	CountHitProc      *ebpf.ProgramSpec `ebpf:"count_hit_proc"`
 	CountHitProcMulti *ebpf.ProgramSpec `ebpf:"count_hit_proc_multi"`
+	OnCgroupAttach    *ebpf.ProgramSpec `ebpf:"on_cgroup_attach"`
 	OnExec            *ebpf.ProgramSpec `ebpf:"on_exec"`
 	OnExit            *ebpf.ProgramSpec `ebpf:"on_exit"`
 	OnFork            *ebpf.ProgramSpec `ebpf:"on_fork"`
+	SeenTask          *ebpf.ProgramSpec `ebpf:"seen_task"`
 	SiteHit           *ebpf.ProgramSpec `ebpf:"site_hit"`
 	SiteHitMulti      *ebpf.ProgramSpec `ebpf:"site_hit_multi"`
 }
@@ -102,25 +110,29 @@ type engineArm64ProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type engineArm64MapSpecs struct {
-	EmptyState *ebpf.MapSpec `ebpf:"empty_state"`
-	GoLive     *ebpf.MapSpec `ebpf:"go_live"`
-	GoStates   *ebpf.MapSpec `ebpf:"go_states"`
-	Pending    *ebpf.MapSpec `ebpf:"pending"`
-	Probes     *ebpf.MapSpec `ebpf:"probes"`
-	ProcHits   *ebpf.MapSpec `ebpf:"proc_hits"`
-	Procs      *ebpf.MapSpec `ebpf:"procs"`
-	Records    *ebpf.MapSpec `ebpf:"records"`
-	Sites      *ebpf.MapSpec `ebpf:"sites"`
-	Spans      *ebpf.MapSpec `ebpf:"spans"`
-	TaskStates *ebpf.MapSpec `ebpf:"task_states"`
-	ValueHists *ebpf.MapSpec `ebpf:"value_hists"`
+	EmptyState  *ebpf.MapSpec `ebpf:"empty_state"`
+	GoLive      *ebpf.MapSpec `ebpf:"go_live"`
+	GoStates    *ebpf.MapSpec `ebpf:"go_states"`
+	Pending     *ebpf.MapSpec `ebpf:"pending"`
+	Probes      *ebpf.MapSpec `ebpf:"probes"`
+	ProcHits    *ebpf.MapSpec `ebpf:"proc_hits"`
+	Procs       *ebpf.MapSpec `ebpf:"procs"`
+	Records     *ebpf.MapSpec `ebpf:"records"`
+	SeenScratch *ebpf.MapSpec `ebpf:"seen_scratch"`
+	Sites       *ebpf.MapSpec `ebpf:"sites"`
+	Spans       *ebpf.MapSpec `ebpf:"spans"`
+	TaskStates  *ebpf.MapSpec `ebpf:"task_states"`
+	ValueHists  *ebpf.MapSpec `ebpf:"value_hists"`
 }
 
 // engineArm64VariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type engineArm64VariableSpecs struct {
+	Cgroup1Subsys  *ebpf.VariableSpec `ebpf:"cgroup1_subsys"`
 	EmitRecords    *ebpf.VariableSpec `ebpf:"emit_records"`
+	ProcessFacts   *ebpf.VariableSpec `ebpf:"process_facts"`
+	ProcessLost    *ebpf.VariableSpec `ebpf:"process_lost"`
 	ReaderWake     *ebpf.VariableSpec `ebpf:"reader_wake"`
 	SelectorBits   *ebpf.VariableSpec `ebpf:"selector_bits"`
 	SendExecs      *ebpf.VariableSpec `ebpf:"send_execs"`
@@ -148,18 +160,19 @@ func (o *engineArm64Objects) Close() error {
 //
 // It can be passed to loadEngineArm64Objects or ebpf.CollectionSpec.LoadAndAssign.
 type engineArm64Maps struct {
-	EmptyState *ebpf.Map `ebpf:"empty_state"`
-	GoLive     *ebpf.Map `ebpf:"go_live"`
-	GoStates   *ebpf.Map `ebpf:"go_states"`
-	Pending    *ebpf.Map `ebpf:"pending"`
-	Probes     *ebpf.Map `ebpf:"probes"`
-	ProcHits   *ebpf.Map `ebpf:"proc_hits"`
-	Procs      *ebpf.Map `ebpf:"procs"`
-	Records    *ebpf.Map `ebpf:"records"`
-	Sites      *ebpf.Map `ebpf:"sites"`
-	Spans      *ebpf.Map `ebpf:"spans"`
-	TaskStates *ebpf.Map `ebpf:"task_states"`
-	ValueHists *ebpf.Map `ebpf:"value_hists"`
+	EmptyState  *ebpf.Map `ebpf:"empty_state"`
+	GoLive      *ebpf.Map `ebpf:"go_live"`
+	GoStates    *ebpf.Map `ebpf:"go_states"`
+	Pending     *ebpf.Map `ebpf:"pending"`
+	Probes      *ebpf.Map `ebpf:"probes"`
+	ProcHits    *ebpf.Map `ebpf:"proc_hits"`
+	Procs       *ebpf.Map `ebpf:"procs"`
+	Records     *ebpf.Map `ebpf:"records"`
+	SeenScratch *ebpf.Map `ebpf:"seen_scratch"`
+	Sites       *ebpf.Map `ebpf:"sites"`
+	Spans       *ebpf.Map `ebpf:"spans"`
+	TaskStates  *ebpf.Map `ebpf:"task_states"`
+	ValueHists  *ebpf.Map `ebpf:"value_hists"`
 }
 
 func (m *engineArm64Maps) Close() error {
@@ -172,6 +185,7 @@ func (m *engineArm64Maps) Close() error {
 		m.ProcHits,
 		m.Procs,
 		m.Records,
+		m.SeenScratch,
 		m.Sites,
 		m.Spans,
 		m.TaskStates,
@@ -183,7 +197,10 @@ func (m *engineArm64Maps) Close() error {
 //
 // It can be passed to loadEngineArm64Objects or ebpf.CollectionSpec.LoadAndAssign.
 type engineArm64Variables struct {
+	Cgroup1Subsys  *ebpf.Variable `ebpf:"cgroup1_subsys"`
 	EmitRecords    *ebpf.Variable `ebpf:"emit_records"`
+	ProcessFacts   *ebpf.Variable `ebpf:"process_facts"`
+	ProcessLost    *ebpf.Variable `ebpf:"process_lost"`
 	ReaderWake     *ebpf.Variable `ebpf:"reader_wake"`
 	SelectorBits   *ebpf.Variable `ebpf:"selector_bits"`
 	SendExecs      *ebpf.Variable `ebpf:"send_execs"`
@@ -199,9 +216,11 @@ type engineArm64Programs struct {
 	CountHitMulti     *ebpf.Program `ebpf:"count_hit_multi"`
 	CountHitProc      *ebpf.Program `ebpf:"count_hit_proc"`
 	CountHitProcMulti *ebpf.Program `ebpf:"count_hit_proc_multi"`
+	OnCgroupAttach    *ebpf.Program `ebpf:"on_cgroup_attach"`
 	OnExec            *ebpf.Program `ebpf:"on_exec"`
 	OnExit            *ebpf.Program `ebpf:"on_exit"`
 	OnFork            *ebpf.Program `ebpf:"on_fork"`
+	SeenTask          *ebpf.Program `ebpf:"seen_task"`
 	SiteHit           *ebpf.Program `ebpf:"site_hit"`
 	SiteHitMulti      *ebpf.Program `ebpf:"site_hit_multi"`
 }
@@ -212,9 +231,11 @@ func (p *engineArm64Programs) Close() error {
 		p.CountHitMulti,
 		p.CountHitProc,
 		p.CountHitProcMulti,
+		p.OnCgroupAttach,
 		p.OnExec,
 		p.OnExit,
 		p.OnFork,
+		p.SeenTask,
 		p.SiteHit,
 		p.SiteHitMulti,
 	)

@@ -108,9 +108,12 @@ type engineX86PendingKey struct {
 type engineX86PendingKind uint32
 
 const (
-	engineX86PendingKindPENDING_HITS        engineX86PendingKind = 1
-	engineX86PendingKindPENDING_SPAN_BUCKET engineX86PendingKind = 2
-	engineX86PendingKindPENDING_SPAN_SUM    engineX86PendingKind = 3
+	engineX86PendingKindPENDING_HITS           engineX86PendingKind = 1
+	engineX86PendingKindPENDING_SPAN_BUCKET    engineX86PendingKind = 2
+	engineX86PendingKindPENDING_SPAN_SUM       engineX86PendingKind = 3
+	engineX86PendingKindPENDING_SPAN_LOST      engineX86PendingKind = 4
+	engineX86PendingKindPENDING_SPAN_UNSAMPLED engineX86PendingKind = 5
+	engineX86PendingKindPENDING_SPAN_SHORT     engineX86PendingKind = 6
 )
 
 type engineX86ProbeStats struct {
@@ -141,23 +144,30 @@ const (
 type engineX86ProcessEvent uint32
 
 const (
-	engineX86ProcessEventPROCESS_EXEC engineX86ProcessEvent = 1
-	engineX86ProcessEventPROCESS_FORK engineX86ProcessEvent = 2
-	engineX86ProcessEventPROCESS_EXIT engineX86ProcessEvent = 3
+	engineX86ProcessEventPROCESS_EXEC   engineX86ProcessEvent = 1
+	engineX86ProcessEventPROCESS_FORK   engineX86ProcessEvent = 2
+	engineX86ProcessEventPROCESS_EXIT   engineX86ProcessEvent = 3
+	engineX86ProcessEventPROCESS_SEEN   engineX86ProcessEvent = 4
+	engineX86ProcessEventPROCESS_CGROUP engineX86ProcessEvent = 5
 )
 
 type engineX86ProcessRecord struct {
-	_           structs.HostLayout
-	TimeNs      uint64
-	StartNs     uint64
-	ExecId      uint64
-	Pid         uint32
-	Parent      uint32
-	FilenameLen uint16
-	ArgsLen     uint16
-	Event       uint8
-	Pad         [2]uint8
-	Kind        uint8
+	_             structs.HostLayout
+	TimeNs        uint64
+	StartNs       uint64
+	ExecId        uint64
+	ParentStartNs uint64
+	CgroupId      uint64
+	Cgroup1Id     uint64
+	ExeIno        uint64
+	ExeDev        uint32
+	Pid           uint32
+	Parent        uint32
+	FilenameLen   uint16
+	ArgsLen       uint16
+	Event         uint8
+	Pad           [6]uint8
+	Kind          uint8
 }
 
 type engineX86RecordFlag uint32
@@ -252,6 +262,7 @@ type engineX86SpanStats struct {
 	Unsampled   uint64
 	ShortSpans  uint64
 	Filtered    uint64
+	PendingFull uint64
 	Buckets     [64]uint64
 }
 
@@ -286,6 +297,7 @@ const (
 	engineX86MapProcHits           = "proc_hits"
 	engineX86MapProcs              = "procs"
 	engineX86MapRecords            = "records"
+	engineX86MapSeenScratch        = "seen_scratch"
 	engineX86MapSites              = "sites"
 	engineX86MapSpans              = "spans"
 	engineX86MapTaskStates         = "task_states"
@@ -294,12 +306,17 @@ const (
 	engineX86ProgCountHitMulti     = "count_hit_multi"
 	engineX86ProgCountHitProc      = "count_hit_proc"
 	engineX86ProgCountHitProcMulti = "count_hit_proc_multi"
+	engineX86ProgOnCgroupAttach    = "on_cgroup_attach"
 	engineX86ProgOnExec            = "on_exec"
 	engineX86ProgOnExit            = "on_exit"
 	engineX86ProgOnFork            = "on_fork"
+	engineX86ProgSeenTask          = "seen_task"
 	engineX86ProgSiteHit           = "site_hit"
 	engineX86ProgSiteHitMulti      = "site_hit_multi"
+	engineX86VarCgroup1Subsys      = "cgroup1_subsys"
 	engineX86VarEmitRecords        = "emit_records"
+	engineX86VarProcessFacts       = "process_facts"
+	engineX86VarProcessLost        = "process_lost"
 	engineX86VarReaderWake         = "reader_wake"
 	engineX86VarSelectorBits       = "selector_bits"
 	engineX86VarSendExecs          = "send_execs"
@@ -353,9 +370,11 @@ type engineX86ProgramSpecs struct {
 	CountHitMulti     *ebpf.ProgramSpec `ebpf:"count_hit_multi"`
 	CountHitProc      *ebpf.ProgramSpec `ebpf:"count_hit_proc"`
 	CountHitProcMulti *ebpf.ProgramSpec `ebpf:"count_hit_proc_multi"`
+	OnCgroupAttach    *ebpf.ProgramSpec `ebpf:"on_cgroup_attach"`
 	OnExec            *ebpf.ProgramSpec `ebpf:"on_exec"`
 	OnExit            *ebpf.ProgramSpec `ebpf:"on_exit"`
 	OnFork            *ebpf.ProgramSpec `ebpf:"on_fork"`
+	SeenTask          *ebpf.ProgramSpec `ebpf:"seen_task"`
 	SiteHit           *ebpf.ProgramSpec `ebpf:"site_hit"`
 	SiteHitMulti      *ebpf.ProgramSpec `ebpf:"site_hit_multi"`
 }
@@ -364,25 +383,29 @@ type engineX86ProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type engineX86MapSpecs struct {
-	EmptyState *ebpf.MapSpec `ebpf:"empty_state"`
-	GoLive     *ebpf.MapSpec `ebpf:"go_live"`
-	GoStates   *ebpf.MapSpec `ebpf:"go_states"`
-	Pending    *ebpf.MapSpec `ebpf:"pending"`
-	Probes     *ebpf.MapSpec `ebpf:"probes"`
-	ProcHits   *ebpf.MapSpec `ebpf:"proc_hits"`
-	Procs      *ebpf.MapSpec `ebpf:"procs"`
-	Records    *ebpf.MapSpec `ebpf:"records"`
-	Sites      *ebpf.MapSpec `ebpf:"sites"`
-	Spans      *ebpf.MapSpec `ebpf:"spans"`
-	TaskStates *ebpf.MapSpec `ebpf:"task_states"`
-	ValueHists *ebpf.MapSpec `ebpf:"value_hists"`
+	EmptyState  *ebpf.MapSpec `ebpf:"empty_state"`
+	GoLive      *ebpf.MapSpec `ebpf:"go_live"`
+	GoStates    *ebpf.MapSpec `ebpf:"go_states"`
+	Pending     *ebpf.MapSpec `ebpf:"pending"`
+	Probes      *ebpf.MapSpec `ebpf:"probes"`
+	ProcHits    *ebpf.MapSpec `ebpf:"proc_hits"`
+	Procs       *ebpf.MapSpec `ebpf:"procs"`
+	Records     *ebpf.MapSpec `ebpf:"records"`
+	SeenScratch *ebpf.MapSpec `ebpf:"seen_scratch"`
+	Sites       *ebpf.MapSpec `ebpf:"sites"`
+	Spans       *ebpf.MapSpec `ebpf:"spans"`
+	TaskStates  *ebpf.MapSpec `ebpf:"task_states"`
+	ValueHists  *ebpf.MapSpec `ebpf:"value_hists"`
 }
 
 // engineX86VariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type engineX86VariableSpecs struct {
+	Cgroup1Subsys  *ebpf.VariableSpec `ebpf:"cgroup1_subsys"`
 	EmitRecords    *ebpf.VariableSpec `ebpf:"emit_records"`
+	ProcessFacts   *ebpf.VariableSpec `ebpf:"process_facts"`
+	ProcessLost    *ebpf.VariableSpec `ebpf:"process_lost"`
 	ReaderWake     *ebpf.VariableSpec `ebpf:"reader_wake"`
 	SelectorBits   *ebpf.VariableSpec `ebpf:"selector_bits"`
 	SendExecs      *ebpf.VariableSpec `ebpf:"send_execs"`
@@ -410,18 +433,19 @@ func (o *engineX86Objects) Close() error {
 //
 // It can be passed to loadEngineX86Objects or ebpf.CollectionSpec.LoadAndAssign.
 type engineX86Maps struct {
-	EmptyState *ebpf.Map `ebpf:"empty_state"`
-	GoLive     *ebpf.Map `ebpf:"go_live"`
-	GoStates   *ebpf.Map `ebpf:"go_states"`
-	Pending    *ebpf.Map `ebpf:"pending"`
-	Probes     *ebpf.Map `ebpf:"probes"`
-	ProcHits   *ebpf.Map `ebpf:"proc_hits"`
-	Procs      *ebpf.Map `ebpf:"procs"`
-	Records    *ebpf.Map `ebpf:"records"`
-	Sites      *ebpf.Map `ebpf:"sites"`
-	Spans      *ebpf.Map `ebpf:"spans"`
-	TaskStates *ebpf.Map `ebpf:"task_states"`
-	ValueHists *ebpf.Map `ebpf:"value_hists"`
+	EmptyState  *ebpf.Map `ebpf:"empty_state"`
+	GoLive      *ebpf.Map `ebpf:"go_live"`
+	GoStates    *ebpf.Map `ebpf:"go_states"`
+	Pending     *ebpf.Map `ebpf:"pending"`
+	Probes      *ebpf.Map `ebpf:"probes"`
+	ProcHits    *ebpf.Map `ebpf:"proc_hits"`
+	Procs       *ebpf.Map `ebpf:"procs"`
+	Records     *ebpf.Map `ebpf:"records"`
+	SeenScratch *ebpf.Map `ebpf:"seen_scratch"`
+	Sites       *ebpf.Map `ebpf:"sites"`
+	Spans       *ebpf.Map `ebpf:"spans"`
+	TaskStates  *ebpf.Map `ebpf:"task_states"`
+	ValueHists  *ebpf.Map `ebpf:"value_hists"`
 }
 
 func (m *engineX86Maps) Close() error {
@@ -434,6 +458,7 @@ func (m *engineX86Maps) Close() error {
 		m.ProcHits,
 		m.Procs,
 		m.Records,
+		m.SeenScratch,
 		m.Sites,
 		m.Spans,
 		m.TaskStates,
@@ -445,7 +470,10 @@ func (m *engineX86Maps) Close() error {
 //
 // It can be passed to loadEngineX86Objects or ebpf.CollectionSpec.LoadAndAssign.
 type engineX86Variables struct {
+	Cgroup1Subsys  *ebpf.Variable `ebpf:"cgroup1_subsys"`
 	EmitRecords    *ebpf.Variable `ebpf:"emit_records"`
+	ProcessFacts   *ebpf.Variable `ebpf:"process_facts"`
+	ProcessLost    *ebpf.Variable `ebpf:"process_lost"`
 	ReaderWake     *ebpf.Variable `ebpf:"reader_wake"`
 	SelectorBits   *ebpf.Variable `ebpf:"selector_bits"`
 	SendExecs      *ebpf.Variable `ebpf:"send_execs"`
@@ -461,9 +489,11 @@ type engineX86Programs struct {
 	CountHitMulti     *ebpf.Program `ebpf:"count_hit_multi"`
 	CountHitProc      *ebpf.Program `ebpf:"count_hit_proc"`
 	CountHitProcMulti *ebpf.Program `ebpf:"count_hit_proc_multi"`
+	OnCgroupAttach    *ebpf.Program `ebpf:"on_cgroup_attach"`
 	OnExec            *ebpf.Program `ebpf:"on_exec"`
 	OnExit            *ebpf.Program `ebpf:"on_exit"`
 	OnFork            *ebpf.Program `ebpf:"on_fork"`
+	SeenTask          *ebpf.Program `ebpf:"seen_task"`
 	SiteHit           *ebpf.Program `ebpf:"site_hit"`
 	SiteHitMulti      *ebpf.Program `ebpf:"site_hit_multi"`
 }
@@ -474,9 +504,11 @@ func (p *engineX86Programs) Close() error {
 		p.CountHitMulti,
 		p.CountHitProc,
 		p.CountHitProcMulti,
+		p.OnCgroupAttach,
 		p.OnExec,
 		p.OnExit,
 		p.OnFork,
+		p.SeenTask,
 		p.SiteHit,
 		p.SiteHitMulti,
 	)

@@ -8,9 +8,10 @@ import (
 // This file is the one Go home of the ring-buffer record formats that
 // bpf/engine.bpf.c writes. The last byte of every record is its kind
 // (RecordKindSpan or RecordKindProcess). A span record is entry values, exit
-// values, then a SpanRecord trailer; a process record is ExecFilenameMax
+// values, then a SpanRecord trailer; an exec record is ExecFilenameMax
 // bytes of the executed file's name, ExecArgsMax bytes of its command line,
-// then a ProcessRecord trailer. Span values are stored in fetch order, each
+// then a ProcessRecord trailer; the other process records are a
+// ProcessRecord alone. Span values are stored in fetch order, each
 // padded to 8 bytes:
 //   - FetchKindInt: 8 bytes, little endian;
 //   - FetchKindString and FetchKindGoString: a little-endian u16 length n
@@ -46,17 +47,30 @@ type Process struct {
 	Args []byte
 }
 
-// processRecordSize is the size of every process record.
-var processRecordSize = ExecFilenameMax + ExecArgsMax + int(unsafe.Sizeof(ProcessRecord{}))
+// ProcessTrailerSize is the size of a ProcessRecord: a process record
+// other than an exec record is one alone.
+const ProcessTrailerSize = int(unsafe.Sizeof(ProcessRecord{}))
+
+// execRecordSize is the size of an exec record.
+var execRecordSize = ExecFilenameMax + ExecArgsMax + ProcessTrailerSize
 
 // DecodeProcess splits a process record into its trailer, file name and
-// command line; false when the record is not one.
+// command line (an exec record's; empty for the others); false when the
+// record is not one.
 func DecodeProcess(rec []byte) (Process, bool) {
-	if len(rec) != processRecordSize {
+	switch len(rec) {
+	case ProcessTrailerSize:
+		h := (*ProcessRecord)(unsafe.Pointer(&rec[0]))
+		if h.Kind != RecordKindProcess || h.Event == ProcessExec || h.FilenameLen != 0 || h.ArgsLen != 0 {
+			return Process{}, false
+		}
+		return Process{ProcessRecord: h}, true
+	case execRecordSize:
+	default:
 		return Process{}, false
 	}
 	h := (*ProcessRecord)(unsafe.Pointer(&rec[ExecFilenameMax+ExecArgsMax]))
-	if h.Kind != RecordKindProcess || int(h.FilenameLen) > ExecFilenameMax || int(h.ArgsLen) > ExecArgsMax {
+	if h.Kind != RecordKindProcess || h.Event != ProcessExec || int(h.FilenameLen) > ExecFilenameMax || int(h.ArgsLen) > ExecArgsMax {
 		return Process{}, false
 	}
 	return Process{

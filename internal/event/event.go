@@ -65,18 +65,45 @@ const (
 	ProcessFork
 	// ProcessExit: a process the engine knew exited.
 	ProcessExit
+	// ProcessSeen: the process was running when the tracer listed them.
+	ProcessSeen
+	// ProcessCgroup: the process moved to another cgroup; Facts are its
+	// facts since.
+	ProcessCgroup
 )
 
-// Process is one process event, sent only while a target chooses its
-// processes by a selector. TimeNs is CLOCK_MONOTONIC nanoseconds.
+// Process is one process event, sent while a target chooses its processes
+// by a selector, while every exec is looked at, or for every process when
+// the tracer sends process facts. TimeNs is CLOCK_MONOTONIC nanoseconds.
 type Process struct {
 	Event       ProcessEvent
 	PID, Parent uint32
 	Image       Image
-	TimeNs      uint64
+	// ParentStartNs is the start time of the process that forked this one
+	// (ProcessFork): with Parent, it names the parent.
+	ParentStartNs uint64
+	TimeNs        uint64
 	// Filename is the executed program as given to execve; Args its command
 	// line, arguments separated by NUL bytes (both bounded).
 	Filename, Args string
+	// Facts are what the engine read of the process when the event
+	// happened, while the process was alive.
+	Facts Facts
+}
+
+// Facts are what the engine reads of a process while it is alive, for the
+// attributes of its spans.
+type Facts struct {
+	// CgroupID is the kernfs id of its cgroup in the unified (v2)
+	// hierarchy: the inode number of the cgroup's directory in a cgroup2
+	// mount (0 when unknown).
+	CgroupID uint64
+	// Cgroup1ID is the kernfs id of its cgroup in the v1 hierarchy of the
+	// controller the tracer was opened with (Cgroup1Controller), 0 for none.
+	Cgroup1ID uint64
+	// ExeIno and ExeDev are the inode number and device (as stat(2) gives
+	// st_dev) of its executable; 0 for none.
+	ExeIno, ExeDev uint64
 }
 
 // Batch is a bounded, reusable set of spans read in one drain, with the
@@ -152,6 +179,9 @@ type SpanCounts struct {
 	// Filtered counts calls whose filter or exit_filter did not hold: not
 	// recorded, not in Buckets.
 	Filtered uint64
+	// PendingFull counts spans of pending processes the engine could not
+	// count (its pending counters were full): not recorded, not in Buckets.
+	PendingFull uint64
 	// Buckets[i] counts durations in (2^i, 2^(i+1)] ns; Buckets[0] also
 	// holds durations of 0 and 1 ns.
 	Buckets []uint64

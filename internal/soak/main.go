@@ -3,16 +3,18 @@
 // steady rate (a USDT pair on 5-byte nops, at 100k spans/s, and a function
 // span at a lower rate), a Go program whose probed function grows its
 // stacks and moves between threads, short-lived Go processes started and
-// exiting in a loop, and a C program that starts and ends threads. The
-// collector exports spans and metrics over OTLP/HTTP to a sink in this
-// process, which counts them.
+// exiting in loops side by side (-churners), and a C program that starts
+// and ends threads. The collector exports spans, metrics and its own
+// telemetry over OTLP/HTTP to a sink in this process, which counts them.
 //
 // Every sample interval it records the collector's RSS, goroutines (through
 // the pprof extension), open file descriptors and the entries of the
-// engine's goroutine-state map; at the end it reports spans fired (exit
-// probe hits), delivered and lost, and fails when anything kept growing
-// after the warm-up. With -out it writes DIR/soak.json and the soak section
-// of DIR/benchmarks.md. It needs root.
+// engine's goroutine-state map; at the end it reports spans completed (the
+// count of the kernel's duration histograms), delivered and dropped (the
+// receiver's named counters, by reason), and fails when they do not add
+// up exactly or when anything kept growing after the warm-up. With -out it
+// writes DIR/soak.json and the soak section of DIR/benchmarks.md. It needs
+// root.
 package main
 
 import (
@@ -38,6 +40,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"golang.org/x/sync/errgroup"
@@ -53,6 +57,7 @@ func main() {
 	flag.DurationVar(&s.every, "every", 10*time.Second, "sample interval")
 	flag.IntVar(&s.rate, "rate", 100_000, "spans per second the USDT C program makes (steady:start to steady:done)")
 	flag.IntVar(&s.functionRate, "function-rate", 5_000, "spans per second the C program with a function span (push entry, uretprobe) makes")
+	flag.IntVar(&s.churners, "churners", 3, "loops starting short-lived Go processes side by side")
 	flag.StringVar(&s.out, "out", "", "directory for soak.json and the soak section of benchmarks.md")
 	flag.Parse()
 	testutil.RequireRootOrExit()
@@ -84,7 +89,10 @@ type settings struct {
 	// functionRate is the rate of the function span (entry and kernel
 	// return probe), whose traps cost 5 µs each where PTI is on.
 	functionRate int
-	out          string
+	// churners is the number of loops that start short-lived processes
+	// side by side: one at a time leaves a CPU idle between them.
+	churners int
+	out      string
 }
 
 // Sample is the collector's state at one time.
@@ -95,6 +103,9 @@ type Sample struct {
 	Goroutines int     `json:"goroutines"`
 	FDs        int     `json:"fds"`
 	GoStates   int     `json:"go_states"`
+	// Load is the machine's load average over the last minute, the soak's
+	// own programs included.
+	Load float64 `json:"load_average"`
 }
 
 // Result is what a soak run measured.
@@ -115,7 +126,20 @@ type Result struct {
 	TargetRate   int      `json:"target_rate"`
 	USDTRate     int      `json:"usdt_rate"`
 	FunctionRate int      `json:"function_rate"`
-	DeliveryDiff int64    `json:"fired_minus_delivered_minus_lost"`
+	Churners     int      `json:"process_churners"`
+	// Dropped are the receiver's named drops of completed spans
+	// (receiver_uprobe_spans_dropped, by drop.reason), ring_full among
+	// them (the same spans as Lost); Malformed the records that did not
+	// decode; Pipeline what the collector's exporter failed to send or
+	// queue (otelcol_exporter_send_failed_spans and _enqueue_failed_spans).
+	Dropped   map[string]int64 `json:"spans_dropped"`
+	Malformed int64            `json:"records_malformed"`
+	Pipeline  int64            `json:"pipeline_failed"`
+	// Accepted is what the collector's telemetry says its pipeline took
+	// from the receiver (otelcol_receiver_accepted_spans): the sink's
+	// spans and the exporter's failures, when its last push arrived.
+	Accepted     int64 `json:"receiver_accepted"`
+	DeliveryDiff int64 `json:"fired_minus_delivered_minus_dropped"`
 }
 
 func run(s settings) (*Result, error) {
@@ -181,7 +205,7 @@ func run(s settings) (*Result, error) {
 		return nil, err
 	}
 
-	res := &Result{Machine: machine(), TargetRate: s.rate + s.functionRate, USDTRate: s.rate, FunctionRate: s.functionRate}
+	res := &Result{Machine: machine(), TargetRate: s.rate + s.functionRate, USDTRate: s.rate, FunctionRate: s.functionRate, Churners: max(1, s.churners)}
 	ctx, cancel := context.WithTimeout(context.Background(), s.duration)
 	defer cancel()
 	var g errgroup.Group
@@ -194,7 +218,9 @@ func run(s settings) (*Result, error) {
 	g.Go(func() error { return paceC(ctx, steady, "pace", s.rate) })
 	g.Go(func() error { return paceC(ctx, steady, "work", s.functionRate) })
 	g.Go(func() error { return loopGo(ctx, goprog) })
-	g.Go(func() error { return churnProcesses(ctx, goprog, &processes) })
+	for range max(1, s.churners) {
+		g.Go(func() error { return churnProcesses(ctx, goprog, &processes) })
+	}
 	g.Go(func() error { return churnThreads(ctx, hardening, &threads) })
 
 	start := time.Now()
@@ -206,6 +232,7 @@ func run(s settings) (*Result, error) {
 			Goroutines: goroutines(pprofAddr),
 			FDs:        fds(col.Process.Pid),
 			GoStates:   entries(goStates),
+			Load:       loadAverage(),
 		}
 	}
 	res.Samples = append(res.Samples, sample())
@@ -228,14 +255,26 @@ func run(s settings) (*Result, error) {
 	// Stop the collector: it drains the ring and sends its last metrics.
 	_ = col.Process.Signal(syscall.SIGTERM)
 	_ = col.Wait()
+	var errs []error
 	res.End = res.Samples[len(res.Samples)-1]
 	res.Delivered = sk.spans.Load()
 	res.Fired, res.Lost = sk.completed(), sk.lost()
-	res.DeliveryDiff = res.Fired - res.Delivered - res.Lost
+	res.Dropped, res.Malformed, res.Pipeline, res.Accepted = sk.drops()
+	if res.Accepted != res.Delivered+res.Pipeline {
+		errs = append(errs, fmt.Errorf("the collector's telemetry says its pipeline accepted %d spans, the sink got %d and the exporter failed %d: its last push is missing",
+			res.Accepted, res.Delivered, res.Pipeline))
+	}
+	var dropped int64
+	for _, n := range res.Dropped {
+		dropped += n
+	}
+	if res.Dropped["ring_full"] != res.Lost {
+		errs = append(errs, fmt.Errorf("uprobe.events.lost says %d records were lost, receiver_uprobe_spans_dropped{ring_full} %d", res.Lost, res.Dropped["ring_full"]))
+	}
+	res.DeliveryDiff = res.Fired - res.Delivered - dropped - res.Malformed - res.Pipeline
 	res.RatePerSec = float64(res.Delivered) / res.Seconds
 	res.RatioTooLow = res.RatePerSec < float64(s.rate)*0.95
 	res.Warm, res.Growth = growth(res.Samples)
-	var errs []error
 	if res.RatioTooLow {
 		errs = append(errs, fmt.Errorf("delivered %.0f spans/s, below the %d asked for", res.RatePerSec, s.rate))
 	}
@@ -243,7 +282,8 @@ func run(s settings) (*Result, error) {
 		errs = append(errs, fmt.Errorf("grew after warm-up: %s", strings.Join(res.Growth, "; ")))
 	}
 	if res.DeliveryDiff != 0 {
-		errs = append(errs, fmt.Errorf("fired %d spans, delivered %d and lost %d: %d unaccounted for", res.Fired, res.Delivered, res.Lost, res.DeliveryDiff))
+		errs = append(errs, fmt.Errorf("fired %d spans, delivered %d, dropped %d (%v), %d malformed records and %d failed in the pipeline: %d unaccounted for",
+			res.Fired, res.Delivered, dropped, res.Dropped, res.Malformed, res.Pipeline, res.DeliveryDiff))
 	}
 	return res, errors.Join(errs...)
 }
@@ -292,12 +332,22 @@ exporters:
 service:
   extensions: [pprof]
   telemetry:
+    # The collector's own counters (the receiver's named drops, the
+    # exporter's failures) go to the sink too; the last push is at
+    # shutdown, after the receiver's last drain.
     metrics:
-      level: none
+      level: normal
+      readers:
+        - periodic:
+            interval: 1000
+            exporter:
+              otlp:
+                protocol: http/protobuf
+                endpoint: http://%s/v1/metrics
   pipelines:
     traces: {receivers: [uprobe], processors: [batch], exporters: [otlphttp]}
     metrics: {receivers: [uprobe], exporters: [otlphttp]}
-`, steady, goprog, hardening, pprof, sink)
+`, steady, goprog, hardening, pprof, sink, sink)
 }
 
 // paceC makes the C program run command ("pace": the USDT span, "work":
@@ -439,6 +489,8 @@ type sink struct {
 	mu    sync.Mutex
 	done  map[string]int64 // uprobe.span.duration counts, by span.name
 	lostN map[string]int64 // uprobe.events.lost, by probe.name
+	// The collector's own counters, by metric name and attributes.
+	self map[string]int64
 }
 
 func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -478,7 +530,7 @@ func (s *sink) keep(req pmetricotlp.ExportRequest) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.done == nil {
-		s.done, s.lostN = map[string]int64{}, map[string]int64{}
+		s.done, s.lostN, s.self = map[string]int64{}, map[string]int64{}, map[string]int64{}
 	}
 	rms := req.Metrics().ResourceMetrics()
 	for i := range rms.Len() {
@@ -492,6 +544,13 @@ func (s *sink) keep(req pmetricotlp.ExportRequest) {
 					for d := range dps.Len() {
 						name, _ := dps.At(d).Attributes().Get("span.name")
 						s.done[name.Str()] = int64(dps.At(d).Count())
+					}
+					continue
+				}
+				if strings.HasPrefix(m.Name(), "otelcol") && m.Type() == pmetric.MetricTypeSum {
+					dps := m.Sum().DataPoints()
+					for d := range dps.Len() {
+						s.self[m.Name()+" "+attrKey(dps.At(d).Attributes())] = dps.At(d).IntValue()
 					}
 					continue
 				}
@@ -519,6 +578,44 @@ func (s *sink) completed() int64 {
 		n += v
 	}
 	return n
+}
+
+// attrKey writes attributes as "k=v,k=v" in key order.
+func attrKey(m pcommon.Map) string {
+	var kv []string
+	for k, v := range m.All() {
+		kv = append(kv, k+"="+v.AsString())
+	}
+	sort.Strings(kv)
+	return strings.Join(kv, ",")
+}
+
+// drops returns the receiver's named drops by reason, its malformed
+// records, the spans the exporter failed to send or to queue and those the
+// pipeline accepted from the receiver, from the collector's last
+// self-telemetry push.
+func (s *sink) drops() (byReason map[string]int64, malformed, pipeline, accepted int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	byReason = map[string]int64{}
+	for k, v := range s.self {
+		name, attrs, _ := strings.Cut(k, " ")
+		switch name {
+		case "otelcol_receiver_uprobe_spans_dropped":
+			for _, a := range strings.Split(attrs, ",") {
+				if r, ok := strings.CutPrefix(a, "drop.reason="); ok {
+					byReason[r] += v
+				}
+			}
+		case "otelcol_receiver_uprobe_records_malformed":
+			malformed += v
+		case "otelcol_exporter_send_failed_spans", "otelcol_exporter_enqueue_failed_spans":
+			pipeline += v
+		case "otelcol_receiver_accepted_spans":
+			accepted += v
+		}
+	}
+	return byReason, malformed, pipeline, accepted
 }
 
 func (s *sink) lost() int64 {
@@ -670,6 +767,17 @@ func goroutines(addr string) int {
 	return n
 }
 
+// loadAverage returns the machine's load average over the last minute.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	var l float64
+	fmt.Sscan(string(b), &l)
+	return l
+}
+
 func fds(pid int) int {
 	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	if err != nil {
@@ -722,16 +830,28 @@ func write(dir string, res *Result) error {
 func Markdown(r *Result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Soak (`make soak`)\n\n")
-	fmt.Fprintf(&b, "%s, %.0f s: a C program making %d spans/s from a USDT pair on 5-byte nops (the kernel's optimized uprobe path) and %d spans/s from a function span (push entry, kernel return probe), a Go program on fresh goroutines with growing stacks (2,000 spans/s), %d short-lived Go processes and %d short-lived threads, all traced by the distro exporting over OTLP/HTTP.\n\n",
-		r.Machine, r.Seconds, r.USDTRate, r.FunctionRate, r.Processes, r.Threads)
-	fmt.Fprintf(&b, "| spans fired | delivered | lost | fired − delivered − lost | delivered per second |\n|---|---|---|---|---|\n")
-	fmt.Fprintf(&b, "| %d | %d | %d | %d | %.0f |\n\n", r.Fired, r.Delivered, r.Lost, r.DeliveryDiff, r.RatePerSec)
+	fmt.Fprintf(&b, "%s, %.0f s: a C program making %d spans/s from a USDT pair on 5-byte nops (the kernel's optimized uprobe path) and %d spans/s from a function span (push entry, kernel return probe), a Go program on fresh goroutines with growing stacks (2,000 spans/s), %d short-lived Go processes (%d loops side by side) and %d short-lived threads, all traced by the distro exporting over OTLP/HTTP. Every span the kernel completed (the count of uprobe.span.duration) is delivered or counted dropped by the receiver (receiver_uprobe_spans_dropped, by reason).\n\n",
+		r.Machine, r.Seconds, r.USDTRate, r.FunctionRate, r.Processes, r.Churners, r.Threads)
+	var reasons []string
+	var dropped int64
+	for k, v := range r.Dropped {
+		reasons = append(reasons, fmt.Sprintf("%s %d", k, v))
+		dropped += v
+	}
+	sort.Strings(reasons)
+	fmt.Fprintf(&b, "| spans fired | delivered | dropped (by reason) | fired − delivered − dropped | delivered per second |\n|---|---|---|---|---|\n")
+	byReason := ""
+	if len(reasons) > 0 {
+		byReason = " (" + strings.Join(reasons, ", ") + ")"
+	}
+	fmt.Fprintf(&b, "| %d | %d | %d%s | %d | %.0f |\n\n", r.Fired, r.Delivered, dropped, byReason, r.DeliveryDiff, r.RatePerSec)
 	fmt.Fprintf(&b, "| | start | after warm-up (%.0f s) | end |\n|---|---|---|---|\n", r.Warm.Seconds)
 	first := r.Samples[0]
 	fmt.Fprintf(&b, "| collector RSS (MiB) | %.1f | %.1f | %.1f |\n", first.RSSMiB, r.Warm.RSSMiB, r.End.RSSMiB)
 	fmt.Fprintf(&b, "| goroutines | %d | %d | %d |\n", first.Goroutines, r.Warm.Goroutines, r.End.Goroutines)
 	fmt.Fprintf(&b, "| file descriptors | %d | %d | %d |\n", first.FDs, r.Warm.FDs, r.End.FDs)
-	fmt.Fprintf(&b, "| goroutine states (BPF map entries) | %d | %d | %d |\n\n", first.GoStates, r.Warm.GoStates, r.End.GoStates)
+	fmt.Fprintf(&b, "| goroutine states (BPF map entries) | %d | %d | %d |\n", first.GoStates, r.Warm.GoStates, r.End.GoStates)
+	fmt.Fprintf(&b, "| machine load average, 1 min (the soak's own programs included) | %.1f | %.1f | %.1f |\n\n", first.Load, r.Warm.Load, r.End.Load)
 	if len(r.Growth) == 0 {
 		fmt.Fprintf(&b, "Nothing grew after the warm-up.\n")
 	} else {

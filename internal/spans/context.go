@@ -147,6 +147,7 @@ type ctxKey struct {
 type waiter struct {
 	span  ptrace.Span
 	res   resourceKey
+	def   uint32  // span definition
 	self  *ctxKey // set when the waiter is itself a carrier others may wait for
 	since time.Time
 }
@@ -169,7 +170,7 @@ func (b *Builder) wait(k ctxKey, w waiter) {
 	if b.waitingSpans >= b.s.MaxWaiting {
 		b.counts.Context[ContextOverflow]++
 		trace := w.span.TraceID() // finish moves the span out
-		b.finish(w.span, w.res, true)
+		b.finish(w.span, w.res, w.def, true)
 		if w.self != nil {
 			b.resolve(*w.self, trace, true, false)
 		}
@@ -202,7 +203,7 @@ func (b *Builder) resolve(k ctxKey, trace pcommon.TraceID, sampled, timedOut boo
 			b.counts.Context[ContextTimeout]++
 		}
 		w.span.SetTraceID(trace)
-		b.finish(w.span, w.res, sampled)
+		b.finish(w.span, w.res, w.def, sampled)
 		if w.self != nil {
 			b.resolve(*w.self, trace, sampled, timedOut)
 		}
@@ -249,7 +250,7 @@ func (b *Builder) release(k ctxKey, ws *waiting) {
 	for _, w := range ws.spans {
 		b.counts.Context[ContextTimeout]++
 		trace := w.span.TraceID() // finish moves the span out
-		b.finish(w.span, w.res, true)
+		b.finish(w.span, w.res, w.def, true)
 		if w.self != nil {
 			b.resolve(*w.self, trace, true, true)
 		}

@@ -507,7 +507,8 @@ func TestContextUnsampled(t *testing.T) {
 	assert.Equal(t, 0, td.SpanCount(), "the unsampled carrier and everything waiting on it are dropped")
 	assert.Equal(t, 0, td.ResourceSpans().Len())
 	assert.Equal(t, 0, b.Waiting())
-	assert.Equal(t, Counts{Context: contextCounts(2, 1, 0, 5, 0, 0)}, b.Counts())
+	// By definition: server, query and work.
+	assert.Equal(t, Counts{Context: contextCounts(2, 1, 0, 5, 0, 0), TraceUnsampled: []uint64{1, 1, 3}}, b.Counts())
 	assert.Equal(t, 0, b.Flush().SpanCount())
 }
 
@@ -1186,7 +1187,7 @@ func TestContextUnsampledOuterDropsInvalidInner(t *testing.T) {
 	td := b.Build([]event.Span{p1, q2, q1, i, p2, o})
 	assert.Equal(t, 0, td.SpanCount())
 	assert.Equal(t, 0, b.Waiting())
-	assert.Equal(t, Counts{Context: contextCounts(1, 0, 1, 6, 0, 0)}, b.Counts())
+	assert.Equal(t, Counts{Context: contextCounts(1, 0, 1, 6, 0, 0), TraceUnsampled: []uint64{1, 1, 4}}, b.Counts())
 }
 
 // expectDerivedEveryRun builds the setup's spans 50 times (map order

@@ -8,6 +8,7 @@ package spans
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,6 +65,10 @@ type Counts struct {
 	Malformed uint64
 	// Context counts trace-context outcomes, indexed by Outcome.
 	Context [outcomes]uint64
+	// TraceUnsampled counts, by span definition, the spans dropped because
+	// the trace context of their carrier says the trace is not sampled
+	// (their sum is Context[ContextUnsampled]).
+	TraceUnsampled []uint64
 }
 
 // Builder converts batches of engine spans into ptrace.Traces: Build
@@ -172,8 +177,13 @@ func (op *valueOp) int(raw uint64) int64 {
 // Unix time, for the spans built from now on (the wall clock moved).
 func (b *Builder) SetWallOffset(ns int64) { b.s.WallOffsetNs = ns }
 
-// Counts returns the problems and outcomes met so far.
-func (b *Builder) Counts() Counts { return b.counts }
+// Counts returns the problems and outcomes met so far; the caller may keep
+// it (it shares no memory with the Builder).
+func (b *Builder) Counts() Counts {
+	c := b.counts
+	c.TraceUnsampled = slices.Clone(c.TraceUnsampled)
+	return c
+}
 
 // Begin starts a new output for about n spans (a hint: the first
 // resource's span slice is sized for them).
@@ -220,10 +230,15 @@ func (b *Builder) slice(key resourceKey, hint int) ptrace.SpanSlice {
 	return ss
 }
 
-// finish moves a built span into the output, unless its trace is not sampled.
-func (b *Builder) finish(sp ptrace.Span, key resourceKey, sampled bool) {
+// finish moves a built span of definition def into the output, unless its
+// trace is not sampled.
+func (b *Builder) finish(sp ptrace.Span, key resourceKey, def uint32, sampled bool) {
 	if !sampled {
 		b.counts.Context[ContextUnsampled]++
+		if int(def) >= len(b.counts.TraceUnsampled) {
+			b.counts.TraceUnsampled = append(b.counts.TraceUnsampled, make([]uint64, int(def)+1-len(b.counts.TraceUnsampled))...)
+		}
+		b.counts.TraceUnsampled[def]++
 		return
 	}
 	sp.MoveTo(b.slice(key, 0).AppendEmpty())
@@ -265,13 +280,13 @@ func (b *Builder) Add(ev *event.Span) {
 	case outcome == ContextFound:
 		sp.SetTraceID(tc.trace)
 		sp.SetParentSpanID(tc.parent)
-		b.finish(sp, key, tc.sampled)
+		b.finish(sp, key, ev.Def, tc.sampled)
 		b.resolve(*self, tc.trace, tc.sampled, false)
 	case ev.ContextStartNs != 0:
-		b.wait(ctxKey{ev.PID, ownerOf(ev), ev.ContextStartNs}, waiter{span: sp, res: key, self: self})
+		b.wait(ctxKey{ev.PID, ownerOf(ev), ev.ContextStartNs}, waiter{span: sp, res: key, def: ev.Def, self: self})
 	default:
 		trace := sp.TraceID() // finish moves sp out
-		b.finish(sp, key, true)
+		b.finish(sp, key, ev.Def, true)
 		b.resolve(*self, trace, true, false)
 	}
 }

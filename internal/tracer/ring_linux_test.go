@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 )
 
 // fakeRing is a ring buffer in ordinary memory, laid out as the kernel lays
@@ -70,4 +72,15 @@ func TestRingReaderBusyAndDiscarded(t *testing.T) {
 	assert.Zero(t, corrupt)
 	assert.Equal(t, 1, got)
 	assert.Equal(t, uint64(2*16), f.cons, "stops at the record still being written")
+}
+
+// A ring that holds one record of the smallest kind (a process record
+// alone) is not empty to Buffered: counted as empty, it made the drain
+// goroutine wait for nothing and never read it, over and over.
+func TestBufferedCountsTheSmallestRecord(t *testing.T) {
+	f := newFakeRing(4096)
+	tr := &Tracer{ring: f.r}
+	assert.Zero(t, tr.Buffered())
+	f.put(uint32(bpfobj.ProcessTrailerSize), make([]byte, bpfobj.ProcessTrailerSize))
+	assert.Equal(t, 1, tr.Buffered())
 }

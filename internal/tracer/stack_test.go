@@ -1,6 +1,7 @@
 package tracer
 
 import (
+	"errors"
 	"regexp"
 	"sort"
 	"strconv"
@@ -32,6 +33,12 @@ func stackDepths(t *testing.T) map[string]int {
 	t.Helper()
 	spec, err := bpfobj.Spec()
 	require.NoError(t, err)
+	// Every path on: the verifier leaves out the code that a loader
+	// constant turns off, and with it that code's stack.
+	require.NoError(t, errors.Join(spec.Variables[bpfobj.VarSelectorBits].Set(uint64(1)),
+		spec.Variables[bpfobj.VarSendExecs].Set(uint8(1)),
+		spec.Variables[bpfobj.VarProcessFacts].Set(uint8(1)),
+		spec.Variables[bpfobj.VarCgroup1Subsys].Set(uint32(0))))
 	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{LogLevel: ebpf.LogLevelStats}})
 	require.NoError(t, err)
 	defer coll.Close()

@@ -9,8 +9,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
@@ -57,6 +59,16 @@ type Options struct {
 	// again to that very file. Without it, links are grouped by file only
 	// (fewer links where the kernel has uprobe_multi).
 	ProbeControl bool
+	// ProcessFacts makes the engine send a process record at every exec,
+	// fork, exit and cgroup move on the host, with the process's facts
+	// (event.Facts) read while it is alive, so that spans built later
+	// carry them.
+	ProcessFacts bool
+	// Cgroup1Controller names the controller ("pids", "memory", …) whose
+	// cgroup v1 hierarchy the process records name (Facts.Cgroup1ID); ""
+	// for none (a cgroup v2 host). Unknown to the running kernel, it is an
+	// error.
+	Cgroup1Controller string
 	// ProgramStats turns BPF run-time statistics on while the tracer is
 	// open (BPF_ENABLE_STATS, Linux 5.8, CAP_SYS_ADMIN), for ProgramRuns
 	// and Calibrate. They cost every BPF program on the host two clock
@@ -129,6 +141,8 @@ type Tracer struct {
 	goStates *ebpf.Map
 	procs    *ebpf.Map
 	pending  *ebpf.Map
+	seen     *ebpf.Program  // the task iterator of RunningProcesses
+	procLost *ebpf.Variable // process records the ring refused
 	ring     *ringReader
 	waker    *waker
 	stats    io.Closer // BPF run-time statistics, while they are on
@@ -213,8 +227,16 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 	if selectorBits != 0 {
 		spec.Maps[bpfobj.MapPending].MaxEntries = maxPending
 	}
+	ssid := uint32(noCgroup1)
+	if opts.Cgroup1Controller != "" {
+		if ssid, err = cgroupSubsysID(opts.Cgroup1Controller); err != nil {
+			return nil, err
+		}
+	}
 	if err := errors.Join(spec.Variables[bpfobj.VarSelectorBits].Set(selectorBits),
-		spec.Variables[bpfobj.VarSendExecs].Set(boolByte(opts.SendExecs))); err != nil {
+		spec.Variables[bpfobj.VarSendExecs].Set(boolByte(opts.SendExecs)),
+		spec.Variables[bpfobj.VarProcessFacts].Set(boolByte(opts.ProcessFacts)),
+		spec.Variables[bpfobj.VarCgroup1Subsys].Set(ssid)); err != nil {
 		return nil, fmt.Errorf("configuring the BPF engine: %w", err)
 	}
 	multi := !opts.PerLocation && features.HaveBPFLinkUprobeMulti() == nil
@@ -258,6 +280,8 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 		goStates: coll.Maps[bpfobj.MapGoStates],
 		procs:    coll.Maps[bpfobj.MapProcs],
 		pending:  coll.Maps[bpfobj.MapPending],
+		seen:     coll.Programs[bpfobj.ProgramSeenTask],
+		procLost: coll.Variables[bpfobj.VarProcessLost],
 	}
 	defer func() {
 		if err != nil {
@@ -281,7 +305,11 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 	}
 	// Lifetime programs first, so that no span opened by a probe outlives
 	// an exec or an exit, and no process escapes its choice.
-	for _, name := range []string{bpfobj.ProgramOnExec, bpfobj.ProgramOnFork, bpfobj.ProgramOnExit} {
+	lifetime := []string{bpfobj.ProgramOnExec, bpfobj.ProgramOnFork, bpfobj.ProgramOnExit}
+	if opts.ProcessFacts {
+		lifetime = append(lifetime, bpfobj.ProgramOnCgroupAttach)
+	}
+	for _, name := range lifetime {
 		l, err := link.AttachTracing(link.TracingOptions{Program: coll.Programs[name]})
 		if err != nil {
 			return nil, fmt.Errorf("attaching %s: %w", name, err)
@@ -847,25 +875,19 @@ type Records interface {
 // Read passes up to max records from the ring buffer to h, the spans
 // decoded in place (nothing is copied but a process record's text), and
 // releases their space in the ring once, at the end. It returns how many
-// spans it passed and how many records were malformed (counted,
-// skipped). Only one goroutine may read.
+// records it read (spans, process events and malformed records alike:
+// fewer than max means the ring had no more committed records) and how
+// many of them were malformed (counted, skipped). Only one goroutine may
+// read.
 func (t *Tracer) Read(max int, h Records) (n, malformed int) {
-	_, corrupt := t.ring.read(max, func(raw []byte) {
+	n, corrupt := t.ring.read(max, func(raw []byte) {
 		if kind, _ := bpfobj.RecordKind(raw); kind == bpfobj.RecordKindProcess {
 			p, ok := bpfobj.DecodeProcess(raw)
 			if !ok {
 				malformed++
 				return
 			}
-			t.proc = event.Process{
-				Event:    event.ProcessEvent(p.Event),
-				PID:      p.Pid,
-				Parent:   p.Parent,
-				Image:    event.Image{StartNs: p.StartNs, ExecID: p.ExecId},
-				TimeNs:   p.TimeNs,
-				Filename: string(p.Filename),
-				Args:     string(p.Args),
-			}
+			decodeProcess(&t.proc, p)
 			h.Process(&t.proc)
 			return
 		}
@@ -901,9 +923,111 @@ func (t *Tracer) Read(max int, h Records) (n, malformed int) {
 			Exit:           rec.Exit,
 		}
 		h.Span(&t.ev)
-		n++
 	})
 	return n, malformed + corrupt
+}
+
+// decodeProcess fills out with a decoded process record.
+func decodeProcess(out *event.Process, p bpfobj.Process) {
+	*out = event.Process{
+		Event:         event.ProcessEvent(p.Event),
+		PID:           p.Pid,
+		Parent:        p.Parent,
+		Image:         event.Image{StartNs: p.StartNs, ExecID: p.ExecId},
+		ParentStartNs: p.ParentStartNs,
+		TimeNs:        p.TimeNs,
+		Filename:      string(p.Filename),
+		Args:          string(p.Args),
+		Facts: event.Facts{
+			CgroupID:  p.CgroupId,
+			Cgroup1ID: p.Cgroup1Id,
+			ExeIno:    p.ExeIno,
+			ExeDev:    kernelDev(p.ExeDev),
+		},
+	}
+}
+
+// kernelDev converts a kernel dev_t (major << 20 | minor) to the encoding
+// stat(2) gives.
+func kernelDev(dev uint32) uint64 {
+	return unix.Mkdev(dev>>20, dev&(1<<20-1))
+}
+
+// noCgroup1 is the engine's cgroup1_subsys for none (CGROUP1_NONE).
+const noCgroup1 = 0xffffffff
+
+// cgroupSubsysID returns the running kernel's id of a cgroup controller
+// (enum cgroup_subsys_id: "pids" is pids_cgrp_id), from its BTF.
+func cgroupSubsysID(controller string) (uint32, error) {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return 0, fmt.Errorf("reading the kernel's BTF for cgroup controller %s: %w", controller, err)
+	}
+	typ, err := spec.AnyTypeByName("cgroup_subsys_id")
+	if err != nil {
+		return 0, fmt.Errorf("finding the kernel's cgroup controllers: %w", err)
+	}
+	enum, ok := typ.(*btf.Enum)
+	if !ok {
+		return 0, fmt.Errorf("the kernel's cgroup_subsys_id is a %T, not an enum", typ)
+	}
+	for _, v := range enum.Values {
+		if v.Name == controller+"_cgrp_id" && v.Value < 64 {
+			return uint32(v.Value), nil
+		}
+	}
+	return 0, fmt.Errorf("the kernel has no cgroup controller %q", controller)
+}
+
+// RunningProcesses passes every process running now (thread group
+// leaders), as ProcessSeen events with their facts, to fn: what user space
+// cannot have learnt from exec and fork records. It runs the engine's task
+// iterator (Linux 5.8); fn's argument is valid only during the call.
+func (t *Tracer) RunningProcesses(fn func(*event.Process)) error {
+	it, err := link.AttachIter(link.IterOptions{Program: t.seen})
+	if err != nil {
+		return fmt.Errorf("attaching the task iterator: %w", err)
+	}
+	defer it.Close()
+	rd, err := it.Open()
+	if err != nil {
+		return fmt.Errorf("starting the task iterator: %w", err)
+	}
+	defer rd.Close()
+	// The iterator writes whole records, at most a page's worth per read.
+	buf := make([]byte, 64*bpfobj.ProcessTrailerSize)
+	var rec [bpfobj.ProcessTrailerSize / 8]uint64 // 8-byte aligned, as DecodeProcess wants
+	raw := unsafe.Slice((*byte)(unsafe.Pointer(&rec[0])), bpfobj.ProcessTrailerSize)
+	var pending []byte
+	var p event.Process
+	for {
+		n, err := rd.Read(buf)
+		pending = append(pending, buf[:n]...)
+		for len(pending) >= len(raw) {
+			copy(raw, pending)
+			pending = pending[len(raw):]
+			if d, ok := bpfobj.DecodeProcess(raw); ok && d.Event == bpfobj.ProcessSeen {
+				decodeProcess(&p, d)
+				fn(&p)
+			}
+		}
+		if errors.Is(err, io.EOF) || (err == nil && n == 0) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading the task iterator: %w", err)
+		}
+	}
+}
+
+// ProcessRecordsLost returns how many process records the ring buffer
+// refused since Open.
+func (t *Tracer) ProcessRecordsLost() uint64 {
+	var n uint64
+	if t.procLost == nil || t.procLost.Get(&n) != nil {
+		return 0
+	}
+	return n
 }
 
 // wakeFraction is the share of the ring buffer the engine lets fill before
@@ -927,15 +1051,20 @@ func (t *Tracer) WaitRecords(deadline time.Time, first bool) error {
 // may call it until Close.
 func (t *Tracer) Interrupt() { t.waker.interrupt() }
 
-// Buffered returns at most how many span records the ring buffer holds for
-// Read now (its bytes over the smallest record's), 0 when it is empty.
+// Buffered returns at most how many records the ring buffer holds for Read
+// now (its bytes over the smallest record's: a process record alone is
+// smaller than a span record), 0 only when it is empty.
 func (t *Tracer) Buffered() int {
-	return t.ring.buffered() / (ringHeaderSize + bpfobj.RecordTrailerSize)
+	return t.ring.buffered() / smallestRecord
 }
+
+// smallestRecord is the size in the ring of its smallest record, header
+// included.
+const smallestRecord = ringHeaderSize + min(bpfobj.RecordTrailerSize, bpfobj.ProcessTrailerSize)
 
 // Drain moves up to max records from the ring buffer into batch (spans and
 // process events, their values copied into the batch's memory) and returns
-// how many spans it moved and how many records were malformed (counted,
+// how many records it read (as Read) and how many were malformed (counted,
 // skipped). Only one goroutine may drain.
 func (t *Tracer) Drain(batch *event.Batch, max int) (n, malformed int) {
 	return t.Read(max, batchRecords{batch})
@@ -1094,6 +1223,7 @@ func (t *Tracer) Stats() (event.Stats, error) {
 			out.Unsampled += c.Unsampled
 			out.Short += c.ShortSpans
 			out.Filtered += c.Filtered
+			out.PendingFull += c.PendingFull
 			for b, v := range c.Buckets {
 				out.Buckets[b] += v
 				out.Count += v

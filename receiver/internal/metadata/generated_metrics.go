@@ -57,6 +57,48 @@ var MapAttributeChange = map[string]AttributeChange{
 	"dropped":  AttributeChangeDropped,
 }
 
+// AttributeDropReason specifies the value drop.reason attribute.
+type AttributeDropReason int
+
+const (
+	_ AttributeDropReason = iota
+	AttributeDropReasonRingFull
+	AttributeDropReasonUnsampled
+	AttributeDropReasonShort
+	AttributeDropReasonTraceUnsampled
+	AttributeDropReasonRefused
+	AttributeDropReasonShutdown
+)
+
+// String returns the string representation of the AttributeDropReason.
+func (av AttributeDropReason) String() string {
+	switch av {
+	case AttributeDropReasonRingFull:
+		return "ring_full"
+	case AttributeDropReasonUnsampled:
+		return "unsampled"
+	case AttributeDropReasonShort:
+		return "short"
+	case AttributeDropReasonTraceUnsampled:
+		return "trace_unsampled"
+	case AttributeDropReasonRefused:
+		return "refused"
+	case AttributeDropReasonShutdown:
+		return "shutdown"
+	}
+	return ""
+}
+
+// MapAttributeDropReason is a helper map of string to AttributeDropReason attribute value.
+var MapAttributeDropReason = map[string]AttributeDropReason{
+	"ring_full":       AttributeDropReasonRingFull,
+	"unsampled":       AttributeDropReasonUnsampled,
+	"short":           AttributeDropReasonShort,
+	"trace_unsampled": AttributeDropReasonTraceUnsampled,
+	"refused":         AttributeDropReasonRefused,
+	"shutdown":        AttributeDropReasonShutdown,
+}
+
 // AttributeOutcome specifies the value outcome attribute.
 type AttributeOutcome int
 
@@ -107,6 +149,8 @@ const (
 	AttributeOverflowReasonDepth
 	AttributeOverflowReasonNoState
 	AttributeOverflowReasonKernelReturnLimit
+	AttributeOverflowReasonPendingFull
+	AttributeOverflowReasonUndecided
 )
 
 // String returns the string representation of the AttributeOverflowReason.
@@ -118,6 +162,10 @@ func (av AttributeOverflowReason) String() string {
 		return "no_state"
 	case AttributeOverflowReasonKernelReturnLimit:
 		return "kernel_return_limit"
+	case AttributeOverflowReasonPendingFull:
+		return "pending_full"
+	case AttributeOverflowReasonUndecided:
+		return "undecided"
 	}
 	return ""
 }
@@ -127,6 +175,8 @@ var MapAttributeOverflowReason = map[string]AttributeOverflowReason{
 	"depth":               AttributeOverflowReasonDepth,
 	"no_state":            AttributeOverflowReasonNoState,
 	"kernel_return_limit": AttributeOverflowReasonKernelReturnLimit,
+	"pending_full":        AttributeOverflowReasonPendingFull,
+	"undecided":           AttributeOverflowReasonUndecided,
 }
 
 // AttributeSiteClass specifies the value site.class attribute.

@@ -39,11 +39,14 @@ type TelemetryBuilder struct {
 	ReceiverUprobeFileChanges          metric.Int64Counter
 	ReceiverUprobeFiles                metric.Int64UpDownCounter
 	ReceiverUprobeFilesUnplanned       metric.Int64Counter
+	ReceiverUprobeIdentitiesUnknown    metric.Int64Counter
 	ReceiverUprobeLocations            metric.Int64UpDownCounter
 	ReceiverUprobeProbeCost            metric.Float64ObservableGauge
 	ReceiverUprobeProbeDutyCycle       metric.Float64ObservableGauge
+	ReceiverUprobeProcessRecordsLost   metric.Int64Counter
 	ReceiverUprobeRecordsMalformed     metric.Int64Counter
 	ReceiverUprobeSpansAbandoned       metric.Int64Counter
+	ReceiverUprobeSpansDropped         metric.Int64Counter
 	ReceiverUprobeSpansFiltered        metric.Int64Counter
 	ReceiverUprobeSpansOverflow        metric.Int64Counter
 	ReceiverUprobeSpansTruncated       metric.Int64Counter
@@ -287,6 +290,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{file}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ReceiverUprobeIdentitiesUnknown, err = builder.meter.Int64Counter(
+		"otelcol_receiver_uprobe_identities_unknown",
+		metric.WithDescription("Lookups of a process's identity (for a span's resource, or hits per container) that found no record of the process: its spans go without container.id and process.executable.path. Expected only after lost process records. [Alpha]"),
+		metric.WithUnit("{lookup}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ReceiverUprobeLocations, err = builder.meter.Int64UpDownCounter(
 		"otelcol_receiver_uprobe_locations",
 		metric.WithDescription("Attached probe locations by probe and site class; single-stepped ones cost about twenty times the others per hit. [Alpha]"),
@@ -305,6 +314,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("1"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ReceiverUprobeProcessRecordsLost, err = builder.meter.Int64Counter(
+		"otelcol_receiver_uprobe_process_records_lost",
+		metric.WithDescription("Process records (exec, fork, exit) the ring buffer had no room for: those processes' spans miss the identity taken at the event (container.id, process.executable.path), and a pending process stays undecided. [Alpha]"),
+		metric.WithUnit("{record}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ReceiverUprobeRecordsMalformed, err = builder.meter.Int64Counter(
 		"otelcol_receiver_uprobe_records_malformed",
 		metric.WithDescription("Ring-buffer records or stored values that did not decode; never expected. [Alpha]"),
@@ -314,6 +329,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	builder.ReceiverUprobeSpansAbandoned, err = builder.meter.Int64Counter(
 		"otelcol_receiver_uprobe_spans_abandoned",
 		metric.WithDescription("Open spans dropped because an enclosing span on the same thread closed first (their exit never came). [Alpha]"),
+		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverUprobeSpansDropped, err = builder.meter.Int64Counter(
+		"otelcol_receiver_uprobe_spans_dropped",
+		metric.WithDescription("Completed spans not delivered, by span definition and drop.reason: the count of uprobe.span.duration is exactly the spans the receiver delivered plus these (and receiver_uprobe_records_malformed, never expected). [Alpha]"),
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)

@@ -57,9 +57,12 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ReceiverUprobeFileChanges.Add(context.Background(), 1)
 	tb.ReceiverUprobeFiles.Add(context.Background(), 1)
 	tb.ReceiverUprobeFilesUnplanned.Add(context.Background(), 1)
+	tb.ReceiverUprobeIdentitiesUnknown.Add(context.Background(), 1)
 	tb.ReceiverUprobeLocations.Add(context.Background(), 1)
+	tb.ReceiverUprobeProcessRecordsLost.Add(context.Background(), 1)
 	tb.ReceiverUprobeRecordsMalformed.Add(context.Background(), 1)
 	tb.ReceiverUprobeSpansAbandoned.Add(context.Background(), 1)
+	tb.ReceiverUprobeSpansDropped.Add(context.Background(), 1)
 	tb.ReceiverUprobeSpansFiltered.Add(context.Background(), 1)
 	tb.ReceiverUprobeSpansOverflow.Add(context.Background(), 1)
 	tb.ReceiverUprobeSpansTruncated.Add(context.Background(), 1)
@@ -99,6 +102,9 @@ func TestSetupTelemetry(t *testing.T) {
 	AssertEqualReceiverUprobeFilesUnplanned(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverUprobeIdentitiesUnknown(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverUprobeLocations(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
@@ -108,10 +114,16 @@ func TestSetupTelemetry(t *testing.T) {
 	AssertEqualReceiverUprobeProbeDutyCycle(t, testTel,
 		[]metricdata.DataPoint[float64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverUprobeProcessRecordsLost(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverUprobeRecordsMalformed(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverUprobeSpansAbandoned(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverUprobeSpansDropped(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverUprobeSpansFiltered(t, testTel,
