@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/testutil/hostile"
 )
 
@@ -317,4 +318,26 @@ func checkHostile(t *testing.T, path string, opts Options, want string, is error
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), want)
 	assert.ErrorIs(t, err, is)
+}
+
+// Split DWARF (-gsplit-dwarf, DWARF 4 with GCC's DW_AT_GNU_dwo_name and
+// DWARF 5 skeleton units) is not read: the file's own DWARF is skeletons
+// whose DIEs are in .dwo files. A function or line looked up in such a
+// file is refused with that reason, not a bare "not found".
+func TestSplitDWARF(t *testing.T) {
+	requireTool(t, "gcc")
+	for _, version := range []string{"-gdwarf-4", "-gdwarf-5"} {
+		t.Run(version, func(t *testing.T) {
+			dir := t.TempDir()
+			bin := filepath.Join(dir, "prog")
+			run(t, dir, nil, "gcc", "-O2", version, "-gsplit-dwarf", "-o", bin, testutil.Testdata("debuginfo", "prog.c"))
+			f := open(t, bin)
+			_, err := f.Function("handle_request")
+			require.ErrorIs(t, err, ErrNotFound)
+			assert.Contains(t, err.Error(), `(its DWARF is split, -gsplit-dwarf: 1 skeleton units whose DWARF is in .dwo files such as "`+bin+`.dwo", which are not read; build without -gsplit-dwarf)`)
+			_, err = f.Lines("prog.c", markerLine(t, "prog.c", "total"))
+			require.ErrorIs(t, err, ErrNotFound)
+			assert.Contains(t, err.Error(), "its DWARF is split")
+		})
+	}
 }
