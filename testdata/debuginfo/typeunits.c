@@ -10,7 +10,7 @@
  * only), and check that every path compiles to the same fetch either way.
  *
  * It calls handle and pick once and prints their sum; "loop N" calls them
- * N times.
+ * N times. The values are checked under gdb (TestRuntimeAgainstGDB).
  */
 #include <stdio.h>
 #include <stdlib.h>
