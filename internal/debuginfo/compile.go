@@ -284,8 +284,11 @@ func equalDerefs(a, b []int64) bool {
 }
 
 // derefPointer turns a place holding a pointer into the place of what it
-// points to.
+// points to. A place that starts at a link-time address (a global, or a
+// pointer whose value is one) still does after the dereference: fix
+// rebases its first read.
 func derefPointer(pl place, target dwarf.Type) (place, error) {
+	absolute := pl.absolute || pl.addr.Absolute
 	switch {
 	case pl.pieces != nil:
 		return place{}, fmt.Errorf("a pointer in pieces: %w", ErrTooComplex)
@@ -294,11 +297,11 @@ func derefPointer(pl place, target dwarf.Type) (place, error) {
 		a.Derefs = append(append([]int64(nil), a.Derefs...), a.Off)
 		a.Off = 0
 		a.Absolute = false
-		return place{mem: true, addr: a, typ: target}, nil
+		return place{mem: true, addr: a, typ: target, absolute: absolute}, nil
 	default:
 		a := pl.addr
 		a.Absolute = false
-		return place{mem: true, addr: a, typ: target}, nil
+		return place{mem: true, addr: a, typ: target, absolute: absolute}, nil
 	}
 }
 

@@ -130,55 +130,11 @@ func TestCompileGolden(t *testing.T) {
 		{"clang-O0", cGolden, "prog.c"}, {"clang-O2", cGolden, "prog.c"},
 		{"go-opt", goGolden, "goprog/main.go"}, {"go-noopt", goGolden, "goprog/main.go"},
 		{"cpp", cppGolden, "prog.cc"},
+		{"tu-gcc-O0-dwarf5", tuGolden, "typeunits.c"}, {"tu-gcc-O2-dwarf4", tuGolden, "typeunits.c"},
+		{"tu-clang++-O2-dwarf5", tuGolden, "typeunits.c"},
 	} {
 		t.Run(c.fixture, func(t *testing.T) {
-			bin := fixture(t, c.fixture)
-			f := open(t, bin)
-			var b strings.Builder
-			for _, gc := range c.cases {
-				fn, err := f.Function(gc.function)
-				require.NoError(t, err)
-				for _, s := range goldenScopes(t, f, fn, gc, c.src) {
-					fmt.Fprintf(&b, "# %s at %s", gc.function, gc.site)
-					if gc.site == SiteLine {
-						fmt.Fprintf(&b, " %s:LINE:%s", c.src, gc.marker)
-					}
-					if len(s.Inlined) > 0 {
-						fmt.Fprintf(&b, " (inlined %s)", strings.Join(s.Inlined, " > "))
-					}
-					if s.PC == 0 {
-						b.WriteString(" (uretprobe)")
-					} else if gc.site != SiteEntry {
-						fmt.Fprintf(&b, " (pc entry%+d)", int64(s.PC-fn.Entry))
-					}
-					b.WriteString("\n")
-					for _, p := range gc.paths {
-						pp, err := ParsePath(p)
-						require.NoError(t, err, p)
-						if pp.Kind == PathParams {
-							as, err := s.CompileParams()
-							for _, a := range as {
-								fmt.Fprintf(&b, "%s: %s = %s\n", p, a.Path, describe(a))
-							}
-							if err != nil {
-								for _, e := range splitJoined(err) {
-									fmt.Fprintf(&b, "%s: error: %s\n", p, e)
-								}
-							}
-							continue
-						}
-						a, err := s.Compile(pp)
-						if err != nil {
-							fmt.Fprintf(&b, "%s: error: %s\n", p, err)
-							continue
-						}
-						fmt.Fprintf(&b, "%s = %s\n", p, describe(a))
-					}
-					b.WriteString("\n")
-				}
-			}
-			got := addrRE.ReplaceAllString(b.String(), "0x…")
-			got = strings.ReplaceAll(got, filepath.Dir(bin), "$TMP")
+			got := goldenText(t, fixture(t, c.fixture), c.cases, c.src)
 			golden := testutil.Testdata("debuginfo", "golden", c.fixture+".golden")
 			if *update {
 				require.NoError(t, os.MkdirAll(filepath.Dir(golden), 0o755))
@@ -189,6 +145,58 @@ func TestCompileGolden(t *testing.T) {
 			assert.Equal(t, string(want), got)
 		})
 	}
+}
+
+// goldenText compiles the paths of cases in the file at bin, as the
+// golden files show them: addresses hidden, the build directory as $TMP.
+func goldenText(t *testing.T, bin string, cases []goldenCase, src string) string {
+	t.Helper()
+	f := open(t, bin)
+	var b strings.Builder
+	for _, gc := range cases {
+		fn, err := f.Function(gc.function)
+		require.NoError(t, err)
+		for _, s := range goldenScopes(t, f, fn, gc, src) {
+			fmt.Fprintf(&b, "# %s at %s", gc.function, gc.site)
+			if gc.site == SiteLine {
+				fmt.Fprintf(&b, " %s:LINE:%s", src, gc.marker)
+			}
+			if len(s.Inlined) > 0 {
+				fmt.Fprintf(&b, " (inlined %s)", strings.Join(s.Inlined, " > "))
+			}
+			if s.PC == 0 {
+				b.WriteString(" (uretprobe)")
+			} else if gc.site != SiteEntry {
+				fmt.Fprintf(&b, " (pc entry%+d)", int64(s.PC-fn.Entry))
+			}
+			b.WriteString("\n")
+			for _, p := range gc.paths {
+				pp, err := ParsePath(p)
+				require.NoError(t, err, p)
+				if pp.Kind == PathParams {
+					as, err := s.CompileParams()
+					for _, a := range as {
+						fmt.Fprintf(&b, "%s: %s = %s\n", p, a.Path, describe(a))
+					}
+					if err != nil {
+						for _, e := range splitJoined(err) {
+							fmt.Fprintf(&b, "%s: error: %s\n", p, e)
+						}
+					}
+					continue
+				}
+				a, err := s.Compile(pp)
+				if err != nil {
+					fmt.Fprintf(&b, "%s: error: %s\n", p, err)
+					continue
+				}
+				fmt.Fprintf(&b, "%s = %s\n", p, describe(a))
+			}
+			b.WriteString("\n")
+		}
+	}
+	got := addrRE.ReplaceAllString(b.String(), "0x…")
+	return strings.ReplaceAll(got, filepath.Dir(bin), "$TMP")
 }
 
 // splitJoined returns the errors of an errors.Join.

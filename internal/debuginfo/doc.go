@@ -29,12 +29,37 @@
 // files, types) is charged to the same budget (ErrOverBudget). Types are
 // read by a work list, not by debug/dwarf's recursive Type; chains of
 // typedefs, qualifiers and arrays that cycle or exceed 64 are refused
-// (ErrMalformed); DIEs are skipped without recursion; DWARF 4 type units
-// (.debug_types) are not read. CheckELF checks a file's other compressed
+// (ErrMalformed); DIEs are skipped without recursion. Type units (see
+// below) are counted and charged, with their signatures, before any is
+// decoded, and followed by the same work list: declarations by signature
+// that cycle or exceed 8 in a row are refused, a signature no unit has is
+// refused, and a .debug_types that cannot be read (malformed, over the
+// budget) leaves out only the types that live there, refused with the
+// reason when named. CheckELF checks a file's other compressed
 // sections and symbol tables before anything reads them. .eh_frame always comes from the traced
 // file (--only-keep-debug leaves it empty in the debug file). With no DWARF
 // anywhere the error wraps ErrNoDebugInfo and lists every place looked in;
 // a Go binary linked with -ldflags=-w is named as such.
+//
+// # Type units
+//
+// Types moved into type units by -fdebug-types-section (GCC for C and
+// C++, clang for C++ only) are read: the units of .debug_types (DWARF 4)
+// and the DW_UT_type units of .debug_info (DWARF 5), named by
+// DW_FORM_ref_sig8 or by a declaration carrying DW_AT_signature (which
+// stands for the type of that signature); paths through them compile as
+// they do without type units. debug/dwarf reads the DIEs of .debug_info
+// only (its own reading of .debug_types recurses through signatures
+// without bound), so the header of each .debug_types unit, a compile
+// unit's header followed by the signature and the type offset, is read
+// and those two fields zeroed (null entries), and the section is read as
+// a .debug_info of its own, offsets unchanged. A reference from a
+// .debug_types unit must stay inside it. Of units sharing a signature
+// the first is used.
+//
+// Split DWARF (-gsplit-dwarf: skeleton units whose DIEs are in .dwo files
+// or a .dwp package, and their DW_UT_split_type units) is not read: a
+// function or line looked up in such a file is refused saying so.
 //
 // # Functions
 //

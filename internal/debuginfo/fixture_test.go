@@ -82,8 +82,17 @@ var cFlags = map[string][]string{
 	"clang-O2": {"-O2", "-g"},
 }
 
-// fixture builds (once) and returns the path of a fixture: a C build of
-// testdata/debuginfo/prog.c named in cFlags, "cpp" (prog.cc with g++),
+// srcBuild is a fixture built from one source of testdata/debuginfo by
+// the first of cc found, with flags.
+type srcBuild struct {
+	cc    []string
+	src   string
+	flags []string
+}
+
+// fixture builds (once) and returns the path of a fixture: one of
+// srcBuilds, a C build of testdata/debuginfo/prog.c named in cFlags,
+// "cpp" (prog.cc with g++),
 // "go-opt", "go-noopt" (-gcflags=all=-N -l), "go-stripped" (-s -w) or
 // "go-arm64" (GOARCH=arm64).
 func fixture(t testing.TB, name string) string {
@@ -97,6 +106,11 @@ func fixture(t testing.TB, name string) string {
 	out := filepath.Join(dir, name)
 	src := testutil.Testdata("debuginfo")
 	switch {
+	case len(srcBuilds[name].cc) > 0:
+		b := srcBuilds[name]
+		cc := requireTool(t, b.cc...)
+		args := append(append([]string{}, b.flags...), "-Wl,--build-id", "-o", out, filepath.Join(src, b.src))
+		run(t, dir, nil, cc, args...)
 	case cFlags[name] != nil:
 		cc := "gcc"
 		if strings.HasPrefix(name, "clang-") {

@@ -180,6 +180,22 @@ var cRuntime = []runtimeCase{
 	{function: "call_twice", site: SiteLine, marker: "twice", want: map[string]string{"$v": "2|3", "$x": "2"}, optional: []string{"$v", "$x"}},
 }
 
+// tuRuntime are the values of typeunits.c, run with "/x", whose types
+// live in type units in the -types builds.
+var tuRuntime = []runtimeCase{
+	{function: "handle", site: SiteEntry, want: map[string]string{
+		"$req->id": "6", "$req->path": "/index", "$req->hdr->len": "7", "$req->hdr->name": "hdr", "$req->port": "8080",
+		"$req->color": "4", "$req->inline_hdr.len": "5", "$req->inline_hdr.name": "inl", "$req->codes[3]": "40",
+		"$req->hdrs[1].len": "11", "$req->hdrs[1].name": "second", "$req->pos.y": "-2", "$req->num.l": "1234",
+		"$req->next->id": "99", "$req->next->port": "4242", "$req->grid[1][2]": "12", "$other->hdr->name": "hdr",
+		"$other->color": "4", "$c": "2", "$pt.x": "1", "$pt.y": "2", "$n": "0",
+		"$global_req.id": "6", "$global_req.hdrs[1].name": "second", "$global_req.next->port": "4242",
+	}, optional: []string{"$pt.x"}}, // unused: clang -O2 drops it
+	{function: "handle", site: SiteReturn, want: map[string]string{"$return": "1375"}},
+	{function: "pick", site: SiteEntry, want: map[string]string{"$which": "0", "$req->inline_hdr.len": "5"}},
+	{function: "pick", site: SiteReturn, want: map[string]string{"$return->len": "5", "$return->name": "inl"}},
+}
+
 var goRuntime = []runtimeCase{
 	{function: "main.(*Server).Handle", site: SiteEntry, want: map[string]string{
 		"$r.URL.Path": "/x", "$r.URL.Host": "h", "$r.Method": "GET", "$r.ID": "7", "$r.Flags": "5",
@@ -213,6 +229,9 @@ func TestRuntimeAgainstGDB(t *testing.T) {
 		{"c-O2-nopie", cRuntime, "prog.c"}, {"c-O0-nopie", cRuntime, "prog.c"},
 		{"clang-O0", cRuntime, "prog.c"}, {"clang-O2", cRuntime, "prog.c"},
 		{"go-opt", goRuntime, "goprog/main.go"}, {"go-noopt", goRuntime, "goprog/main.go"},
+		{"tu-gcc-O2-dwarf4", tuRuntime, "typeunits.c"}, {"tu-gcc-O2-dwarf4-types", tuRuntime, "typeunits.c"},
+		{"tu-gcc-O0-dwarf5-types", tuRuntime, "typeunits.c"}, {"tu-g++-O2-dwarf5-types", tuRuntime, "typeunits.c"},
+		{"tu-clang++-O2-dwarf4-types", tuRuntime, "typeunits.c"},
 	}
 	for _, b := range builds {
 		t.Run(b.name, func(t *testing.T) {

@@ -150,6 +150,10 @@ type index struct {
 	funcs   []*Function // by Entry
 	byName  map[string][]*Function
 	globals map[string][]global
+	// skeletons counts the split-DWARF skeleton units (-gsplit-dwarf),
+	// whose DWARF is in the .dwo file dwo names (the first one's).
+	skeletons int
+	dwo       string
 }
 
 // maxDIEDepth bounds the nesting the index follows (namespaces, classes).
@@ -183,6 +187,17 @@ func (f *File) buildIndex() (*index, error) {
 		if e.Tag == 0 {
 			depth--
 			continue
+		}
+		if e.Tag == dwarf.TagCompileUnit || e.Tag == dwarf.TagSkeletonUnit {
+			dwo, ok := e.Val(dwarf.AttrDwoName).(string)
+			if !ok {
+				dwo, ok = e.Val(attrGNUDwoName).(string)
+			}
+			if ok {
+				if idx.skeletons++; idx.dwo == "" {
+					idx.dwo = dwo
+				}
+			}
 		}
 		switch e.Tag {
 		case dwarf.TagCompileUnit, dwarf.TagPartialUnit:
@@ -572,7 +587,7 @@ func (f *File) Function(name string) (*Function, error) {
 	}
 	switch len(fns) {
 	case 0:
-		return nil, fmt.Errorf("function %q in %s: %w", name, f.Path, ErrNotFound)
+		return nil, fmt.Errorf("function %q in %s%s: %w", name, f.Path, f.idx.splitNote(), ErrNotFound)
 	case 1:
 		return fns[0], nil
 	}
@@ -605,6 +620,20 @@ func (f *File) FunctionAt(pc uint64) (*Function, error) {
 		}
 	}
 	return nil, fmt.Errorf("pc %#x in %s: no function: %w", pc, f.Path, ErrNotFound)
+}
+
+// attrGNUDwoName is DW_AT_GNU_dwo_name, GCC's name of a DWARF 4 split
+// unit's .dwo file.
+const attrGNUDwoName dwarf.Attr = 0x2130
+
+// splitNote says, for an error, that the file's DWARF is split
+// (-gsplit-dwarf): the .dwo files (and .dwp packages) that hold it are
+// not read. It is "" for other files.
+func (idx *index) splitNote() string {
+	if idx.skeletons == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (its DWARF is split, -gsplit-dwarf: %d skeleton units whose DWARF is in .dwo files such as %q, which are not read; build without -gsplit-dwarf)", idx.skeletons, idx.dwo)
 }
 
 // attrMIPSLinkageName is DW_AT_MIPS_linkage_name, older GCC's linkage

@@ -121,7 +121,7 @@ func (f *File) Lines(file string, line int) ([]LineSite, error) {
 		}
 	}
 	if len(matched) == 0 {
-		return nil, fmt.Errorf("line %s:%d: no line table of %s names a file %q: %w", file, line, f.DebugPath, file, ErrNotFound)
+		return nil, fmt.Errorf("line %s:%d: no line table of %s names a file %q%s: %w", file, line, f.DebugPath, file, idx.splitNote(), ErrNotFound)
 	}
 	if len(addrs) == 0 {
 		return nil, fmt.Errorf("line %s:%d has no code (%s): %w", file, line, nearest(codeLine, line), ErrNotFound)
@@ -153,7 +153,7 @@ func (f *File) Lines(file string, line int) ([]LineSite, error) {
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("line %s:%d: its code is in no function the debuginfo describes: %w", file, line, ErrNotFound)
+		return nil, fmt.Errorf("line %s:%d: its code is in no function the debuginfo describes%s: %w", file, line, idx.splitNote(), ErrNotFound)
 	}
 	return out, nil
 }

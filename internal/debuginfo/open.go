@@ -307,6 +307,7 @@ func (f *File) init(ctx context.Context, opts Options) error {
 		return reject(fmt.Errorf("reading DWARF of %s: %w", f.DebugPath, err))
 	}
 	f.types = newTypeReader(f.data, &f.budget)
+	f.types.indexTypeUnits(f.units, raw, f.order)
 	return nil
 }
 

@@ -164,8 +164,8 @@ func (f *File) Scope(fn *Function, pc uint64, site Site) (*Scope, error) {
 	if fb := e.AttrField(dwarf.AttrFrameBase); fb != nil {
 		s.fbExpr = fb
 	}
-	if t, ok := s.resolver.attr(e, dwarf.AttrType).(dwarf.Offset); ok {
-		if s.ReturnType, err = f.types.typeAt(t); err != nil {
+	if t := s.resolver.attr(e, dwarf.AttrType); t != nil {
+		if s.ReturnType, err = f.types.typeOf(t); err != nil {
 			return nil, fmt.Errorf("function %s: return type: %w", fn.Name, err)
 		}
 	}
@@ -291,8 +291,8 @@ func (s *Scope) newVariable(e *dwarf.Entry, kind VarKind, fnName string, level, 
 		v.Name = fmt.Sprintf("<unnamed %#x>", e.Offset)
 	}
 	_, v.DeclLine = s.resolver.decl(e)
-	if t, ok := s.resolver.attr(e, dwarf.AttrType).(dwarf.Offset); ok {
-		typ, err := s.File.types.typeAt(t)
+	if t := s.resolver.attr(e, dwarf.AttrType); t != nil {
+		typ, err := s.File.types.typeOf(t)
 		if err != nil {
 			return nil, fmt.Errorf("type of %s: %w", v.Name, err)
 		}
@@ -673,8 +673,8 @@ func (f *File) globalVar(name string, s *Scope) (*Variable, error) {
 		return nil, fmt.Errorf("global %q: reading DIE %#x: %w", name, g.off, errors.Join(err, ErrMalformed))
 	}
 	v := &Variable{Name: name, Kind: VarGlobal, Offset: g.off, static: true}
-	if t, ok := s.resolver.attr(e, dwarf.AttrType).(dwarf.Offset); ok {
-		if v.Type, err = f.types.typeAt(t); err != nil {
+	if t := s.resolver.attr(e, dwarf.AttrType); t != nil {
+		if v.Type, err = f.types.typeOf(t); err != nil {
 			return nil, fmt.Errorf("type of global %q: %w", name, err)
 		}
 	}

@@ -154,11 +154,9 @@ func loadSections(loads []sectionLoad, b *budget) error {
 }
 
 // dwarfSections are the debug sections Open reads from the debug file.
-// .debug_types (DWARF 4 type units) is not read: types that live there
-// are refused (debug/dwarf recurses through type signatures without
-// bound).
+// .debug_types holds DWARF 4 type units (see indexTypeUnits).
 var dwarfSections = []string{
-	".debug_abbrev", ".debug_info", ".debug_str", ".debug_line", ".debug_ranges",
+	".debug_abbrev", ".debug_info", ".debug_types", ".debug_str", ".debug_line", ".debug_ranges",
 	".debug_addr", ".debug_line_str", ".debug_str_offsets", ".debug_rnglists",
 	".debug_loc", ".debug_loclists", ".debug_frame",
 }

@@ -21,33 +21,78 @@ const maxTypeChain = 64
 // longer than maxTypeChain refuses the type, so that Size and String
 // stay shallow on every type handed out; every type read is charged to
 // the file's budget, which bounds the work and memory of all reads
-// together (failed reads included). Types are cached by offset, as
-// debug/dwarf caches them.
+// together (failed reads included). Types are cached by where their DIE
+// is (section and offset), as debug/dwarf caches them by offset. A type
+// in a type unit is reached by its signature (indexTypeUnits) as one more
+// edge of the same work list, so signatures that refer to each other cost
+// no recursion either.
 type typeReader struct {
-	data   *dwarf.Data
 	budget *budget
-	// entries reads the DIE of a type; kids walks the children of the
-	// one being filled in.
-	entries, kids *dwarf.Reader
-	cache         map[dwarf.Offset]dwarf.Type
-	failed        map[dwarf.Offset]error
+	// spaces are where DIEs of types are read: .debug_info (infoSpace)
+	// and, when the file has one that could be read, .debug_types.
+	spaces [2]*typeSpace
+	cache  map[typeKey]dwarf.Type
+	failed map[typeKey]error
 	// chain is the length of the typedef, qualifier and array chain that
 	// starts at each accepted type of those kinds.
 	chain map[dwarf.Type]int
+	// sigs finds the type of each type unit signature (DW_FORM_ref_sig8,
+	// DW_AT_signature); sigsErr says which type units were left out and
+	// why (nil when none was).
+	sigs    map[uint64]typeKey
+	sigsErr error
+}
+
+// typeSpace is a section of DIEs as debug/dwarf reads it.
+type typeSpace struct {
+	data *dwarf.Data
+	// entries reads the DIE of a type; kids walks the children of the
+	// one being filled in.
+	entries, kids *dwarf.Reader
+	// units are the section's units by offset, when references must stay
+	// inside their unit (.debug_types); nil for .debug_info.
+	units []unit
+}
+
+// The spaces of typeReader.spaces.
+const (
+	infoSpace  = 0
+	typesSpace = 1
+)
+
+// typeKey is where a type's DIE is: a section and an offset in it.
+type typeKey struct {
+	space uint8
+	off   dwarf.Offset
+}
+
+// String names a DIE's place for messages: its .debug_info offset, or
+// the section and offset.
+func (k typeKey) String() string {
+	if k.space == infoSpace {
+		return fmt.Sprintf("%#x", k.off)
+	}
+	return fmt.Sprintf(".debug_types %#x", k.off)
 }
 
 func newTypeReader(d *dwarf.Data, b *budget) *typeReader {
 	return &typeReader{
-		data: d, budget: b, entries: d.Reader(), kids: d.Reader(),
-		cache: map[dwarf.Offset]dwarf.Type{}, failed: map[dwarf.Offset]error{}, chain: map[dwarf.Type]int{},
+		budget: b,
+		spaces: [2]*typeSpace{{data: d, entries: d.Reader(), kids: d.Reader()}},
+		cache:  map[typeKey]dwarf.Type{}, failed: map[typeKey]error{}, chain: map[dwarf.Type]int{},
+		sigs: map[uint64]typeKey{},
 	}
 }
 
-// typeRead is one type being read: its DIE and the object made for it.
+// typeRead is one type being read: its DIE, where it is, the object made
+// for it, and the bounds references from it must stay in (the whole
+// section but in .debug_types, where it is the DIE's unit).
 type typeRead struct {
 	e        *dwarf.Entry
+	key      typeKey
 	t        dwarf.Type
 	addrSize int
+	lo, hi   uint64
 }
 
 // typeBuild is one call of typeAt: the types it made, which leave the
@@ -55,7 +100,7 @@ type typeRead struct {
 type typeBuild struct {
 	tr       *typeReader
 	queue    []typeRead
-	made     []dwarf.Offset
+	made     []typeKey
 	typedefs []*dwarf.TypedefType
 	chained  []dwarf.Type // new typedefs, qualifiers and arrays
 	zeroArr  []*dwarf.Type
@@ -63,29 +108,62 @@ type typeBuild struct {
 
 // typeAt returns the type whose DIE is at off in .debug_info.
 func (tr *typeReader) typeAt(off dwarf.Offset) (dwarf.Type, error) {
-	if t, ok := tr.cache[off]; ok {
+	return tr.typeAtKey(typeKey{infoSpace, off})
+}
+
+// typeOf returns the type a DW_AT_type value names: a .debug_info offset
+// or a type unit's signature (DW_FORM_ref_sig8). Values of other forms
+// name no type (nil, nil).
+func (tr *typeReader) typeOf(v any) (dwarf.Type, error) {
+	switch v := v.(type) {
+	case dwarf.Offset:
+		return tr.typeAt(v)
+	case uint64:
+		key, err := tr.sigType(v)
+		if err != nil {
+			return nil, err
+		}
+		return tr.typeAtKey(key)
+	}
+	return nil, nil
+}
+
+// typeAtKey returns the type whose DIE is at key.
+func (tr *typeReader) typeAtKey(key typeKey) (dwarf.Type, error) {
+	if t, ok := tr.cache[key]; ok {
 		return t, nil
 	}
-	if err, ok := tr.failed[off]; ok {
+	if err, ok := tr.failed[key]; ok {
 		return nil, err
 	}
 	b := &typeBuild{tr: tr}
-	t, err := b.run(off)
+	t, err := b.run(key)
 	if err != nil {
-		for _, o := range b.made {
-			delete(tr.cache, o)
+		for _, k := range b.made {
+			delete(tr.cache, k)
 		}
 		for _, t := range b.chained {
 			delete(tr.chain, t)
 		}
-		err = fmt.Errorf("type at %#x: %w", off, err)
-		tr.failed[off] = err
+		err = fmt.Errorf("type at %s: %w", key, err)
+		tr.failed[key] = err
 		return nil, err
 	}
 	return t, nil
 }
 
-func (b *typeBuild) run(root dwarf.Offset) (dwarf.Type, error) {
+// sigType returns where the type of a type unit's signature is.
+func (tr *typeReader) sigType(sig uint64) (typeKey, error) {
+	if key, ok := tr.sigs[sig]; ok {
+		return key, nil
+	}
+	if tr.sigsErr != nil {
+		return typeKey{}, fmt.Errorf("no type unit with signature %#x was read (%w)", sig, tr.sigsErr)
+	}
+	return typeKey{}, fmt.Errorf("no type unit has signature %#x: %w", sig, ErrMalformed)
+}
+
+func (b *typeBuild) run(root typeKey) (dwarf.Type, error) {
 	t, err := b.node(root)
 	if err != nil {
 		return nil, err
@@ -118,27 +196,76 @@ func (b *typeBuild) run(root dwarf.Offset) (dwarf.Type, error) {
 	return t, nil
 }
 
-// node returns the type at off: cached, or made now (its fields filled in
-// later, from the queue).
-func (b *typeBuild) node(off dwarf.Offset) (dwarf.Type, error) {
+// maxSigHops bounds a chain of declarations that name their type by
+// signature (DW_AT_signature) and whose type is such a declaration again:
+// compilers write none, a hostile file may write a cycle.
+const maxSigHops = 8
+
+// node returns the type at key: cached, or made now (its fields filled in
+// later, from the queue). A declaration that names its type by signature
+// (DW_AT_signature, as GCC writes in place of a type moved to a type
+// unit) is that type.
+func (b *typeBuild) node(key typeKey) (dwarf.Type, error) {
 	tr := b.tr
-	if t, ok := tr.cache[off]; ok {
-		return t, nil
+	var stubs []typeKey
+	alias := func(t dwarf.Type) {
+		for _, k := range stubs {
+			tr.cache[k] = t
+			b.made = append(b.made, k)
+		}
 	}
-	if err, ok := tr.failed[off]; ok {
-		return nil, err
+	var (
+		e  *dwarf.Entry
+		sp *typeSpace
+	)
+	for {
+		if t, ok := tr.cache[key]; ok {
+			alias(t)
+			return t, nil
+		}
+		if err, ok := tr.failed[key]; ok {
+			return nil, err
+		}
+		if err := tr.budget.charge(typeCost, "types"); err != nil {
+			return nil, err
+		}
+		if sp = tr.spaces[key.space]; sp == nil {
+			return nil, fmt.Errorf("no type at %s: %w", key, ErrMalformed)
+		}
+		sp.entries.Seek(key.off)
+		var err error
+		if e, err = sp.entries.Next(); err != nil {
+			return nil, fmt.Errorf("reading the type at %s: %v: %w", key, err, ErrMalformed)
+		}
+		if e == nil || e.Offset != key.off {
+			return nil, fmt.Errorf("no type at %s: %w", key, ErrMalformed)
+		}
+		sig, ok := e.Val(dwarf.AttrSignature).(uint64)
+		if !ok {
+			break
+		}
+		for i, k := range stubs {
+			if k == key {
+				return nil, fmt.Errorf("type units refer to each other in a cycle of %d declarations by signature: %w", len(stubs)-i, ErrMalformed)
+			}
+		}
+		if len(stubs) >= maxSigHops {
+			return nil, fmt.Errorf("over %d declarations by signature in a row: %w", maxSigHops, ErrMalformed)
+		}
+		stubs = append(stubs, key)
+		if key, err = tr.sigType(sig); err != nil {
+			return nil, fmt.Errorf("DIE at %s: %w", stubs[len(stubs)-1], err)
+		}
 	}
-	if err := tr.budget.charge(typeCost, "types"); err != nil {
-		return nil, err
+	lo, hi := uint64(0), uint64(1)<<63
+	if sp.units != nil {
+		u := unitAt(sp.units, key.off)
+		if u == nil {
+			return nil, fmt.Errorf("no type at %s: %w", key, ErrMalformed)
+		}
+		lo, hi = u.off, u.end
 	}
-	tr.entries.Seek(off)
-	e, err := tr.entries.Next()
-	if err != nil {
-		return nil, err
-	}
-	if e == nil || e.Offset != off {
-		return nil, fmt.Errorf("no type at offset %#x: %w", off, ErrMalformed)
-	}
+	var err error
 	var t dwarf.Type
 	switch e.Tag {
 	case dwarf.TagArrayType:
@@ -164,9 +291,10 @@ func (b *typeBuild) node(off dwarf.Offset) (dwarf.Type, error) {
 	default:
 		t = new(dwarf.UnsupportedType)
 	}
-	tr.cache[off] = t
-	b.made = append(b.made, off)
-	b.queue = append(b.queue, typeRead{e: e, t: t, addrSize: tr.entries.AddressSize()})
+	tr.cache[key] = t
+	b.made = append(b.made, key)
+	alias(t)
+	b.queue = append(b.queue, typeRead{e: e, key: key, t: t, addrSize: sp.entries.AddressSize(), lo: lo, hi: hi})
 	return t, nil
 }
 
@@ -197,25 +325,33 @@ func baseType(e *dwarf.Entry) (dwarf.Type, error) {
 	return nil, fmt.Errorf("base type at %#x: encoding %d: %w", e.Offset, enc, ErrMalformed)
 }
 
-// ref returns the type an entry's DW_AT_type names: void when it names
-// none.
-func (b *typeBuild) ref(e *dwarf.Entry) (dwarf.Type, error) {
+// ref returns the type an entry of p's DIE (itself or a child) names by
+// DW_AT_type: void when it names none.
+func (b *typeBuild) ref(p typeRead, e *dwarf.Entry) (dwarf.Type, error) {
 	switch v := e.Val(dwarf.AttrType).(type) {
 	case dwarf.Offset:
-		return b.node(v)
+		if uint64(v) < p.lo || uint64(v) >= p.hi {
+			return nil, fmt.Errorf("DIE at %s names a type outside its type unit: %w", typeKey{p.key.space, e.Offset}, ErrMalformed)
+		}
+		return b.node(typeKey{p.key.space, v})
 	case uint64:
-		return nil, fmt.Errorf("DIE at %#x names its type by signature %#x: types in DWARF 4 type units (.debug_types) are not read: %w", e.Offset, v, ErrTooComplex)
+		key, err := b.tr.sigType(v)
+		if err != nil {
+			return nil, fmt.Errorf("DIE at %s: %w", typeKey{p.key.space, e.Offset}, err)
+		}
+		return b.node(key)
 	}
 	return new(dwarf.VoidType), nil
 }
 
 // children calls fn for each direct child of e, as debug/dwarf reads
 // them: a child with children of its own is skipped with them.
-func (b *typeBuild) children(e *dwarf.Entry, fn func(kid *dwarf.Entry) error) error {
+func (b *typeBuild) children(p typeRead, fn func(kid *dwarf.Entry) error) error {
+	e := p.e
 	if !e.Children {
 		return nil
 	}
-	r := b.tr.kids
+	r := b.tr.spaces[p.key.space].kids
 	r.Seek(e.Offset)
 	if _, err := r.Next(); err != nil {
 		return err
@@ -256,12 +392,12 @@ func (b *typeBuild) fill(p typeRead) error {
 	switch t := p.t.(type) {
 	case *dwarf.ArrayType:
 		b.chained = append(b.chained, t)
-		if t.Type, err = b.ref(e); err != nil {
+		if t.Type, err = b.ref(p, e); err != nil {
 			return err
 		}
 		t.StrideBitSize, _ = e.Val(dwarf.AttrStrideSize).(int64)
 		var dims []int64
-		err = b.children(e, func(kid *dwarf.Entry) error {
+		err = b.children(p, func(kid *dwarf.Entry) error {
 			switch kid.Tag {
 			case dwarf.TagSubrangeType:
 				if len(dims) >= maxTypeChain {
@@ -317,7 +453,7 @@ func (b *typeBuild) fill(p typeRead) error {
 				}
 			}
 		)
-		err = b.children(e, func(kid *dwarf.Entry) error {
+		err = b.children(p, func(kid *dwarf.Entry) error {
 			if kid.Tag != dwarf.TagMember {
 				return nil
 			}
@@ -326,7 +462,7 @@ func (b *typeBuild) fill(p typeRead) error {
 			}
 			f := new(dwarf.StructField)
 			var err error
-			if f.Type, err = b.ref(kid); err != nil {
+			if f.Type, err = b.ref(p, kid); err != nil {
 				return err
 			}
 			switch loc := kid.Val(dwarf.AttrDataMemberLoc).(type) {
@@ -368,7 +504,7 @@ func (b *typeBuild) fill(p typeRead) error {
 		}
 	case *dwarf.QualType:
 		b.chained = append(b.chained, t)
-		if t.Type, err = b.ref(e); err != nil {
+		if t.Type, err = b.ref(p, e); err != nil {
 			return err
 		}
 		switch e.Tag {
@@ -382,7 +518,7 @@ func (b *typeBuild) fill(p typeRead) error {
 	case *dwarf.EnumType:
 		t.EnumName = name
 		t.Val = make([]*dwarf.EnumValue, 0, 8)
-		err = b.children(e, func(kid *dwarf.Entry) error {
+		err = b.children(p, func(kid *dwarf.Entry) error {
 			if kid.Tag != dwarf.TagEnumerator {
 				return nil
 			}
@@ -401,31 +537,31 @@ func (b *typeBuild) fill(p typeRead) error {
 	case *dwarf.PtrType:
 		if e.Val(dwarf.AttrType) == nil {
 			t.Type = &dwarf.VoidType{}
-		} else if t.Type, err = b.ref(e); err != nil {
+		} else if t.Type, err = b.ref(p, e); err != nil {
 			return err
 		}
 	case *dwarf.FuncType:
-		if t.ReturnType, err = b.ref(e); err != nil {
+		if t.ReturnType, err = b.ref(p, e); err != nil {
 			return err
 		}
 		t.ParamType = make([]dwarf.Type, 0, 8)
-		err = b.children(e, func(kid *dwarf.Entry) error {
-			var p dwarf.Type
+		err = b.children(p, func(kid *dwarf.Entry) error {
+			var param dwarf.Type
 			switch kid.Tag {
 			case dwarf.TagFormalParameter:
 				if err := b.tr.budget.charge(typeMemberCost, "parameters"); err != nil {
 					return err
 				}
 				var err error
-				if p, err = b.ref(kid); err != nil {
+				if param, err = b.ref(p, kid); err != nil {
 					return err
 				}
 			case dwarf.TagUnspecifiedParameters:
-				p = &dwarf.DotDotDotType{}
+				param = &dwarf.DotDotDotType{}
 			default:
 				return nil
 			}
-			t.ParamType = append(t.ParamType, p)
+			t.ParamType = append(t.ParamType, param)
 			return nil
 		})
 		if err != nil {
@@ -434,7 +570,7 @@ func (b *typeBuild) fill(p typeRead) error {
 	case *dwarf.TypedefType:
 		b.chained = append(b.chained, t)
 		t.Name = name
-		if t.Type, err = b.ref(e); err != nil {
+		if t.Type, err = b.ref(p, e); err != nil {
 			return err
 		}
 	case *dwarf.UnspecifiedType:

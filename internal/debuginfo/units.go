@@ -20,19 +20,32 @@ type unit struct {
 	// cu holds the attributes of the unit DIE that location lists and
 	// .debug_addr need, filled in by the index.
 	cu *compUnit
+	// isType says the unit is a type unit (DWARF 5 DW_UT_type, or a unit
+	// of .debug_types); sig is its signature and typeOff the offset of its
+	// type's DIE from the unit's start, as the header gives it (checked
+	// when the signature is indexed).
+	isType  bool
+	sig     uint64
+	typeOff uint64
 }
 
 // parseUnits reads every unit header of .debug_info, charging each (ours
-// and the one debug/dwarf keeps) to b when it is not nil.
+// and the one debug/dwarf keeps) to b when it is not nil, all at once
+// before any is decoded: a section of many tiny units is refused without
+// taking more memory.
 func parseUnits(info []byte, order binary.ByteOrder, b ...*budget) ([]unit, error) {
-	var out []unit
+	n, err := countUnits(info, order)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > 0 && b[0] != nil {
+		if err := b[0].charge(int64(n)*unitCost, fmt.Sprintf("%d units", n)); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]unit, 0, n)
 	off := uint64(0)
 	for off < uint64(len(info)) {
-		if len(b) > 0 && b[0] != nil {
-			if err := b[0].charge(unitCost, fmt.Sprintf("unit %d", len(out)+1)); err != nil {
-				return nil, err
-			}
-		}
 		r := reader{b: info, off: off, order: order}
 		length := uint64(r.u32())
 		is64 := false
@@ -56,7 +69,11 @@ func parseUnits(info []byte, order binary.ByteOrder, b ...*budget) ([]unit, erro
 			u.addrSize = int(r.u8())
 			r.offset(is64)
 			switch ut {
-			case 0x02, 0x06: // DW_UT_type, DW_UT_split_type
+			case 0x02: // DW_UT_type
+				u.isType = true
+				u.sig = r.u64()
+				u.typeOff = r.offset(is64)
+			case 0x06: // DW_UT_split_type (a .dwo's, not read)
 				r.u64()
 				r.offset(is64)
 			case 0x04, 0x05: // DW_UT_skeleton, DW_UT_split_compile
@@ -79,10 +96,14 @@ func parseUnits(info []byte, order binary.ByteOrder, b ...*budget) ([]unit, erro
 }
 
 // unitOf returns the unit holding the DIE at off, or nil.
-func (f *File) unitOf(off dwarf.Offset) *unit {
-	i := sort.Search(len(f.units), func(i int) bool { return f.units[i].end > uint64(off) })
-	if i < len(f.units) && uint64(off) >= f.units[i].off {
-		return &f.units[i]
+func (f *File) unitOf(off dwarf.Offset) *unit { return unitAt(f.units, off) }
+
+// unitAt returns the unit of units (sorted by offset) that holds off, or
+// nil.
+func unitAt(units []unit, off dwarf.Offset) *unit {
+	i := sort.Search(len(units), func(i int) bool { return units[i].end > uint64(off) })
+	if i < len(units) && uint64(off) >= units[i].off {
+		return &units[i]
 	}
 	return nil
 }

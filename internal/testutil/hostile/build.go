@@ -25,6 +25,13 @@ func Program(t testing.TB) string {
 // path. extra sections are added too.
 func WithType(t testing.TB, program string, typ func(u *Unit) uint32, extra ...Section) string {
 	t.Helper()
+	return WithTypeUnits(t, program, typ, nil, extra...)
+}
+
+// WithTypeUnits is WithType with type units: the DWARF 4 ones in
+// .debug_types, the DWARF 5 ones in .debug_info after the compile unit.
+func WithTypeUnits(t testing.TB, program string, typ func(u *Unit) uint32, units []*TypeUnit, extra ...Section) string {
+	t.Helper()
 	addr, size, err := Symbol(program, "work")
 	if err != nil {
 		t.Fatal(err)
@@ -32,8 +39,20 @@ func WithType(t testing.TB, program string, typ func(u *Unit) uint32, extra ...S
 	u := NewUnit(addr, size)
 	ref := typ(u)
 	u.Function("work", addr, size, "x", ref, 0)
+	secs := DWARFSections(u)
+	var types []byte
+	for _, tu := range units {
+		if tu.V5 {
+			secs[1].Data = append(secs[1].Data, tu.Info()...)
+		} else {
+			types = append(types, tu.Info()...)
+		}
+	}
+	if types != nil {
+		secs = append(secs, Section{Name: ".debug_types", Type: elf.SHT_PROGBITS, Data: types})
+	}
 	out := filepath.Join(t.TempDir(), "hostile")
-	if err := AddSections(program, out, append(DWARFSections(u), extra...)...); err != nil {
+	if err := AddSections(program, out, append(secs, extra...)...); err != nil {
 		t.Fatal(err)
 	}
 	return out

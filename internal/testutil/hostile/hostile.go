@@ -2,9 +2,11 @@
 // receiver, as a tenant could: types that refer to themselves, chains a
 // million deep, compressed-section bombs, copies of one USDT note. The
 // fixtures are generated, never committed: DWARF is written byte by byte
-// (DWARF 4, 32-bit offsets, 8-byte addresses, little endian) and added to
-// an ELF file built by gcc with AddSections, which appends sections (any
-// name, flags, compressed or not) without touching the rest of the file.
+// (DWARF 4, 32-bit offsets, 8-byte addresses, little endian; type units
+// of DWARF 4 for .debug_types and of DWARF 5 for .debug_info, named by
+// signature) and added to an ELF file built by gcc with AddSections,
+// which appends sections (any name, flags, compressed or not) without
+// touching the rest of the file.
 package hostile
 
 import (
@@ -31,6 +33,13 @@ const (
 	abbrevMember
 	abbrevBlock
 	abbrevCULines
+	abbrevTypeUnit
+	abbrevTypedefSig
+	abbrevConstSig
+	abbrevPointerSig
+	abbrevStructSig
+	abbrevMemberSig
+	abbrevDeclSig
 )
 
 // DWARF constants used here.
@@ -45,6 +54,10 @@ const (
 	tagStructType    = 0x13
 	tagMember        = 0x0d
 	tagLexicalBlock  = 0x0b
+	tagTypeUnit      = 0x41
+	atSignature      = 0x69
+	atDeclaration    = 0x3c
+	formRefSig8      = 0x20
 	atName           = 0x03
 	atByteSize       = 0x0b
 	atLowPC          = 0x11
@@ -101,6 +114,13 @@ func Abbrev() []byte {
 	def(abbrevMember, tagMember, false, atName, formString, atType, formRef4, atDataMemberLoc, formData4)
 	def(abbrevBlock, tagLexicalBlock, true)
 	def(abbrevCULines, tagCompileUnit, true, atName, formString, atLanguage, formData2, atLowPC, formAddr, atHighPC, formData8, atStmtList, formSecOffset)
+	def(abbrevTypeUnit, tagTypeUnit, true, atLanguage, formData2)
+	def(abbrevTypedefSig, tagTypedef, false, atName, formString, atType, formRefSig8)
+	def(abbrevConstSig, tagConstType, false, atType, formRefSig8)
+	def(abbrevPointerSig, tagPointerType, false, atByteSize, formData1, atType, formRefSig8)
+	def(abbrevStructSig, tagStructType, true, atName, formString, atByteSize, formData4)
+	def(abbrevMemberSig, tagMember, false, atName, formString, atType, formRefSig8, atDataMemberLoc, formData4)
+	def(abbrevDeclSig, tagStructType, false, atName, formString, atDeclaration, formFlagPresent, atSignature, formRefSig8)
 	return append(b, 0)
 }
 
@@ -285,6 +305,167 @@ func (u *Unit) Info() []byte {
 	b := append(u.b, 0) // the compile unit's children end
 	binary.LittleEndian.PutUint32(b, uint32(len(b)-4))
 	return b
+}
+
+// TypedefSig writes a typedef of the type of the type unit with
+// signature sig (DW_FORM_ref_sig8).
+func (u *Unit) TypedefSig(name string, sig uint64) uint32 {
+	off := u.Next()
+	u.b = append(u.b, abbrevTypedefSig)
+	u.str(name)
+	u.b = binary.LittleEndian.AppendUint64(u.b, sig)
+	return off
+}
+
+// ConstSig writes a const qualifier of the type of signature sig.
+func (u *Unit) ConstSig(sig uint64) uint32 {
+	off := u.Next()
+	u.b = append(u.b, abbrevConstSig)
+	u.b = binary.LittleEndian.AppendUint64(u.b, sig)
+	return off
+}
+
+// PointerSig writes a pointer to the type of signature sig.
+func (u *Unit) PointerSig(sig uint64) uint32 {
+	off := u.Next()
+	u.b = append(u.b, abbrevPointerSig, 8)
+	u.b = binary.LittleEndian.AppendUint64(u.b, sig)
+	return off
+}
+
+// StructSig is Struct whose members have the types of signatures sigs.
+func (u *Unit) StructSig(name string, size int, sigs ...uint64) uint32 {
+	off := u.Next()
+	u.b = append(u.b, abbrevStructSig)
+	u.str(name)
+	u.b = binary.LittleEndian.AppendUint32(u.b, uint32(size))
+	for i, sig := range sigs {
+		u.b = append(u.b, abbrevMemberSig)
+		u.str(fmt.Sprintf("f%d", i))
+		u.b = binary.LittleEndian.AppendUint64(u.b, sig)
+		u.b = binary.LittleEndian.AppendUint32(u.b, uint32(8*i))
+	}
+	u.b = append(u.b, 0)
+	return off
+}
+
+// DeclSig writes a declaration of a struct whose definition is the type
+// of signature sig (DW_AT_declaration and DW_AT_signature), as GCC writes
+// in place of a type it moved to a type unit.
+func (u *Unit) DeclSig(name string, sig uint64) uint32 {
+	off := u.Next()
+	u.b = append(u.b, abbrevDeclSig)
+	u.str(name)
+	u.b = binary.LittleEndian.AppendUint64(u.b, sig)
+	return off
+}
+
+// TypeUnit writes one type unit: DWARF 4, for .debug_types (NewTypeUnit),
+// or DWARF 5, a DW_UT_type unit of .debug_info (NewTypeUnit5). It writes
+// DIEs as a Unit does (offsets from the unit's start); SetType names the
+// unit's type, by default the first DIE after the type unit's own.
+type TypeUnit struct {
+	Unit
+	// V5 says the unit is a DWARF 5 one, of .debug_info.
+	V5     bool
+	typeAt int
+}
+
+// Sizes of a type unit's header and its DW_TAG_type_unit DIE.
+const (
+	typeUnitHeader4 = unitHeaderLength + 8 + 4 // then signature and type offset
+	typeUnitHeader5 = 4 + 2 + 1 + 1 + 4 + 8 + 4
+	typeUnitDIE     = 1 + 2
+)
+
+// NewTypeUnit starts a DWARF 4 type unit of .debug_types with signature
+// sig.
+func NewTypeUnit(sig uint64) *TypeUnit {
+	u := &TypeUnit{typeAt: typeUnitHeader4 - 4}
+	u.b = make([]byte, typeUnitHeader4, typeUnitHeader4+32)
+	binary.LittleEndian.PutUint16(u.b[4:], 4) // version; abbrev offset 0
+	u.b[10] = 8                               // address size
+	binary.LittleEndian.PutUint64(u.b[11:], sig)
+	u.start()
+	return u
+}
+
+// NewTypeUnit5 starts a DWARF 5 type unit (DW_UT_type) with signature
+// sig, for .debug_info.
+func NewTypeUnit5(sig uint64) *TypeUnit {
+	u := &TypeUnit{V5: true, typeAt: typeUnitHeader5 - 4}
+	u.b = make([]byte, typeUnitHeader5, typeUnitHeader5+32)
+	binary.LittleEndian.PutUint16(u.b[4:], 5)
+	u.b[6], u.b[7] = 0x02, 8 // DW_UT_type, address size; abbrev offset 0
+	binary.LittleEndian.PutUint64(u.b[12:], sig)
+	u.start()
+	return u
+}
+
+func (u *TypeUnit) start() {
+	u.b = append(u.b, abbrevTypeUnit)
+	u.b = binary.LittleEndian.AppendUint16(u.b, langC99)
+	u.SetType(u.Next())
+}
+
+// SetType makes the DIE at off (from the unit's start) the unit's type.
+func (u *TypeUnit) SetType(off uint32) {
+	binary.LittleEndian.PutUint32(u.b[u.typeAt:], off)
+}
+
+// FirstType returns the offset at which a new TypeUnit's first DIE
+// after its own goes, for DWARF 4 or 5.
+func FirstType(v5 bool) uint32 {
+	if v5 {
+		return typeUnitHeader5 + typeUnitDIE
+	}
+	return typeUnitHeader4 + typeUnitDIE
+}
+
+// TypeUnitChain returns n DWARF 4 type units for .debug_types with
+// signatures first, first+1, …: the type of each is a pointer (with
+// typedefs, a typedef "t") to the type of the next signature, the last
+// one's a base type "long".
+func TypeUnitChain(n int, first uint64, typedefs bool) []byte {
+	u := NewTypeUnit(0)
+	if typedefs {
+		u.TypedefSig("t", 0)
+	} else {
+		u.PointerSig(0)
+	}
+	link := u.Info()
+	last := NewTypeUnit(first + uint64(n) - 1)
+	last.Base("long", 8)
+	end := last.Info()
+	refAt := len(link) - 1 - 8 // the signature ends the type's DIE
+	out := make([]byte, 0, (n-1)*len(link)+len(end))
+	for i := range n - 1 {
+		at := len(out)
+		out = append(out, link...)
+		binary.LittleEndian.PutUint64(out[at+11:], first+uint64(i))
+		binary.LittleEndian.PutUint64(out[at+refAt:], first+uint64(i)+1)
+	}
+	return append(out, end...)
+}
+
+// TypeUnitBomb returns n DWARF 4 type units for .debug_types (DWARF 5
+// ones for .debug_info with v5), each with a base type and a signature of
+// its own: 32 bytes per unit (33 at DWARF 5), which zlib compresses about
+// 16-fold.
+func TypeUnitBomb(n int, v5 bool) []byte {
+	u, sigAt := NewTypeUnit(0), 11
+	if v5 {
+		u, sigAt = NewTypeUnit5(0), 12
+	}
+	u.Base("b", 8)
+	one := u.Info()
+	out := make([]byte, 0, n*len(one))
+	for i := range n {
+		at := len(out)
+		out = append(out, one...)
+		binary.LittleEndian.PutUint64(out[at+sigAt:], uint64(i)+1)
+	}
+	return out
 }
 
 // Section is one section AddSections appends.
