@@ -70,13 +70,21 @@ type Config struct {
 	MaxSitesPerProbe int `mapstructure:"max_sites_per_probe"`
 	MaxSitesPerFile  int `mapstructure:"max_sites_per_file"`
 	// AcceptKernelHazards names kernel hazards the receiver finds at Start
-	// and refuses to run into, that the user accepts anyway. The one
-	// there is: "uretprobe_seccomp", kernels (x86-64, Linux 6.11 to the
-	// seccomp passthrough of 6.12.14, 6.13.3 and 6.14) on which a kernel
-	// return probe kills a process whose seccomp filter denies the
-	// uretprobe system call, as container runtimes' default profiles may;
-	// accepted, return probes are attached there all the same (right only
-	// if no traced process filters system calls that way).
+	// and refuses to run into, that the user accepts anyway:
+	//   - "uretprobe_seccomp": kernels (x86-64, Linux 6.11 to the seccomp
+	//     passthrough of 6.12.14, 6.13.3 and 6.14) on which a kernel return
+	//     probe kills a process whose seccomp filter denies the uretprobe
+	//     system call, as container runtimes' default profiles may;
+	//     accepted, return probes are attached there all the same (right
+	//     only if no traced process filters system calls that way).
+	//   - "uretprobe_unwind": a kernel return probe (uretprobe:, returns:
+	//     uretprobe) on a function an exception may unwind through (it is
+	//     in a file that unwinds exceptions, C++ say, and calls other code),
+	//     whose return address the probe replaces with a trampoline the
+	//     unwinder cannot step through, so that the exception aborts the
+	//     program (std::terminate); accepted, such probes are attached
+	//     (right only if no exception ever leaves the function).
+	//     returns: auto probes those functions' RET instructions either way.
 	AcceptKernelHazards []string `mapstructure:"accept_kernel_hazards"`
 
 	// prevent unkeyed literal initialization
@@ -108,8 +116,12 @@ const (
 // whose seccomp filter denies the uretprobe system call.
 const hazardUretprobeSeccomp = "uretprobe_seccomp"
 
+// hazardUretprobeUnwind is the hazard of kernel return probes on functions
+// an exception may unwind through.
+const hazardUretprobeUnwind = target.HazardUretprobeUnwind
+
 // kernelHazards are the names accept_kernel_hazards takes.
-var kernelHazards = []string{hazardUretprobeSeccomp}
+var kernelHazards = []string{hazardUretprobeSeccomp, hazardUretprobeUnwind}
 
 func createDefaultConfig() *Config {
 	return &Config{

@@ -122,7 +122,9 @@ func TestAcceptKernelHazardsIsValidated(t *testing.T) {
 	cfg.AcceptKernelHazards = []string{hazardUretprobeSeccomp, "red_zone"}
 	err := cfg.Validate()
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `accept_kernel_hazards[1] "red_zone": not a kernel hazard the receiver knows (uretprobe_seccomp)`)
+	assert.Contains(t, err.Error(), `accept_kernel_hazards[1] "red_zone": not a kernel hazard the receiver knows (uretprobe_seccomp, uretprobe_unwind)`)
 	cfg.AcceptKernelHazards = []string{hazardUretprobeSeccomp}
+	assert.NoError(t, cfg.Validate())
+	cfg.AcceptKernelHazards = []string{"uretprobe_unwind"}
 	assert.NoError(t, cfg.Validate())
 }

@@ -205,8 +205,9 @@ func (r *uprobeReceiver) start() error {
 	for attempt := 1; ; attempt++ {
 		plan, err = target.Resolve(r.cfg.Targets, target.Options{
 			OptimizedUprobes: tracer.HaveOptimizedUprobes(), ARM64StepsNop: tracer.ARM64StepsNop(),
-			KernelReturnsRefused: refuseReturns,
-			Arch:                 tracer.Arch(), Locator: locator,
+			KernelReturnsRefused:  refuseReturns,
+			AcceptUretprobeUnwind: slices.Contains(r.cfg.AcceptKernelHazards, hazardUretprobeUnwind),
+			Arch:                  tracer.Arch(), Locator: locator,
 			DebugDirs:         r.cfg.DebugDirectories,
 			Debuginfod:        debuginfod,
 			MaxDebuginfoBytes: r.cfg.MaxDebuginfoBytes,
@@ -468,8 +469,11 @@ func (r *uprobeReceiver) reportLocations(plan *target.Plan, sign int64) {
 				}
 				warned[place] = true
 			}
-			r.set.Logger.Log(level, "Probe sites", zap.String("probe", p.Ref),
-				zap.String("path", plan.Targets[p.Target].Path), zap.String("sites", strings.Join(classes, ", ")))
+			fields := []zap.Field{zap.String("probe", p.Ref), zap.String("path", plan.Targets[p.Target].Path), zap.String("sites", strings.Join(classes, ", "))}
+			if p.Why != "" {
+				fields = append(fields, zap.String("why", p.Why))
+			}
+			r.set.Logger.Log(level, "Probe sites", fields...)
 		}
 	}
 }

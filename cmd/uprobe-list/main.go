@@ -28,6 +28,7 @@ package main
 
 import (
 	"debug/dwarf"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -297,8 +298,12 @@ func (l *lister) table(fns []target.FunctionName) {
 	tw := tabwriter.NewWriter(l.w, 2, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "  FUNCTION\tENTRY\tRETURN\tCONFIG")
 	for _, fn := range fns {
-		entryRef, exitRef := l.in.FunctionProbes(fn.Name)
-		fmt.Fprintf(tw, "  %s\t%s\t%s\tfunction: %s\n", fn.Name, l.sites(entryRef, false), l.sites(exitRef, true), fn.Name)
+		entryRef, exitRef, why := l.in.FunctionProbes(fn.Name)
+		exit := l.sites(exitRef, true)
+		if why.Reason != "" {
+			exit += " (" + why.Reason + ")"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\tfunction: %s\n", fn.Name, l.sites(entryRef, false), exit, fn.Name)
 	}
 	tw.Flush()
 }
@@ -306,7 +311,13 @@ func (l *lister) table(fns []target.FunctionName) {
 // sites summarizes where a reference's uprobes go.
 func (l *lister) sites(ref string, exit bool) string {
 	locs, err := l.in.Locate(ref)
-	if err != nil {
+	var unwind *target.UnwindHazardError
+	switch {
+	case errors.As(err, &unwind) && unwind.Instead == "":
+		return "not probeable: exceptions may unwind through it, and it has no RET"
+	case errors.As(err, &unwind):
+		return "refused: exceptions may unwind through it (" + unwind.Instead + " probes its RETs)"
+	case err != nil:
 		return "not probeable: " + shortError(err)
 	}
 	if len(locs) == 1 {
@@ -397,7 +408,7 @@ func (l *lister) functions(g *debuginfo.Glob) error {
 			l.printf("\n(%d more: narrow the pattern to see them in detail)\n", len(fns)-maxDetailed)
 			break
 		}
-		entryRef, exitRef := l.in.FunctionProbes(fn.Name)
+		entryRef, exitRef, why := l.in.FunctionProbes(fn.Name)
 		l.printf("\nfunction %s", fn.Name)
 		if dbg, err := l.in.Debug(); err == nil {
 			if d, err := dbg.FunctionAt(fn.Address); err == nil && d.DeclFile != "" {
@@ -420,6 +431,9 @@ func (l *lister) functions(g *debuginfo.Glob) error {
 		}
 		for _, loc := range exit {
 			l.printf("  exit %s at %#x (+%#x), %s (%s)\n", exitRef, loc.Address, loc.FunctionOffset, loc.Class, loc.Instruction)
+		}
+		if why.Why != "" {
+			l.printf("  returns: auto probes the RET instructions: %s\n", why.Why)
 		}
 		if len(entry) > 0 {
 			l.printf("  at entry:\n")

@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/target"
 	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 )
 
@@ -306,4 +308,45 @@ func TestRedZoneSites(t *testing.T) {
 	_, errOut, code := list(t, "-optimized-uprobes", "maybe", prog)
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, `-optimized-uprobes "maybe": want auto, yes or no`)
+}
+
+// uprobe-list makes the receiver's choice for function spans in a C++ file
+// (testdata/unwind) and says why: middle calls thrower, so an exception
+// may unwind through it and its returns are probed on its RET; leaf calls
+// nothing and keeps its kernel return probe; a C file never says so.
+// Each function's exit is the one Resolve plans for a span on it.
+func TestExceptionReturns(t *testing.T) {
+	bin := testutil.BuildCXX(t, "unwind")
+	out, errOut, code := list(t, "-debug-dir", t.TempDir(), bin, "_ZN3app*")
+	require.Equal(t, 0, code, errOut)
+	masked := addrRE.ReplaceAllString(out, "0x…")
+	for _, re := range []string{
+		`(?m)^  _ZN3app6middleEl +\+0x0 [^\n]+ {2}\+0x[0-9a-f]+ single-stepped \(retq?\) \(exceptions may unwind through it\) +function: _ZN3app6middleEl$`,
+		`(?m)^  _ZN3app7attemptElPl +\+0x0 emulated \(push %rbx\) +\+0x[0-9a-f]+ single-stepped \(retq?\) \(exceptions may unwind through it\) +function: _ZN3app7attemptElPl$`,
+		`(?m)^  _ZN3app4leafEl +\+0x0 emulated \(push %rbx\) +uretprobe at \+0x0 emulated \(push %rbx\) +function: _ZN3app4leafEl$`,
+		`(?m)^  _ZN3app7throwerEl\.cold .* not probeable: exceptions may unwind through it, and it has no RET +function: _ZN3app7throwerEl\.cold$`,
+		`(?m)^  exit ret:_ZN3app6middleEl at 0x… \(\+0x[0-9a-f]+\), single-stepped \(retq?\)\n` +
+			`  returns: auto probes the RET instructions: an exception may unwind through _ZN3app6middleEl, which a kernel return probe would make abort the program: ` +
+			`_ZN3app6middleEl runs other code \(\+0x[0-9a-f]+: callq? _ZN3app7throwerEl\) and its file unwinds exceptions \(it imports __cxa_\w+\)$`,
+		`(?m)^  exit uretprobe:_ZN3app4leafEl at 0x… \(\+0x0\), emulated \(push %rbx\)\n  at entry:$`,
+	} {
+		assert.Regexp(t, re, masked)
+	}
+
+	plan, err := target.Resolve([]config.Target{{Path: bin, Spans: []config.Span{{Function: "_ZN3app*"}}}}, target.Options{DebugDirs: []string{}})
+	require.NoError(t, err)
+	require.NotEmpty(t, plan.Spans)
+	for _, sp := range plan.Spans {
+		exit := plan.Probes[sp.Exit]
+		assert.Regexp(t, `(?m)^  exit `+regexp.QuoteMeta(exit.Ref)+` at `, out, "%s: the listing shows the exit Resolve plans", sp.Name)
+		if strings.HasPrefix(exit.Ref, "ret:") {
+			assert.Contains(t, out, "  "+exit.Why+"\n", sp.Name)
+		}
+	}
+
+	b := testutil.BuildNames(t, "-O2")
+	out, errOut, code = list(t, "-debug-dir", b.DebugDir, b.Program)
+	require.Equal(t, 0, code, errOut)
+	assert.NotContains(t, out, "exceptions may unwind", "a C file")
+	assert.Contains(t, out, "uretprobe at")
 }

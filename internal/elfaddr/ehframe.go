@@ -205,45 +205,90 @@ func (r *ehReader) pointer(enc uint8, value bool) (uint64, error) {
 	return v, nil
 }
 
-// cie is what an FDE needs from its CIE.
+// cie is what an FDE needs from its CIE, and whether it names a
+// personality routine.
 type cie struct {
 	fdeEncoding uint8
 	augZ        bool
+	personality bool
+}
+
+// HasPersonality reports whether a CIE of f's .eh_frame section names a
+// personality routine (the 'P' augmentation): the language-specific
+// handler the unwinder calls in each frame of a function with exception
+// handlers or cleanups (C++'s __gxx_personality_v0, C's
+// __gcc_personality_v0 for -fexceptions code with cleanups, Rust's
+// rust_eh_personality). It reads the CIEs, and the FDEs for the CIEs they
+// point to, up to the first that does. It returns false, nil when the file has no .eh_frame section, and
+// an error, with what it read up to there, when the section cannot be read.
+func HasPersonality(f *elf.File) (bool, error) {
+	sec := f.Section(".eh_frame")
+	if sec == nil || sec.Type == elf.SHT_NOBITS {
+		return false, nil
+	}
+	if sec.Size > maxEHFrame {
+		return false, fmt.Errorf("reading .eh_frame: %d bytes is more than %d", sec.Size, maxEHFrame)
+	}
+	data, err := sec.Data()
+	if err != nil {
+		return false, fmt.Errorf("reading .eh_frame: %w", err)
+	}
+	fr, err := readEHFrame(data, sec.Addr, f.ByteOrder, f.Class == elf.ELFCLASS64, true)
+	if err != nil && !fr.personality {
+		return false, fmt.Errorf("reading .eh_frame: %w", err)
+	}
+	return fr.personality, nil
+}
+
+// ehFrame is what readEHFrame found.
+type ehFrame struct {
+	ranges      []Range
+	personality bool // a CIE names a personality routine
 }
 
 func parseEHFrame(data []byte, addr uint64, order binary.ByteOrder, is64 bool) ([]Range, error) {
+	fr, err := readEHFrame(data, addr, order, is64, false)
+	return fr.ranges, err
+}
+
+// readEHFrame reads the CIEs and FDEs of an .eh_frame section at virtual
+// address addr; with untilPersonality, up to the first CIE that names a
+// personality routine (the CIEs FDEs point to included, as the unwinder
+// finds them).
+func readEHFrame(data []byte, addr uint64, order binary.ByteOrder, is64, untilPersonality bool) (ehFrame, error) {
 	r := &ehReader{data: data, order: order, addr: addr, is64: is64}
 	cies := map[int]cie{}
-	var out []Range
-	for r.off < len(data) {
+	var fr ehFrame
+	for r.off < len(data) && !(untilPersonality && fr.personality) {
 		start := r.off
 		length, err := r.fixed(4)
 		if err != nil {
-			return out, err
+			return fr, err
 		}
 		if length == 0 {
 			break // terminator
 		}
 		if length == 0xffffffff {
 			if length, err = r.fixed(8); err != nil {
-				return out, err
+				return fr, err
 			}
 		}
 		if length > uint64(len(data)-r.off) {
-			return out, fmt.Errorf("entry at %#x: length %d past the section", start, length)
+			return fr, fmt.Errorf("entry at %#x: length %d past the section", start, length)
 		}
 		end := r.off + int(length)
 		idAt := r.off
 		id, err := r.fixed(4)
 		if err != nil {
-			return out, err
+			return fr, err
 		}
 		if id == 0 {
 			c, err := r.parseCIE(end)
 			if err != nil {
-				return out, fmt.Errorf("CIE at %#x: %w", start, err)
+				return fr, fmt.Errorf("CIE at %#x: %w", start, err)
 			}
 			cies[start] = c
+			fr.personality = fr.personality || c.personality
 		} else {
 			ciePos := idAt - int(id)
 			c, ok := cies[ciePos]
@@ -251,34 +296,35 @@ func parseEHFrame(data []byte, addr uint64, order binary.ByteOrder, is64 bool) (
 				sub := *r
 				sub.off = ciePos
 				if ciePos < 0 || ciePos >= len(data) {
-					return out, fmt.Errorf("FDE at %#x: CIE pointer %#x outside the section", start, id)
+					return fr, fmt.Errorf("FDE at %#x: CIE pointer %#x outside the section", start, id)
 				}
 				if _, err := sub.fixed(4); err != nil {
-					return out, err
+					return fr, err
 				}
 				if _, err := sub.fixed(4); err != nil {
-					return out, err
+					return fr, err
 				}
 				if c, err = sub.parseCIE(len(data)); err != nil {
-					return out, fmt.Errorf("CIE at %#x: %w", ciePos, err)
+					return fr, fmt.Errorf("CIE at %#x: %w", ciePos, err)
 				}
 				cies[ciePos] = c
+				fr.personality = fr.personality || c.personality
 			}
 			begin, err := r.pointer(c.fdeEncoding, false)
 			if err != nil {
-				return out, fmt.Errorf("FDE at %#x: %w", start, err)
+				return fr, fmt.Errorf("FDE at %#x: %w", start, err)
 			}
 			size, err := r.pointer(c.fdeEncoding, true)
 			if err != nil {
-				return out, fmt.Errorf("FDE at %#x: %w", start, err)
+				return fr, fmt.Errorf("FDE at %#x: %w", start, err)
 			}
 			if size > 0 && begin+size > begin {
-				out = append(out, Range{begin, begin + size})
+				fr.ranges = append(fr.ranges, Range{begin, begin + size})
 			}
 		}
 		r.off = end
 	}
-	return out, nil
+	return fr, nil
 }
 
 // parseCIE reads a CIE after its id, up to end.
@@ -337,6 +383,7 @@ func (r *ehReader) parseCIE(end int) (cie, error) {
 				if _, err := r.pointer(enc&^0x80, true); err != nil {
 					return c, err
 				}
+				c.personality = true
 			}
 		case 'R':
 			if c.fdeEncoding, err = r.u8(); err != nil {

@@ -89,15 +89,75 @@ func TestParseEHFrameEncodings(t *testing.T) {
 	assert.Equal(t, []Range{{0x2000, 0x2040}}, got)
 }
 
+// cieZR is a CIE without personality; ciePersonality one whose 'P'
+// augmentation names a personality routine (pcrel|sdata4 at 0x100 from
+// the field, as gcc writes "zPLR"), and cieOmitted one whose 'P' encoding
+// is DW_EH_PE_omit: no routine.
+var (
+	cieZR          = ehEntry([]byte{0, 0, 0, 0, 1, 'z', 'R', 0, 1, 0x78, 16, 1, 0x1b, 0, 0, 0})
+	ciePersonality = ehEntry([]byte{0, 0, 0, 0, 1, 'z', 'P', 'L', 'R', 0, 1, 0x78, 16, 7, 0x9b, 0, 1, 0, 0, 0x1b, 0x1b, 0, 0})
+	cieOmitted     = ehEntry([]byte{0, 0, 0, 0, 1, 'z', 'P', 'R', 0, 1, 0x78, 16, 2, 0xff, 0x1b, 0, 0})
+)
+
+// A CIE with a personality routine is found after others; a 'P' whose
+// encoding is omit names none; a CIE that cannot be read is an error
+// unless a personality came before it.
+func TestPersonality(t *testing.T) {
+	bad := ehEntry([]byte{0, 0, 0, 0, 9, 0})
+	for _, tc := range []struct {
+		name    string
+		data    []byte
+		want    bool
+		wantErr bool
+	}{
+		{"none", cieZR, false, false},
+		{"after another", append(append([]byte{}, cieZR...), ciePersonality...), true, false},
+		{"omitted", cieOmitted, false, false},
+		{"before a bad CIE", append(append([]byte{}, ciePersonality...), bad...), true, false},
+		{"after a bad CIE", append(append([]byte{}, bad...), ciePersonality...), false, true},
+		{"empty", nil, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fr, err := readEHFrame(tc.data, 0x1000, binary.LittleEndian, true, true)
+			assert.Equal(t, tc.want, fr.personality)
+			assert.Equal(t, tc.wantErr, err != nil, "%v", err)
+		})
+	}
+}
+
+// On real files: the C++ runtime and glibc (-fexceptions for its
+// callbacks) have personality routines, bash has none.
+func TestHasPersonalityOfSystemFiles(t *testing.T) {
+	for path, want := range map[string]bool{
+		"/lib/x86_64-linux-gnu/libstdc++.so.6": true, "/lib/x86_64-linux-gnu/libc.so.6": true, "/bin/bash": false,
+	} {
+		f, err := elf.Open(path)
+		if err != nil {
+			testutil.SkipOrFail(t, "%v", err)
+		}
+		got, err := HasPersonality(f)
+		f.Close()
+		require.NoError(t, err, path)
+		assert.Equal(t, want, got, path)
+	}
+}
+
 func FuzzParseEHFrame(f *testing.F) {
 	f.Add([]byte{4, 0, 0, 0, 0, 0, 0, 0}, uint64(0))
-	f.Add(ehEntry([]byte{0, 0, 0, 0, 1, 'z', 'R', 0, 1, 0x78, 16, 1, 0x1b, 0, 0, 0}), uint64(0x1000))
+	f.Add(cieZR, uint64(0x1000))
+	f.Add(append(append([]byte{}, cieZR...), ciePersonality...), uint64(0x1000))
+	f.Add(cieOmitted, uint64(0))
 	f.Fuzz(func(t *testing.T, data []byte, addr uint64) {
 		ranges, _ := parseEHFrame(data, addr, binary.LittleEndian, true)
 		for _, r := range ranges {
 			if r.End <= r.Start {
 				t.Fatalf("empty or wrapped range %+v", r)
 			}
+		}
+		all, err := readEHFrame(data, addr, binary.LittleEndian, true, false)
+		first, _ := readEHFrame(data, addr, binary.LittleEndian, true, true)
+		if first.personality && !all.personality || err == nil && first.personality != all.personality {
+			t.Fatalf("reading up to a personality finds %v, reading everything %v (%v)", first.personality, all.personality, err)
 		}
 	})
 }

@@ -454,3 +454,34 @@ func TestCallsSelfARM64(t *testing.T) {
 		})
 	}
 }
+
+// TestFirstCallARM64 finds bl, blr, br and branches out of the function;
+// not branches inside it.
+func TestFirstCallARM64(t *testing.T) {
+	const add, ret = 0x91000400, 0xd65f03c0 // add x0, x0, #1; ret
+	for _, c := range []struct {
+		name  string
+		words []uint32
+		want  int64
+	}{
+		{"leaf", []uint32{add, ret}, -1},
+		{"b inside", []uint32{add, 0x14000001, ret}, -1},
+		{"bl", []uint32{add, 0x94000010, ret}, 4},
+		{"blr x1", []uint32{add, 0xd63f0020, ret}, 4},
+		{"br x1", []uint32{add, 0xd61f0020}, 4},
+		{"b out (a tail call)", []uint32{add, 0x14000010}, 4},
+		{"cbz out", []uint32{0xb4000800, add, ret}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			insts, err := DecodeARM64(words(c.words...))
+			require.NoError(t, err)
+			in, ok := FirstCall(insts)
+			if c.want < 0 {
+				assert.False(t, ok, "found %s at %#x", in.Text, in.Offset)
+				return
+			}
+			require.True(t, ok)
+			assert.Equal(t, uint64(c.want), in.Offset, in.Text)
+		})
+	}
+}

@@ -116,10 +116,13 @@
 // an unwinder cannot step through the trampoline: a C++ exception (or a
 // forced unwind, or a Rust panic) that propagates through a function with a
 // kernel return probe ends in std::terminate (measured: a program catching
-// an exception thrown through a uretprobe'd function aborts). Where that
-// matters, probe the function's returns with ret: (its RET instructions),
-// which changes no stack. The BPF engine only reads the traced program's
-// memory and registers (bpf_probe_read_user); it writes neither.
+// an exception thrown through a uretprobe'd function aborts). An exception
+// only comes out of code a function runs while its frame is live, so
+// [FirstCall] finds whether a function calls other code or hands its frame
+// over (a tail call): the receiver probes the returns of such functions of
+// files that unwind exceptions on their RET instructions, which changes no
+// stack. The BPF engine only reads the traced program's memory and
+// registers (bpf_probe_read_user); it writes neither.
 //
 // # arm64
 //

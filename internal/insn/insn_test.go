@@ -417,3 +417,39 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestFirstCall finds what runs other code while the function's frame is
+// live, or hands the frame over: calls, jumps out of the function, indirect
+// jumps; nothing else (branches inside, a syscall).
+func TestFirstCall(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		code []byte
+		want int64 // offset of the instruction found, -1 for none
+	}{
+		{"leaf: lea; ret", []byte{0x48, 0x8d, 0x44, 0x7f, 0x01, 0xc3}, -1},
+		{"a loop inside", []byte{0x31, 0xc0, 0xff, 0xc0, 0x75, 0xfc, 0xc3}, -1},
+		{"a jmp to the next instruction", []byte{0xeb, 0x00, 0xc3}, -1},
+		{"syscall", []byte{0x0f, 0x05, 0xc3}, -1},
+		{"a direct call", []byte{0x48, 0x83, 0xec, 0x08, 0xe8, 0xf0, 0xff, 0xff, 0xff, 0x48, 0x83, 0xc4, 0x08, 0xc3}, 4},
+		{"an indirect call", []byte{0x90, 0xff, 0xd0, 0xc3}, 1},
+		{"a tail call", []byte{0x48, 0x83, 0xc7, 0x01, 0xe9, 0x10, 0x00, 0x00, 0x00}, 4},
+		{"a jcc out", []byte{0x48, 0x85, 0xff, 0x0f, 0x84, 0x00, 0x01, 0x00, 0x00, 0xc3}, 3},
+		{"an indirect jmp", []byte{0x48, 0x85, 0xff, 0xff, 0xe0}, 3},
+		{"a notrack jmp (jump table)", []byte{0x3e, 0xff, 0xe0}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			insts, err := Decode(c.code)
+			require.NoError(t, err)
+			in, ok := FirstCall(insts)
+			if c.want < 0 {
+				assert.False(t, ok, "found %s at %#x", in.Text, in.Offset)
+				return
+			}
+			require.True(t, ok)
+			assert.Equal(t, uint64(c.want), in.Offset, in.Text)
+		})
+	}
+	_, ok := FirstCall(nil)
+	assert.False(t, ok)
+}

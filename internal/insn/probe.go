@@ -132,3 +132,40 @@ func CallsSelf(insts []Inst) bool {
 	}
 	return false
 }
+
+// FirstCall returns the first instruction of a function through which it
+// runs other code while its frame is live, or hands its frame to other
+// code: a call, direct or indirect (call; on arm64 bl, blr and the
+// authenticating blr), a direct jmp or jcc whose target is outside the
+// instructions (a tail call, or a jump to the function's cold part, gcc's
+// name.cold, which is not followed), or an indirect jmp (a tail call
+// through a pointer or a jump table, which are not told apart; on arm64
+// br and the authenticating br). It returns false for a function that has
+// none: control stays in its own instructions until it returns.
+//
+// An exception can unwind through a function's frame only from code that
+// frame called, so one without any of these cannot be unwound through
+// (unless it is built with -fnon-call-exceptions and a signal handler
+// throws, which FirstCall does not consider). Bytes Decode could not read
+// are not instructions: insts must be all of the function.
+func FirstCall(insts []Inst) (Inst, bool) {
+	if len(insts) == 0 {
+		return Inst{}, false
+	}
+	end := int64(insts[len(insts)-1].End())
+	for _, in := range insts {
+		var call, indirectJump bool
+		if in.arm64 {
+			call = a64IsBl(in.word) || a64IsBlr(in.word) || a64IsBlrAuth(in.word)
+			indirectJump = a64IsBr(in.word) || a64IsBrAuth(in.word)
+		} else {
+			call = in.Op == x86asm.CALL || in.Op == x86asm.LCALL
+			indirectJump = in.Op == x86asm.JMP && !in.hasTarget || in.Op == x86asm.LJMP
+		}
+		leaves := in.hasTarget && (in.target < 0 || in.target >= end)
+		if call || indirectJump || leaves {
+			return in, true
+		}
+	}
+	return Inst{}, false
+}

@@ -33,6 +33,11 @@ type Options struct {
 	// that needs one is refused with it. Return probes on RET instructions
 	// (ret:, Go functions) are not kernel return probes.
 	KernelReturnsRefused string
+	// AcceptUretprobeUnwind attaches kernel return probes to functions an
+	// exception may unwind through (see HazardUretprobeUnwind), which are
+	// otherwise refused: an exception through such a function then aborts
+	// the program. returns: auto still probes their RET instructions.
+	AcceptUretprobeUnwind bool
 	// ARM64StepsNop says the kernel single-steps a uprobe on an arm64 nop
 	// (Linux before 6.13, which simulates it): USDT sites on arm64 are
 	// then reported as single-stepped.
@@ -507,8 +512,9 @@ func (plan *Plan) define(ti int, t config.Target, fl *file) (*targetDef, error) 
 	for _, j := range jobs {
 		s := j.span
 		entryRef, exitRef := s.Probes()
+		var choice ReturnsChoice
 		if fl != nil {
-			entryRef, exitRef = fl.spanProbes(s, j.fns)
+			entryRef, exitRef, choice = fl.spanProbes(s, j.fns)
 		}
 		entry, err1 := find(entryRef, j.fns)
 		exit, err2 := find(exitRef, j.fns)
@@ -541,6 +547,9 @@ func (plan *Plan) define(ti int, t config.Target, fl *file) (*targetDef, error) 
 		}
 		register(entry)
 		register(exit)
+		if choice.Why != "" && plan.Probes[exit.id].Why == "" {
+			plan.Probes[exit.id].Why = "returns: auto probes the RET instructions: " + choice.Why
+		}
 		sd, err := spanDef(ti, s, entryRef, exitRef, entry.id, exit.id)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("target %s: span %q: %w", t.Path, s.SpanName(""), err))

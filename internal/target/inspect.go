@@ -97,8 +97,8 @@ func (in *Inspection) Functions(glob *debuginfo.Glob) []FunctionName {
 
 // FunctionProbes returns the references a function: span of that name uses
 // for its entry and exit (returns: auto decides between uretprobe: and
-// ret:, as in Resolve).
-func (in *Inspection) FunctionProbes(name string) (entry, exit string) {
+// ret:, as in Resolve), and why it chose ret:.
+func (in *Inspection) FunctionProbes(name string) (entry, exit string, why ReturnsChoice) {
 	return in.fl.spanProbes(config.Span{Function: name}, nil)
 }
 

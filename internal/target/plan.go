@@ -230,6 +230,11 @@ type Probe struct {
 	// Filtered says the probe is a filtered counter: its hits are those
 	// that pass its conditions, and Ref is "PROBE if CONDITION && …".
 	Filtered bool
+	// Why says, for the log, why the planner chose where the probe goes
+	// when the configuration left it the choice: the exit of a function
+	// span whose returns: auto probes the RET instructions (ret:) instead
+	// of a kernel return probe. Empty otherwise.
+	Why string
 }
 
 // Histogram is the value histogram of one counter: the values of Expr, one

@@ -59,6 +59,14 @@ type file struct {
 	probes    map[string]usdt.Probe // by "provider:name"
 	symbols   map[string]uint64     // every defined symbol's virtual address, read on first use
 
+	// What the file's symbols say about exception unwinding, read with
+	// its functions (see exceptions).
+	unwind unwindSymbols
+	// Whether exceptions may unwind through the file's code, and why,
+	// decided on first use.
+	unwindWhy  string
+	unwindDone bool
+
 	// The DWARF of the file, opened on first use (only for $names, line:
 	// probes and function patterns) and closed with the file.
 	dbg     *debuginfo.File
@@ -239,12 +247,14 @@ func (fl *file) readFunctions() error {
 		}
 		return syms, nil
 	}
-	for _, read := range []func() ([]elf.Symbol, error){fl.elf.Symbols, fl.elf.DynamicSymbols, debugSymbols} {
+	for i, read := range []func() ([]elf.Symbol, error){fl.elf.Symbols, fl.elf.DynamicSymbols, debugSymbols} {
 		syms, err := read()
 		if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
 			return fmt.Errorf("target %s: reading symbols: %w", fl.path, err)
 		}
+		fl.unwind.fullSymbols = fl.unwind.fullSymbols || i != 1 && len(syms) > 0
 		for _, s := range syms {
+			fl.unwind.note(s)
 			if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Section == elf.SHN_UNDEF || s.Value == 0 {
 				continue
 			}
@@ -358,26 +368,49 @@ func spanFetches(s config.Span) (entry, exit []fetchSpec, err error) {
 	return entry, exit, nil
 }
 
-// spanProbes returns the entry and exit references of a span in this file:
-// a function span with returns "auto" closes at the RET instructions of a
-// C function that calls itself, since the kernel reports at most 64 nested
-// return probes per thread, and at its kernel return probe otherwise. fns
-// are the functions the span covers, nil for every function of its name.
-func (fl *file) spanProbes(s config.Span, fns []function) (entry, exit string) {
+// spanProbes returns the entry and exit references of a span in this file,
+// and why returns: auto chose to close it at RET instructions ("" when it
+// did not): a function span with returns "auto" closes at the RET
+// instructions of a C function that calls itself, since the kernel reports
+// at most 64 nested return probes per thread, or that an exception may
+// unwind through (unwoundThrough), since one unwinding through a kernel
+// return probe aborts the program; at its kernel return probe otherwise.
+// fns are the functions the span covers, nil for every function of its
+// name.
+func (fl *file) spanProbes(s config.Span, fns []function) (entry, exit string, why ReturnsChoice) {
 	entry, exit = s.Probes()
 	if s.Function == "" || fl.isGo || (s.Returns != "" && s.Returns != config.ReturnsAuto) {
-		return entry, exit
+		return entry, exit, why
 	}
 	if fns == nil {
 		fns = fl.functions[s.Function]
 	}
 	for _, fn := range fns {
 		insts, err := fl.decode(fn)
-		if err == nil && insn.CallsSelf(insts) && len(insn.Returns(insts)) > 0 {
-			return entry, "ret:" + s.Function
+		if err != nil || len(insn.Returns(insts)) == 0 {
+			continue
+		}
+		if insn.CallsSelf(insts) {
+			return entry, "ret:" + s.Function, ReturnsChoice{Reason: "calls itself",
+				Why: fn.Name + " calls itself, and the kernel reports at most 64 nested kernel return probes per thread"}
+		}
+		if w, ok := fl.unwoundThrough(fn, insts); ok {
+			return entry, "ret:" + s.Function, ReturnsChoice{Reason: "exceptions may unwind through it",
+				Why: "an exception may unwind through " + fn.Name + ", which a kernel return probe would make abort the program: " + w}
 		}
 	}
-	return entry, exit
+	return entry, exit, why
+}
+
+// ReturnsChoice says why returns: auto probes a function's returns on its
+// RET instructions (single-stepped) rather than with a kernel return probe.
+// Its fields are empty when it does not.
+type ReturnsChoice struct {
+	// Reason is a few words for a table: "calls itself", "exceptions may
+	// unwind through it".
+	Reason string
+	// Why is the whole reason, for a log.
+	Why string
 }
 
 // spanDef builds the plan's span definition of a configured span.
@@ -516,6 +549,11 @@ func (fl *file) functionSites(p config.Probe, fn function, offset uint64) ([]loc
 	site := func(off uint64, ret bool) (location, error) {
 		if ret && fl.opts.KernelReturnsRefused != "" {
 			return location{}, errors.New(fl.opts.KernelReturnsRefused)
+		}
+		if ret && !fl.opts.AcceptUretprobeUnwind && !fl.isGo {
+			if why, ok := fl.unwoundThrough(fn, insts); ok {
+				return location{}, fl.unwindRefusal(fn, why, insts)
+			}
 		}
 		i := insts[instAt(insts, off)]
 		class := fl.kernelClass(i)

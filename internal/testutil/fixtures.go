@@ -109,6 +109,28 @@ func BuildC(t testing.TB, name string, extra ...string) string {
 	return bin
 }
 
+// BuildCXX builds the C++ program testdata/NAME/NAME.cc with g++ -O2 -g
+// (and extra flags) into a temporary directory and returns its path.
+// Without g++ it skips (fails in CI); the arm64 VM has no C++ fixtures.
+func BuildCXX(t testing.TB, name string, extra ...string) string {
+	t.Helper()
+	if Prebuilt() != "" {
+		SkipOrFail(t, "no C++ fixtures are built for the arm64 VM")
+	}
+	if _, err := exec.LookPath("g++"); err != nil {
+		SkipOrFail(t, "g++ not found: run make deps")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, name)
+	args := append(append([]string{"-O2", "-g"}, extra...), "-o", bin, Testdata(name, name+".cc"))
+	cmd := exec.Command("g++", args...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("g++ %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return bin
+}
+
 // CrossCC is the arm64 C cross compiler (Debian gcc-aarch64-linux-gnu,
 // with libc6-dev-arm64-cross), which make deps installs.
 const CrossCC = "aarch64-linux-gnu-gcc"
