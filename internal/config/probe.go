@@ -112,54 +112,54 @@ func ParseProbe(ref string) (Probe, error) {
 func parseProbe(ref string) (Probe, error) {
 	kind, rest, ok := strings.Cut(ref, ":")
 	if !ok {
-		return Probe{}, fmt.Errorf("probe %q: want usdt:PROVIDER:NAME, uprobe:SYMBOL[+OFFSET], uretprobe:SYMBOL, ret:SYMBOL or line:FILE:LINE", ref)
+		return Probe{}, fmt.Errorf("probe %s: want usdt:PROVIDER:NAME, uprobe:SYMBOL[+OFFSET], uretprobe:SYMBOL, ret:SYMBOL or line:FILE:LINE", quoteShort(ref))
 	}
 	switch kind {
 	case "usdt":
 		provider, name, ok := strings.Cut(rest, ":")
 		if !ok || provider == "" || name == "" || strings.Contains(name, ":") {
-			return Probe{}, fmt.Errorf("probe %q: want usdt:PROVIDER:NAME", ref)
+			return Probe{}, fmt.Errorf("probe %s: want usdt:PROVIDER:NAME", quoteShort(ref))
 		}
 		if err := checkName(provider); err != nil {
-			return Probe{}, fmt.Errorf("probe %q: provider: %w", ref, err)
+			return Probe{}, fmt.Errorf("probe %s: provider: %w", quoteShort(ref), err)
 		}
 		if err := checkName(name); err != nil {
-			return Probe{}, fmt.Errorf("probe %q: name: %w", ref, err)
+			return Probe{}, fmt.Errorf("probe %s: name: %w", quoteShort(ref), err)
 		}
 		return Probe{Kind: KindUSDT, Provider: provider, Name: name}, nil
 	case "uprobe":
 		if a, ok := strings.CutPrefix(rest, "0x"); ok {
 			if strings.Contains(a, "+") {
-				return Probe{}, fmt.Errorf("probe %q: an address takes no offset: write the instruction's own address", ref)
+				return Probe{}, fmt.Errorf("probe %s: an address takes no offset: write the instruction's own address", quoteShort(ref))
 			}
 			v, err := strconv.ParseUint(a, 16, 64)
 			if err != nil {
-				return Probe{}, fmt.Errorf("probe %q: address %q is not a hex number (want e.g. uprobe:0x401a2c)", ref, rest)
+				return Probe{}, fmt.Errorf("probe %s: address %s is not a hex number (want e.g. uprobe:0x401a2c)", quoteShort(ref), quoteShort(rest))
 			}
 			if v == 0 {
-				return Probe{}, fmt.Errorf("probe %q: address 0 is no instruction: give the virtual address of an instruction inside a function (e.g. uprobe:0x401a2c)", ref)
+				return Probe{}, fmt.Errorf("probe %s: address 0 is no instruction: give the virtual address of an instruction inside a function (e.g. uprobe:0x401a2c)", quoteShort(ref))
 			}
 			return Probe{Kind: KindUprobe, Address: v}, nil
 		}
 		sym, off, hasOff := strings.Cut(rest, "+")
 		if err := checkSymbol(sym); err != nil {
-			return Probe{}, fmt.Errorf("probe %q: %w", ref, err)
+			return Probe{}, fmt.Errorf("probe %s: %w", quoteShort(ref), err)
 		}
 		p := Probe{Kind: KindUprobe, Symbol: sym}
 		if hasOff {
 			v, err := parseOffset(off)
 			if err != nil {
-				return Probe{}, fmt.Errorf("probe %q: offset %q is not a number (want e.g. +0x10 or +16)", ref, off)
+				return Probe{}, fmt.Errorf("probe %s: offset %s is not a number (want e.g. +0x10 or +16)", quoteShort(ref), quoteShort(off))
 			}
 			p.Offset = v
 		}
 		return p, nil
 	case "uretprobe", "ret":
 		if strings.Contains(rest, "+") {
-			return Probe{}, fmt.Errorf("probe %q: a return probe takes no offset", ref)
+			return Probe{}, fmt.Errorf("probe %s: a return probe takes no offset", quoteShort(ref))
 		}
 		if err := checkSymbol(rest); err != nil {
-			return Probe{}, fmt.Errorf("probe %q: %w", ref, err)
+			return Probe{}, fmt.Errorf("probe %s: %w", quoteShort(ref), err)
 		}
 		if kind == "ret" {
 			return Probe{Kind: KindRet, Symbol: rest}, nil
@@ -168,7 +168,7 @@ func parseProbe(ref string) (Probe, error) {
 	case "line":
 		return parseLine(ref, rest)
 	}
-	return Probe{}, fmt.Errorf("probe %q: unknown probe kind %q (want usdt, uprobe, uretprobe, ret or line)", ref, kind)
+	return Probe{}, fmt.Errorf("probe %s: unknown probe kind %s (want usdt, uprobe, uretprobe, ret or line)", quoteShort(ref), quoteShort(kind))
 }
 
 // parseLine parses the FILE:LINE of a line: reference: the last colon
@@ -177,14 +177,14 @@ func parseProbe(ref string) (Probe, error) {
 func parseLine(ref, rest string) (Probe, error) {
 	i := strings.LastIndexByte(rest, ':')
 	if i < 0 {
-		return Probe{}, fmt.Errorf("probe %q: want line:FILE:LINE (e.g. line:server.c:120)", ref)
+		return Probe{}, fmt.Errorf("probe %s: want line:FILE:LINE (e.g. line:server.c:120)", quoteShort(ref))
 	}
 	file, num := rest[:i], rest[i+1:]
 	if file == "" {
-		return Probe{}, fmt.Errorf("probe %q: empty file name (want line:FILE:LINE)", ref)
+		return Probe{}, fmt.Errorf("probe %s: empty file name (want line:FILE:LINE)", quoteShort(ref))
 	}
 	if err := checkName(file); err != nil {
-		return Probe{}, fmt.Errorf("probe %q: file: %w", ref, err)
+		return Probe{}, fmt.Errorf("probe %s: file: %w", quoteShort(ref), err)
 	}
 	bad := num == "" || num[0] == '0' || len(num) > 10
 	for i := 0; i < len(num) && !bad; i++ {
@@ -197,7 +197,7 @@ func parseLine(ref, rest string) (Probe, error) {
 		n = int(v)
 	}
 	if bad {
-		return Probe{}, fmt.Errorf("probe %q: line %q is not a line number (want 1 to %d, decimal)", ref, num, MaxLine)
+		return Probe{}, fmt.Errorf("probe %s: line %s is not a line number (want 1 to %d, decimal)", quoteShort(ref), quoteShort(num), MaxLine)
 	}
 	return Probe{Kind: KindLine, File: file, Line: n}, nil
 }
@@ -222,7 +222,7 @@ func checkName(s string) error {
 	}
 	for _, r := range s {
 		if unicode.IsSpace(r) || unicode.IsControl(r) || r == utf8.RuneError {
-			return fmt.Errorf("%q contains a space or control character", s)
+			return fmt.Errorf("%s contains a space or control character", quoteShort(s))
 		}
 	}
 	return nil
