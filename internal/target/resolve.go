@@ -294,17 +294,29 @@ func (fl *file) symbolAddress(name string) (uint64, error) {
 	return addr, nil
 }
 
-// executable says whether processes run this file (as opposed to loading it as a library).
+// executable says whether processes run this file (as opposed to loading
+// it as a library): an ET_EXEC file; a position-independent executable,
+// which the linker marks DF_1_PIE (binutils 2.26, 2016); or, for PIEs
+// linked before that, a file with a program interpreter and no DT_SONAME.
+// A library that can also be run, as glibc's libc.so.6 can (it has a
+// PT_INTERP to print its version), names itself with a DT_SONAME and is a
+// library: its processes run another program.
 func (fl *file) executable() bool {
 	if fl.elf.Type == elf.ET_EXEC {
 		return true
 	}
-	for _, p := range fl.elf.Progs {
-		if p.Type == elf.PT_INTERP {
-			return true
-		}
+	if flags, err := fl.elf.DynValue(elf.DT_FLAGS_1); err == nil && len(flags) > 0 && flags[0]&uint64(elf.DF_1_PIE) != 0 {
+		return true
 	}
-	return false
+	interp := false
+	for _, p := range fl.elf.Progs {
+		interp = interp || p.Type == elf.PT_INTERP
+	}
+	if !interp {
+		return false
+	}
+	soname, err := fl.elf.DynString(elf.DT_SONAME)
+	return err != nil || len(soname) == 0
 }
 
 // location is one resolved attach point of a probe.

@@ -337,3 +337,23 @@ func TestResolveNonPIE(t *testing.T) {
 		assert.Equal(t, []int64{int64(lookup(t, b.Program, "iterations").Value - done.Address)}, it.Derefs)
 	}
 }
+
+// A file is an executable when processes run it: ET_EXEC, a PIE (DF_1_PIE),
+// or an older PIE (an interpreter and no DT_SONAME); a library that can also
+// be run (glibc's libc.so.6 has a PT_INTERP) names itself and is a library.
+func TestExecutableOrLibrary(t *testing.T) {
+	for _, tt := range []struct {
+		path string
+		want bool
+	}{
+		{"/usr/bin/python3.11", true},                    // ET_EXEC
+		{"/usr/bin/bash", true},                          // PIE, DF_1_PIE
+		{"/usr/lib/x86_64-linux-gnu/libc.so.6", false},   // PT_INTERP and a DT_SONAME
+		{"/usr/lib/x86_64-linux-gnu/libssl.so.3", false}, // neither
+	} {
+		in, err := Inspect(tt.path, noDebug)
+		require.NoError(t, err, tt.path)
+		assert.Equal(t, tt.want, in.Executable(), tt.path)
+		in.Close()
+	}
+}
