@@ -200,3 +200,54 @@ func TestReturnProbeCosts(t *testing.T) {
 		median(entry), median(kernel), median(ret), entry, kernel, ret)
 	assert.Greater(t, median(ret), median(kernel), "a single-stepped RET costs more than a kernel return probe")
 }
+
+// A C++ program whose qsort comparator throws, 1,000 times, each caught:
+// glibc's qsort jumps to qsort_r (it has no RET of its own), which reaches
+// the comparator through a pointer, so returns: auto closes qsort_r at its
+// RET instructions and every exception is caught; malloc, which reaches no
+// code an exception could come from, keeps its kernel return probe (it
+// closed at its RETs before, as every libc function that calls another),
+// and its calls in the loop (one per throw: the exception object) are
+// 1,000 spans. The spans of qsort_r that exceptions unwound are abandoned,
+// counted, when the next call opens at the same place; the 1,000 calls that
+// do not throw are 1,000 spans.
+func TestExceptionsThroughLibcCallback(t *testing.T) {
+	testutil.RequireRoot(t)
+	const n = 1000
+	bin := testutil.BuildCXX(t, "unwind")
+	p := testutil.StartProgram(t, bin, "ready")
+	cfg := createDefaultConfig()
+	cfg.Targets = []config.Target{{Path: "libc", PID: p.PID, Spans: []config.Span{
+		{Name: "qsort_r", Function: "qsort_r"},
+		{Name: "malloc", Function: "malloc"},
+	}}}
+	s, _ := createdWith(t, cfg)
+	require.NoError(t, s.rcv.Start(context.Background(), componenttest.NewNopHost()))
+
+	plan := s.rcv.plan
+	qsort, malloc := exitProbe(t, plan, "qsort_r"), exitProbe(t, plan, "malloc")
+	assert.Equal(t, "ret:qsort_r", qsort.Ref)
+	assert.Contains(t, qsort.Why, "an exception may unwind through qsort_r, which a kernel return probe would make abort the program: qsort_r reaches a call through a pointer (")
+	assert.Equal(t, "uretprobe:malloc", malloc.Ref)
+	assert.Empty(t, malloc.Why)
+	for _, a := range plan.Attachments {
+		switch plan.Probes[a.Probe].Ref {
+		case qsort.Ref:
+			assert.False(t, a.Return, "a RET instruction")
+		case malloc.Ref:
+			assert.True(t, a.Return, "a kernel return probe")
+		}
+	}
+
+	assert.Equal(t, fmt.Sprintf("qsort caught %d", n), p.Ask(fmt.Sprintf("qsort %d", n), "qsort "), "every exception is caught")
+	assert.Equal(t, fmt.Sprintf("qcalm %d", n), p.Ask(fmt.Sprintf("qcalm %d", n), "qcalm "))
+	stQsort := spanStats(t, s, "qsort_r")
+	require.NoError(t, s.rcv.Shutdown(context.Background()))
+
+	count := map[string]int{}
+	for _, sp := range allSpans(s.traces) {
+		count[sp.Name()]++
+	}
+	assert.Equal(t, map[string]int{"qsort_r": n, "malloc": n}, count)
+	assert.Equal(t, uint64(n), stQsort.Abandoned, "the calls an exception unwound are abandoned, counted")
+}

@@ -66,7 +66,7 @@ func (c SiteClass) Probeable() bool { return c <= SingleStepped }
 // kernel runs a uprobe placed on it. Bytes after the first instruction are
 // ignored.
 func Classify(code []byte) (SiteClass, error) {
-	in, err := decodeOne(code, 0)
+	in, err := decodeOne(code, 0, true)
 	if err != nil {
 		return 0, fmt.Errorf("decode instruction (bytes % x): %w", code[:min(len(code), 8)], err)
 	}

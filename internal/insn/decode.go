@@ -77,13 +77,16 @@ func (i Inst) Target() (int64, bool) { return i.target, i.hasTarget }
 // step (data between instructions) and its boundaries cannot be trusted. A
 // jump over the prefixes of an instruction (glibc's jump over a lock
 // prefix) is accepted; its target is not a boundary.
-func Decode(code []byte) ([]Inst, error) {
+func Decode(code []byte) ([]Inst, error) { return decode(code, true) }
+
+// decode is Decode; text says whether to fill the instructions' Text.
+func decode(code []byte, text bool) ([]Inst, error) {
 	if len(code) == 0 {
 		return nil, errors.New("decode: no code")
 	}
 	insts := make([]Inst, 0, len(code)/4+1)
 	for off := 0; off < len(code); {
-		in, err := decodeOne(code[off:], uint64(off))
+		in, err := decodeOne(code[off:], uint64(off), text)
 		if err != nil {
 			if n := len(insts); n > 0 && insts[n-1].stopsFlow && isPadding(code[off:]) {
 				break
@@ -186,15 +189,19 @@ func Boundary(insts []Inst, off uint64) error {
 }
 
 // decodeOne decodes the instruction at the start of b, which sits at offset
-// off of its function.
-func decodeOne(b []byte, off uint64) (Inst, error) {
+// off of its function; withText says whether to fill its Text.
+func decodeOne(b []byte, off uint64, withText bool) (Inst, error) {
 	p := prefixEnd(b)
 	if n, op, ok := vzero(b, p); ok {
 		return finish(b[:n], off, op, strings.ToLower(op.String()), nil), nil
 	}
 	xi, err := x86Decode(b)
 	if err == nil && xi.Op != 0 && xi.Len > 0 && xi.Len <= len(b) {
-		return finish(b[:xi.Len], off, xi.Op, gnuText(xi, off), &xi), nil
+		text := ""
+		if withText {
+			text = gnuText(xi, off)
+		}
+		return finish(b[:xi.Len], off, xi.Op, text, &xi), nil
 	}
 	if n, text, ok := supplement(b, p); ok {
 		return finish(b[:n], off, 0, text, nil), nil
@@ -203,7 +210,7 @@ func decodeOne(b []byte, off uint64) (Inst, error) {
 		// x86asm rejects some prefixes that do not change the length,
 		// such as addr32 before a VEX instruction (OpenSSL pads code
 		// with them): decode without them.
-		if in, err2 := decodeOne(b[k:], off+uint64(k)); err2 == nil && k+in.Len <= 15 {
+		if in, err2 := decodeOne(b[k:], off+uint64(k), withText); err2 == nil && k+in.Len <= 15 {
 			out := finish(b[:k+in.Len], off, in.Op, fmt.Sprintf("(prefix % x) %s", b[:k], in.Text), nil)
 			out.hasTarget, out.target, out.guardCmp = in.hasTarget, in.target, in.guardCmp
 			return out, nil
@@ -330,7 +337,7 @@ func isNop(b []byte) bool {
 // DecodeOne decodes the one instruction at the start of code, which is at
 // offset 0 of its function. Bytes after it are ignored.
 func DecodeOne(code []byte) (Inst, error) {
-	in, err := decodeOne(code, 0)
+	in, err := decodeOne(code, 0, true)
 	if err != nil {
 		return Inst{}, fmt.Errorf("decode instruction (bytes % x): %w", code[:min(len(code), 8)], err)
 	}

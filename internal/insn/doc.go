@@ -121,7 +121,10 @@
 // [FirstCall] finds whether a function calls other code or hands its frame
 // over (a tail call): the receiver probes the returns of such functions of
 // files that unwind exceptions on their RET instructions, which changes no
-// stack. The BPF engine only reads the traced program's memory and
+// stack. [Transfers] says where each such instruction goes (a function, a
+// PLT or GOT slot, a jump table, an unknown pointer), from which the
+// receiver follows a C file's call graph to the callbacks an exception
+// could come from. The BPF engine only reads the traced program's memory and
 // registers (bpf_probe_read_user); it writes neither.
 //
 // # arm64

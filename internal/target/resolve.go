@@ -66,6 +66,11 @@ type file struct {
 	// decided on first use.
 	unwindWhy  string
 	unwindDone bool
+	// unwindCallbacksOnly says the file takes part only through the
+	// personality routines of its call-frame information (see
+	// exceptions), and cg is its call graph, built on first use.
+	unwindCallbacksOnly bool
+	cg                  *callGraph
 
 	// The DWARF of the file, opened on first use (only for $names, line:
 	// probes and function patterns) and closed with the file.

@@ -101,8 +101,11 @@ func (fl *file) staticExecutable() bool {
 //   - its .eh_frame has a CIE with a personality routine (code with
 //     handlers or cleanups in any language: C built with -fexceptions, as
 //     glibc builds qsort, bsearch and its other functions that call back
-//     into the program), or cannot be read: a wrong yes costs the file's
-//     own RET probes, a wrong no an aborted program. A static executable
+//     into the program; such a file holds no code that throws, so only its
+//     functions that reach a callback or another file's code can be
+//     unwound through: unwindCallbacksOnly, see callbackExit), or cannot
+//     be read: a wrong yes costs the file's own RET probes, a wrong no an
+//     aborted program. A static executable
 //     with a symbol table is the exception: its process runs only its own
 //     code, so what could raise an exception there shows in its symbols
 //     (a static C program holds glibc's -fexceptions code and libgcc's
@@ -127,6 +130,7 @@ func (fl *file) exceptions() (bool, string) {
 		fl.unwindWhy = fmt.Sprintf("its call-frame information cannot be read to prove otherwise (%v)", err)
 	case has:
 		fl.unwindWhy = "its call-frame information names a personality routine"
+		fl.unwindCallbacksOnly = true
 	}
 	return fl.unwindWhy != "", fl.unwindWhy
 }
@@ -136,6 +140,12 @@ func (fl *file) exceptions() (bool, string) {
 // unwinding (exceptions) and fn calls other code or leaves by a jump
 // (insn.FirstCall). Go functions are not asked: their returns are never
 // kernel return probes.
+//
+// In a file that takes part only through the personality routines of its
+// call-frame information (C built with -fexceptions, as glibc is), no code
+// throws, so an exception can only come in from code the file does not
+// hold: fn may be unwound through only if, through direct calls and jumps
+// inside the file, it reaches an exit to such code (file.callbackExit).
 func (fl *file) unwoundThrough(fn function, insts []insn.Inst) (string, bool) {
 	ok, why := fl.exceptions()
 	if !ok {
@@ -145,7 +155,86 @@ func (fl *file) unwoundThrough(fn function, insts []insn.Inst) (string, bool) {
 	if !ok {
 		return "", false
 	}
+	if fl.unwindCallbacksOnly {
+		reach, ok := fl.callbackExit(fn)
+		if !ok {
+			return "", false
+		}
+		return fmt.Sprintf("%s reaches %s, where an exception of other code may come in, and its file unwinds exceptions (%s)", fn.Name, reach, why), true
+	}
 	return fmt.Sprintf("%s runs other code (+%#x: %s) and its file unwinds exceptions (%s)", fn.Name, in.Offset, fl.branchText(fn, in), why), true
+}
+
+// callbackExit says whether function fn of a file that takes part in
+// exception unwinding only through its call-frame information reaches,
+// transitively through the direct calls and jumps inside the file, an exit
+// through which an exception can come into it, and describes the first
+// found ("a call through a pointer (call *%rax at msort_with_tmp+0x1c2,
+// through qsort_r, msort_with_tmp)"). Such a file holds no code that
+// throws (no C++ symbols, no import or definition of the exception ABI;
+// even a file that hides C++ code would throw through the unwinder, which
+// calls personality routines through pointers: an exit), so an exception
+// can only come from code it calls that is not its own. The exits are
+//
+//   - a call or jump through a pointer that is not a fixed slot
+//     (function pointers, callbacks: qsort's comparator, NSS modules,
+//     dl_iterate_phdr's and pthread_once's callbacks, atexit handlers);
+//   - a call through a slot (a PLT entry, a GOT entry) that the dynamic
+//     linker binds to a symbol (JUMP_SLOT, GLOB_DAT): a function of
+//     another file, or one of this file's that another file may
+//     interpose (LD_PRELOAD, a program's own malloc), which may call back;
+//   - a slot the program may change (outside PT_GNU_RELRO), a slot no
+//     relocation sets, a relocation of another kind, a jump table that is
+//     not read-only or whose first entry leaves the function;
+//   - code whose extent, bytes or instructions are not known, and any
+//     code past the search's bounds (callGraphMaxFunctions,
+//     callGraphMaxCode).
+//
+// Not exits: direct calls and jumps to the file's functions (followed,
+// with a function's gcc cold part by name), calls through slots the
+// dynamic linker fills with this file's code (R_*_RELATIVE, RELR; and
+// R_*_IRELATIVE, glibc's ifunc'd memcpy or strlen, followed to every
+// implementation the ifunc's resolver computes the address of, a resolver
+// that calls anything being an exit), and jumps through a compiler's jump
+// table inside the function. Each function is decoded at most once per
+// file and what the search proves is kept.
+func (fl *file) callbackExit(fn function) (string, bool) {
+	path := fl.graph().exitOf(fn)
+	if len(path) == 0 {
+		return "", false
+	}
+	last := path[len(path)-1]
+	e := *last.own
+	if e.in.Len > 0 {
+		// The graph decodes without text: the instruction, named.
+		if insts, err := fl.decode(e.fn); err == nil {
+			if i := instAt(insts, e.in.Offset); i >= 0 && insts[i].Offset == e.in.Offset {
+				e.in = insts[i]
+			}
+		}
+	}
+	where := "in " + e.fn.Name
+	switch {
+	case e.stub != 0:
+		mnemonic, _, _ := strings.Cut(e.in.Text, " ")
+		where = fmt.Sprintf("%s+%#x: %s %#x, a PLT entry", e.fn.Name, e.in.Offset, mnemonic, e.stub)
+	case e.in.Text != "":
+		where = fmt.Sprintf("%s+%#x: %s", e.fn.Name, e.in.Offset, fl.branchText(e.fn, e.in))
+	}
+	if len(path) > 1 {
+		names := make([]string, 0, len(path)-1)
+		for i, n := range path[1:] {
+			if i == 4 && len(path) > 6 {
+				names = append(names, "…")
+				n = path[len(path)-1]
+			} else if i > 4 {
+				break
+			}
+			names = append(names, n.fn.Name)
+		}
+		where += ", through " + strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s (%s)", e.what, where), true
 }
 
 // branchText describes a branch of fn: its mnemonic and, for a direct one,

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -244,6 +245,159 @@ func TestExceptionCapableSystemFiles(t *testing.T) {
 			capable, why := exceptionsOf(t, tc.path)
 			assert.Equal(t, tc.capable, capable, why)
 			assert.Contains(t, why, tc.why)
+		})
+	}
+}
+
+// callbacksC is a C library built with -fexceptions (so that its
+// call-frame information names a personality routine, as glibc's does)
+// and -static-libgcc (so that, as glibc, it imports nothing of the
+// exception ABI): each function reaches one kind of exit, or none.
+const callbacksC = `
+#include <unistd.h>
+
+__attribute__((noipa, visibility("hidden"))) long leaf(long x) { return x * 3 + 1; }
+__attribute__((noipa, visibility("hidden"))) long leaf2(long x) { return x * 5 + 2; }
+
+/* An ifunc resolved inside the file: an IRELATIVE PLT slot. */
+static long fast_impl(long x) { return x + 1; }
+static long slow_impl(long x) { return x + 2; }
+static volatile int use_slow;
+static void *resolve_twice(void) { return use_slow ? (void *)slow_impl : (void *)fast_impl; }
+__attribute__((visibility("hidden"), ifunc("resolve_twice"))) long twice(long);
+
+/* Same-file direct calls and the ifunc: no exit. */
+__attribute__((noipa)) long direct(long x) { return leaf(x) + leaf2(x) + twice(x); }
+/* A callback. */
+__attribute__((noipa)) long pick(long (*f)(long), long x) { return f(x) + 1; }
+/* Another library's function, through the PLT. */
+__attribute__((noipa)) long ext(long x) { return (long)getpid() + x; }
+/* Its own exported function, through the PLT: another file may interpose it. */
+__attribute__((noipa)) long exported(long x) { return x - 1; }
+__attribute__((noipa)) long viaplt(long x) { return exported(x) * 2; }
+/* A switch: a jump table inside the function (x86-64). */
+__attribute__((noipa)) long sw(long x) {
+	switch (x) {
+	case 0: return leaf(1);
+	case 1: return leaf2(2) + 3;
+	case 2: return leaf(3) * 7;
+	case 3: return leaf2(4) - 1;
+	case 4: return leaf(5) ^ 9;
+	case 5: return leaf2(6) << 2;
+	case 6: return leaf(7) | 64;
+	}
+	return 0;
+}
+/* A callback only on the way to a trap: the process ends there. */
+static void (*volatile handler)(void);
+__attribute__((noipa, noreturn)) static void fatal(void) { handler(); __builtin_trap(); }
+__attribute__((noipa)) long checked(long x) { if (x < 0) fatal(); return leaf(x) + 1; }
+/* A cleanup: its landing pad resumes through the unwinder, which calls
+   personality routines through pointers. */
+static volatile long sink;
+static void release(long *p) { sink = *p; }
+__attribute__((noipa)) long guarded(long x) { long v __attribute__((cleanup(release))) = x; return leaf(v); }
+`
+
+// In a file that takes part in exception unwinding only through its
+// call-frame information, returns: auto closes at the RETs only the
+// functions that reach, through direct calls and jumps inside the file, a
+// call through a pointer (pick), a call of another file's function or of
+// one another file may interpose (ext, viaplt), or the unwinder (guarded);
+// direct calls, an ifunc resolved inside the file (direct), a jump table
+// (sw) and a callback on the way to a trap (checked) keep their kernel
+// return probes. An explicit uretprobe: is refused where an exception may
+// arrive and attached elsewhere. arm64 alike (gcc makes sw a tree of
+// compares there).
+func TestCallbackExits(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		command []string
+		returns map[string]string
+	}{
+		{"x86-64", []string{"gcc"}, map[string]string{"sw": "uretprobe:sw"}},
+		{"arm64", []string{testutil.CrossCC}, map[string]string{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			command := append(tc.command, "-O2", "-fexceptions", "-fPIC", "-shared", "-static-libgcc")
+			lib := buildSource(t, t.TempDir(), "callbacks.c", callbacksC, command...)
+			capable, why := exceptionsOf(t, lib)
+			require.True(t, capable)
+			require.Equal(t, "its call-frame information names a personality routine", why, "only the call-frame information")
+			want := map[string]string{
+				"leaf": "uretprobe:leaf", "direct": "uretprobe:direct", "checked": "uretprobe:checked",
+				"pick": "ret:pick", "ext": "ret:ext", "viaplt": "ret:viaplt", "guarded": "ret:guarded",
+			}
+			for fn, ref := range tc.returns {
+				want[fn] = ref
+			}
+			fns := make([]string, 0, len(want))
+			for fn := range want {
+				fns = append(fns, fn)
+			}
+			assert.Equal(t, want, returnsOf(t, lib, fns...))
+
+			_, err := Resolve([]config.Target{{Path: lib, Counters: config.CountersOf("uretprobe:pick")}}, noDebug)
+			var hazard *UnwindHazardError
+			require.ErrorAs(t, err, &hazard)
+			assert.Regexp(t, `\(pick reaches a call through a pointer \(pick\+0x[0-9a-f]+: (call \*%r..|blr x\d+)\), where an exception of other code may come in, and its file unwinds exceptions \(its call-frame information names a personality routine\)\)`, err.Error())
+			_, err = Resolve([]config.Target{{Path: lib, Counters: config.CountersOf("uretprobe:ext")}}, noDebug)
+			require.ErrorAs(t, err, &hazard)
+			assert.Regexp(t, `ext reaches a call of getpid, which another file defines \(ext\+0x[0-9a-f]+: (callq?|bl) 0x[0-9a-f]+, a PLT entry\)`, err.Error())
+			_, err = Resolve([]config.Target{{Path: lib, Counters: config.CountersOf("uretprobe:direct")}}, noDebug)
+			assert.NoError(t, err)
+		})
+	}
+}
+
+// On this machine's glibc (built with -fexceptions: its call-frame
+// information names a personality routine, its symbols nothing of C++):
+// malloc, free, read, write and memcpy reach no exit and keep their kernel
+// return probes, while qsort_r (the comparator), bsearch, printf (a FILE's
+// functions) and getaddrinfo (NSS modules) close at their RETs; qsort,
+// which jumps to qsort_r and has no RET, cannot have its return probed;
+// with and without libc's debug symbols (libc6-dbg names its internal
+// functions).
+func TestCallbackExitsLibc(t *testing.T) {
+	const libc = "/lib/x86_64-linux-gnu/libc.so.6"
+	if _, err := os.Stat(libc); err != nil {
+		testutil.SkipOrFail(t, "%v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		opts Options
+	}{{"dynamic symbols", noDebug}, {"debug symbols", Options{}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var spans []config.Span
+			want := map[string]string{}
+			for _, fn := range []string{"malloc", "free", "read", "write", "memcpy"} {
+				spans = append(spans, config.Span{Function: fn})
+				want[fn] = "uretprobe:" + fn
+			}
+			for _, fn := range []string{"qsort_r", "bsearch", "printf", "getaddrinfo"} {
+				spans = append(spans, config.Span{Function: fn})
+				want[fn] = "ret:" + fn
+			}
+			start := time.Now()
+			plan, err := Resolve([]config.Target{{Path: libc, Spans: spans}}, tc.opts)
+			require.NoError(t, err)
+			t.Logf("planned %d spans on libc in %v", len(spans), time.Since(start))
+			got := map[string]string{}
+			for i, sp := range plan.Spans {
+				got[spans[i].Function] = plan.Probes[sp.Exit].Ref
+			}
+			assert.Equal(t, want, got)
+			for _, sp := range plan.Spans {
+				if p := plan.Probes[sp.Exit]; p.Ref == "ret:qsort_r" {
+					assert.Regexp(t, `qsort_r reaches a call through a pointer \(.*call \*%r`, p.Why)
+				}
+			}
+			_, err = Resolve([]config.Target{{Path: libc, Counters: config.CountersOf("uretprobe:malloc", "uretprobe:read")}}, tc.opts)
+			assert.NoError(t, err)
+			_, err = Resolve([]config.Target{{Path: libc, Spans: []config.Span{{Function: "qsort"}}}}, tc.opts)
+			var hazard *UnwindHazardError
+			require.ErrorAs(t, err, &hazard)
+			assert.Empty(t, hazard.Instead, "qsort has no RET")
 		})
 	}
 }

@@ -15,9 +15,16 @@
 //                   time N R   R rounds of N calls of leaf and of twin;
 //                              prints "ns LEAF TWIN", the fastest round's
 //                              nanoseconds per call of each
+//                   qsort N    N calls of libc's qsort on 4 ints whose
+//                              comparator throws at its first call, each
+//                              caught; prints "qsort caught C"
+//                   qcalm N    N calls of qsort with a comparator that
+//                              does not throw; prints "qcalm SUM" (the
+//                              sum of the smallest elements)
 //                   exit
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 #include <unistd.h>
 
@@ -83,6 +90,19 @@ double per_call(long (*fn)(long), long n)
 	return std::chrono::duration<double, std::nano>(end - start).count() / double(n);
 }
 
+// cmp_throw throws an int (whose exception object is the only memory
+// the throw allocates: one malloc) through qsort; cmp_int compares.
+__attribute__((noipa)) int cmp_throw(const void *, const void *)
+{
+	throw 42;
+}
+
+__attribute__((noipa)) int cmp_int(const void *a, const void *b)
+{
+	int x = *static_cast<const int *>(a), y = *static_cast<const int *>(b);
+	return (x > y) - (x < y);
+}
+
 } // namespace app
 
 int main()
@@ -116,6 +136,25 @@ int main()
 				twin = b < twin ? b : twin;
 			}
 			std::printf("ns %.1f %.1f\n", leaf, twin);
+		} else if (std::sscanf(line, "qsort %ld", &n) == 1) {
+			long caught = 0;
+			for (long i = 0; i < n; i++) {
+				int v[4] = {4, 3, 2, 1};
+				try {
+					std::qsort(v, 4, sizeof v[0], app::cmp_throw);
+				} catch (int) {
+					caught++;
+				}
+			}
+			std::printf("qsort caught %ld\n", caught);
+		} else if (std::sscanf(line, "qcalm %ld", &n) == 1) {
+			long sum = 0;
+			for (long i = 0; i < n; i++) {
+				int v[4] = {4, 3, 2, 1};
+				std::qsort(v, 4, sizeof v[0], app::cmp_int);
+				sum += v[0];
+			}
+			std::printf("qcalm %ld\n", sum);
 		} else if (line[0] == 'e') {
 			break;
 		}
