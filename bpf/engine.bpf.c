@@ -1484,12 +1484,18 @@ static __always_inline void send_span(const struct site *s, struct pt_regs *regs
 			pending_add(bpf_get_current_pid_tgid() >> 32, PENDING_SPAN_LOST, s->exit_span, 0, 1);
 			return;
 		}
-		struct span_stats *st = span_stats_of(s->exit_span);
-		struct probe_stats *ps = bpf_map_lookup_elem(&probes, &s->probe_id);
-		if (st)
-			add(&st->lost, 1);
+		/* Keys are copied to the stack: s is a global function's
+		 * argument (memory of a known size), which Linux 6.1 does not
+		 * take as a map key (only the stack, map keys and values). One
+		 * variable for both keys keeps close_span's frame at 32 bytes. */
+		__u32 key = s->probe_id;
+		struct probe_stats *ps = bpf_map_lookup_elem(&probes, &key);
 		if (ps)
 			add(&ps->lost, 1);
+		key = s->exit_span;
+		struct span_stats *st = bpf_map_lookup_elem(&spans, &key);
+		if (st)
+			add(&st->lost, 1);
 	}
 }
 

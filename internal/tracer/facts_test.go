@@ -1,6 +1,7 @@
 package tracer
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -59,6 +60,61 @@ func cgroupDir(t *testing.T, pid int, m procfs.CgroupMount, v1 string) string {
 	return ""
 }
 
+// hybridCgroups returns the host's cgroup mounts when they hold the
+// unified hierarchy and a v1 one, with the v1 controller the receiver would
+// choose. A root test on a host that lacks either (the busybox initramfs of
+// make test-arm64 mounts none; a cgroup v2 host has no v1 hierarchy) mounts
+// what is missing under a temporary directory for the test's duration: a
+// cgroup2 mount, and the v1 hierarchy of the first controller the kernel
+// lets go of (one enabled in the unified hierarchy is busy there).
+func hybridCgroups(t *testing.T) (procfs.CgroupMounts, string) {
+	t.Helper()
+	mounts, err := procfs.FS{}.CgroupMounts()
+	require.NoError(t, err)
+	controller, ok := mounts.PreferredV1()
+	if ok && mounts.Unified.Point != "" {
+		return mounts, controller
+	}
+	if os.Geteuid() != 0 {
+		testutil.SkipOrFail(t, "this test needs a hybrid cgroup host (v1 %q, unified %q), or root to mount one", controller, mounts.Unified.Point)
+	}
+	dir := t.TempDir()
+	mount := func(name, fstype, data string) error {
+		point := filepath.Join(dir, name)
+		if err := os.Mkdir(point, 0o755); err != nil {
+			return err
+		}
+		if err := syscall.Mount(fstype, point, fstype, 0, data); err != nil {
+			return fmt.Errorf("mounting %s (%s) at %s: %w", fstype, data, point, err)
+		}
+		t.Cleanup(func() { assert.NoError(t, syscall.Unmount(point, 0), "unmounting %s", point) })
+		return nil
+	}
+	if mounts.Unified.Point == "" {
+		require.NoError(t, mount("unified", "cgroup2", ""))
+	}
+	if !ok {
+		var errs []error
+		for _, c := range []string{"pids", "memory", "cpu", "cpuacct", "blkio", "devices", "freezer", "perf_event", "net_cls", "hugetlb"} {
+			err := mount(c, "cgroup", c)
+			if err == nil {
+				errs = nil
+				break
+			}
+			errs = append(errs, err)
+		}
+		if len(errs) > 0 {
+			testutil.SkipOrFail(t, "this test needs a cgroup v1 hierarchy and none could be mounted: %v", errors.Join(errs...))
+		}
+	}
+	mounts, err = procfs.FS{}.CgroupMounts()
+	require.NoError(t, err)
+	controller, ok = mounts.PreferredV1()
+	require.True(t, ok && mounts.Unified.Point != "", "mounted, yet the mount table shows v1 %q, unified %q", controller, mounts.Unified.Point)
+	t.Logf("mounted the missing cgroup hierarchies under %s: v1 %s at %s, unified at %s", dir, controller, mounts.V1[controller].Point, mounts.Unified.Point)
+	return mounts, controller
+}
+
 // The task iterator lists the running processes with their facts: the
 // ids of their cgroups (the inode numbers of the cgroups' directories),
 // and their executable's inode.
@@ -97,12 +153,8 @@ func TestRunningProcessesFacts(t *testing.T) {
 // cgroup, in the v1 hierarchy and in the unified one, and fork, exec and
 // exit records come in order with the process's images.
 func TestProcessRecordsCarryCgroups(t *testing.T) {
-	mounts, err := procfs.FS{}.CgroupMounts()
-	require.NoError(t, err)
-	controller, ok := mounts.PreferredV1()
-	if !ok || mounts.Unified.Point == "" {
-		testutil.SkipOrFail(t, "this test needs a hybrid cgroup host (v1 %q, unified %q)", controller, mounts.Unified.Point)
-	}
+	testutil.RequireRoot(t)
+	mounts, controller := hybridCgroups(t)
 	tr := openFacts(t, controller)
 	name := fmt.Sprintf("facts-test-%x", rand.Uint64())
 	dirs := []string{filepath.Join(mounts.V1[controller].Point, name), filepath.Join(mounts.Unified.Point, name)}

@@ -40,6 +40,10 @@ func stackDepths(t *testing.T) map[string]int {
 		spec.Variables[bpfobj.VarProcessFacts].Set(uint8(1)),
 		spec.Variables[bpfobj.VarCgroup1Subsys].Set(uint32(0))))
 	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{LogLevel: ebpf.LogLevelStats}})
+	var ve *ebpf.VerifierError
+	if errors.As(err, &ve) {
+		t.Fatalf("the verifier refused the engine: %-40v", ve) // the end of its log says why
+	}
 	require.NoError(t, err)
 	defer coll.Close()
 	out := map[string]int{}

@@ -254,10 +254,10 @@ func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
 		// The verifier refuses with EACCES, which is not a lack of
-		// privileges: tell it apart first.
+		// privileges: tell it apart first. The end of its log says why.
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("loading the BPF engine: the kernel's verifier refused it: %+v", ve)
+			return nil, fmt.Errorf("loading the BPF engine: the kernel's verifier refused it: %-40v", ve)
 		}
 		if errors.Is(err, os.ErrPermission) {
 			return nil, ErrPermission
