@@ -65,8 +65,8 @@ test: test-unit fuzz test-distro test-budget test-jaeger test-arm64
 # (test-distro, test-budget) or Jaeger (test-jaeger).
 test-unit: deps
 	$(GO) vet ./...
-	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e /internal/distrotest -e /internal/jaegertest -e /internal/budgettest)
-	cd internal/bench/spanfloor && $(GO) vet ./... && $(GO) test -count=1 ./...
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e /harness/e2e/)
+	cd harness/bench/spanfloor && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # fuzz runs every fuzz target briefly.
 fuzz:
@@ -86,7 +86,7 @@ $(DISTRO): builder-config.yaml go.mod go.sum $(shell find receiver internal -nam
 
 # floor-distro builds otelcol-floor, the benchmark's collector floor: the
 # distro's components (builder-config.yaml) and the spanfloor receiver
-# (internal/bench/spanfloor, a module of its own), which delivers spans
+# (harness/bench/spanfloor, a module of its own), which delivers spans
 # built with pdata alone, at a set rate.
 FLOOR_DISTRO := $(BUILD_DIR)/floor/otelcol-floor
 floor-distro: $(FLOOR_DISTRO)
@@ -95,9 +95,9 @@ $(FLOOR_DISTRO): builder-config.yaml go.mod go.sum $(shell find receiver interna
 	mkdir -p $(BUILD_DIR)
 	sed -e 's#^  name: otelcol-uprobe$$#  name: otelcol-floor#' \
 	    -e 's#^  output_path: ./_build$$#  output_path: ./$(BUILD_DIR)/floor#' \
-	    -e 's#^receivers:$$#receivers:\n  - gomod: github.com/otel-uprobe/spanfloor v0.0.0\n    path: ./internal/bench/spanfloor#' \
+	    -e 's#^receivers:$$#receivers:\n  - gomod: github.com/otel-uprobe/spanfloor v0.0.0\n    path: ./harness/bench/spanfloor#' \
 	    builder-config.yaml > $(BUILD_DIR)/builder-floor.yaml
-	test "$$(grep -c -e '^  name: otelcol-floor$$' -e '^  output_path: ./$(BUILD_DIR)/floor$$' -e '^    path: ./internal/bench/spanfloor$$' $(BUILD_DIR)/builder-floor.yaml)" = 3
+	test "$$(grep -c -e '^  name: otelcol-floor$$' -e '^  output_path: ./$(BUILD_DIR)/floor$$' -e '^    path: ./harness/bench/spanfloor$$' $(BUILD_DIR)/builder-floor.yaml)" = 3
 	$(GO) run go.opentelemetry.io/collector/cmd/builder@$(OCB_VERSION) --config $(BUILD_DIR)/builder-floor.yaml
 
 # demo builds the demo program traced by make run and the distro test.
@@ -108,14 +108,14 @@ demo: deps
 
 test-distro: build demo
 	OTELCOL_UPROBE_BIN=$(abspath $(DISTRO)) UPROBE_DEMO_DIR=$(abspath $(DEMO_DIR)) \
-		$(GO) test -count=1 -run TestDistro -v ./internal/distrotest
+		$(GO) test -count=1 -run TestDistro -v ./harness/e2e/distrotest
 
 # test-budget runs the overhead budget's test alone (it times a program, so
 # nothing else of the suite runs beside it): the distro pinned to CPU 0
 # with overhead_budget: 0.05, a program on CPU 1 calling a probed function
 # at a rate that would cost half a CPU (about 40 s; needs two CPUs).
 test-budget: build
-	OTELCOL_UPROBE_BIN=$(abspath $(DISTRO)) $(GO) test -count=1 -run TestOverheadBudget -v ./internal/budgettest
+	OTELCOL_UPROBE_BIN=$(abspath $(DISTRO)) $(GO) test -count=1 -run TestOverheadBudget -v ./harness/e2e/budgettest
 
 # run starts the demo program and the distro tracing it; spans and metrics
 # appear on stdout through the debug exporter. Ctrl-C stops both.
@@ -132,19 +132,19 @@ run: build demo
 BENCH_BASELINE ?= docs/benchmarks-baseline.json
 bench: deps build floor-distro
 	mkdir -p docs
-	$(GO) run ./internal/bench -out docs -distro $(abspath $(DISTRO)) -floor-distro $(abspath $(FLOOR_DISTRO)) $(if $(wildcard $(BENCH_BASELINE)),-before $(BENCH_BASELINE))
+	$(GO) run ./harness/bench -out docs -distro $(abspath $(DISTRO)) -floor-distro $(abspath $(FLOOR_DISTRO)) $(if $(wildcard $(BENCH_BASELINE)),-before $(BENCH_BASELINE))
 
 # bench-smoke is the seconds-long version CI runs so that the benchmark
 # cannot rot; its numbers are not meant to be read.
 bench-smoke: deps build floor-distro
-	$(GO) run ./internal/bench -smoke -distro $(abspath $(DISTRO)) -floor-distro $(abspath $(FLOOR_DISTRO))
+	$(GO) run ./harness/bench -smoke -distro $(abspath $(DISTRO)) -floor-distro $(abspath $(FLOOR_DISTRO))
 
 # bench-budget measures a program's speed, second by second for 30 s, under
 # a probe with and without overhead_budget and writes its section of
 # docs/benchmarks.md and docs/budget.json (about two minutes).
 bench-budget: deps build
 	mkdir -p docs
-	$(GO) run ./internal/budgetbench -out docs -distro $(abspath $(DISTRO))
+	$(GO) run ./harness/budgetbench -out docs -distro $(abspath $(DISTRO))
 
 # soak runs the distro for SOAK_DURATION against programs that churn (a C
 # program at 100k spans/s, a Go program, short-lived processes from
@@ -155,7 +155,7 @@ bench-budget: deps build
 SOAK_DURATION ?= 10m
 SOAK_CHURNERS ?= 3
 soak: deps build
-	$(GO) run ./internal/soak -duration $(SOAK_DURATION) -churners $(SOAK_CHURNERS) -out docs -distro $(abspath $(DISTRO))
+	$(GO) run ./harness/soak -duration $(SOAK_DURATION) -churners $(SOAK_CHURNERS) -out docs -distro $(abspath $(DISTRO))
 
 clean:
 	rm -rf $(BUILD_DIR)
@@ -189,7 +189,7 @@ $(JAEGER_BIN):
 # test-jaeger runs the end-to-end tests against Jaeger.
 test-jaeger: jaeger demo build
 	JAEGER_BIN=$(JAEGER_BIN) OTELCOL_UPROBE_BIN=$(abspath $(DISTRO)) UPROBE_DEMO_DIR=$(abspath $(DEMO_DIR)) \
-		$(GO) test -count=1 -v ./internal/jaegertest
+		$(GO) test -count=1 -v ./harness/e2e/jaegertest
 
 # run-jaeger runs Jaeger v2 on its usual ports, on 127.0.0.1 only: OTLP
 # gRPC 4317, OTLP HTTP 4318, UI and API http://127.0.0.1:16686.

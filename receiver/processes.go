@@ -9,8 +9,8 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
 	"github.com/otel-uprobe/uprobereceiver/internal/tracer"
 )
 
@@ -39,7 +39,7 @@ const maxDecisions = 1 << 16
 // chosen, dropped otherwise. Only the drain goroutine calls its methods but
 // folded, which collect reads.
 type chooser struct {
-	plan     *target.Plan
+	plan     *plan.Plan
 	engine   engineProcesses
 	fs       procfs.FS
 	matchers []*procfs.Matcher // by target index; nil when no selector
@@ -70,7 +70,7 @@ type chooser struct {
 	undecided uint64
 }
 
-func newChooser(plan *target.Plan, engine engineProcesses, fs procfs.FS) (*chooser, error) {
+func newChooser(plan *plan.Plan, engine engineProcesses, fs procfs.FS) (*chooser, error) {
 	c := &chooser{
 		plan: plan, engine: engine, fs: fs,
 		matchers:  make([]*procfs.Matcher, len(plan.Targets)),

@@ -18,9 +18,9 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"golang.org/x/sys/unix"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadatatest"
 )
 

@@ -46,24 +46,24 @@ type Package struct {
 }
 
 // DefaultSuite is what make test-arm64 runs: the architecture-independent
-// parsers and decoders; internal/armvm's own tests, among them the
+// parsers and decoders; harness/armvm's own tests, among them the
 // privileged uprobe smoke tests on the VM's kernel; the engine's layout
 // (internal/bpfobj); every test of internal/tracer, which loads the arm64
 // engine into the kernel and traces the demo program through per-location
 // uprobes (Linux 6.1 has no uprobe_multi); the receiver's end-to-end tests
 // that need no compiler in the VM (ReceiverTests); and the collector
-// distribution built for arm64 against the demo (internal/distrotest, run
+// distribution built for arm64 against the demo (harness/e2e/distrotest, run
 // only when the Builder has the distribution).
 var DefaultSuite = []Package{
 	{Path: "./internal/regs"},
 	{Path: "./internal/usdt", Skip: "^(TestFixtureExecutables|TestFixtureSharedLibrary|TestStapsdtBaseAdjustment|" +
 		"TestProbesUnsupportedArchitecture|TestProbesAddressOutsideSegments|TestRealBinaries|TestARM64Fixtures)$"},
 	{Path: "./internal/insn", Skip: "^(TestCFixture|TestGoFixture|TestCFixtureARM64|TestGoFixtureARM64)$"},
-	{Path: "./internal/armvm"},
+	{Path: "./harness/armvm"},
 	{Path: "./internal/bpfobj"},
 	{Path: "./internal/tracer"},
 	{Path: "./receiver", Run: ReceiverTests},
-	{Path: "./internal/distrotest", Env: []string{"OTELCOL_UPROBE_BIN=" + DistroPath}, NeedsDistro: true},
+	{Path: "./harness/e2e/distrotest", Env: []string{"OTELCOL_UPROBE_BIN=" + DistroPath}, NeedsDistro: true},
 }
 
 // ReceiverTests are the receiver's tests that run in the VM (as -test.run):
@@ -216,8 +216,8 @@ func (b Builder) sdtInclude() (string, error) {
 // run with:
 //
 //   - counter and classes (static C, from testdata/arm64) and goprog
-//     (testdata/gobin/goprog), for internal/armvm's own tests;
-//   - for the tests that use internal/testutil (see its FixturesEnv):
+//     (testdata/gobin/goprog), for harness/armvm's own tests;
+//   - for the tests that use harness/testutil (see its FixturesEnv):
 //     demo-O2 and demo-O0 (testdata/demo and its shared library, run path
 //     $ORIGIN), c/hardening and c/refuse, go/goprog (testdata/goprog), and
 //     testdata/distro/collector.yaml;

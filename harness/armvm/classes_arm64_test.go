@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/elfaddr"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 )
 
 // site is a labelled instruction of testdata/arm64/classes.S.

@@ -2,7 +2,7 @@
 // it boots the kernel in qemu-system-aarch64 (TCG emulation) with an
 // initramfs that holds busybox, cross-built Go test binaries and fixtures,
 // and reads the outcome from the serial console. make test-arm64 runs it
-// through its command, internal/armvm/cmd/armvm.
+// through its command, harness/armvm/cmd/armvm.
 //
 // # What the harness does
 //
@@ -22,7 +22,7 @@
 //     gcc on the host (linked against the arm64 C library, which goes into
 //     the image), the Go programs, the testdata files the tests read, and
 //     the arm64 collector distribution (make build-arm64). The tests find
-//     them through internal/testutil ([FixturesEnv]).
+//     them through harness/testutil ([FixturesEnv]).
 //   - Image ([MakeImage]): an uncompressed newc initramfs written in Go
 //     ([WriteInitramfs]; no cpio tool needed) whose /init ([InitScript])
 //     mounts proc, sysfs, devtmpfs, tmpfs and tracefs, brings up the
@@ -37,7 +37,7 @@
 // BPF engine loaded into Linux 6.1, which has no uprobe_multi, so every
 // location is attached through its own perf event), the receiver's
 // end-to-end tests ([ReceiverTests]) and the collector distribution against
-// the demo (internal/distrotest). Tests that need the host's tools or
+// the demo (harness/e2e/distrotest). Tests that need the host's tools or
 // sources (gcc, objdump, readelf) are skipped or left out in the VM by name
 // ([Package.Skip], [Package.Run]); they run on the host in make test. Tests
 // that make a million probed calls make fewer in the VM, where emulation

@@ -17,10 +17,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/elfaddr"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 )
 
 // tracefs is a mounted tracefs, where the tests define uprobe events

@@ -52,7 +52,7 @@ func InitScript(token string, runs []TestRun, opt InitOptions) (string, error) {
 		ci = "true"
 	}
 	fmt.Fprintf(&b, `#!/bin/busybox sh
-# /init of the internal/armvm test VM (generated).
+# /init of the harness/armvm test VM (generated).
 /bin/busybox --install -s /bin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 )
 
 // The tests in the VM find their fixtures through testutil, which cannot
@@ -212,13 +212,13 @@ func TestMakeImage(t *testing.T) {
 	pkgs := []Package{
 		{Path: "./internal/usdt", Skip: "^TestA$"},
 		{Path: "./receiver", Run: "^(TestB|TestC)$"},
-		{Path: "./internal/distrotest", Env: []string{"OTELCOL_UPROBE_BIN=" + DistroPath}, NeedsDistro: true},
+		{Path: "./harness/e2e/distrotest", Env: []string{"OTELCOL_UPROBE_BIN=" + DistroPath}, NeedsDistro: true},
 	}
 	bins := []string{touch("usdt.test"), touch("receiver.test"), touch("distrotest.test")}
 	fixtures := []File{{Path: fixturesDir + "/demo-O2/demo", Mode: 0o755, Source: touch("demo")}}
 	img, err := MakeImage(dir, Assets{Kernel: "vmlinuz", Busybox: touch("busybox")}, pkgs, bins, fixtures, InitOptions{CI: true})
 	require.NoError(t, err)
-	assert.Equal(t, []string{"internal/usdt", "receiver", "internal/distrotest"}, img.Tests)
+	assert.Equal(t, []string{"internal/usdt", "receiver", "harness/e2e/distrotest"}, img.Tests)
 
 	data, err := os.ReadFile(img.Initramfs)
 	require.NoError(t, err)

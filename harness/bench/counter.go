@@ -1,4 +1,4 @@
-package tracer
+package main
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/otel-uprobe/uprobereceiver/internal/tracer"
 )
 
 // Counter is a bare counting program attached by itself: the benchmark's
@@ -25,7 +26,7 @@ func OpenCounter(spec *ebpf.CollectionSpec, prog, hits, path string, fileOffset 
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
 		if errors.Is(err, os.ErrPermission) {
-			return nil, ErrPermission
+			return nil, tracer.ErrPermission
 		}
 		return nil, fmt.Errorf("loading the counter: %w", err)
 	}

@@ -36,11 +36,10 @@ import (
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"golang.org/x/sys/unix"
 
-	"github.com/otel-uprobe/uprobereceiver/internal/benchdoc"
+	"github.com/otel-uprobe/uprobereceiver/harness/benchdoc"
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
-	"github.com/otel-uprobe/uprobereceiver/internal/tracer"
+	"github.com/otel-uprobe/uprobereceiver/internal/planner"
 	"github.com/otel-uprobe/uprobereceiver/internal/tracer/floor"
 	uprobereceiver "github.com/otel-uprobe/uprobereceiver/receiver"
 )
@@ -402,12 +401,12 @@ type attacher func(fn string) (func() error, error)
 func perHit(s settings, res *Result, w *workload, path string) error {
 	offsets := map[string]uint64{}
 	for _, fn := range []string{"probed", "twin"} {
-		plan, err := target.Resolve([]config.Target{{Path: path, Counters: config.CountersOf("uprobe:" + fn)}})
+		pl, err := planner.Resolve([]config.Target{{Path: path, Counters: config.CountersOf("uprobe:" + fn)}})
 		if err != nil {
 			return err
 		}
-		offsets[fn] = plan.Attachments[0].FileOffset
-		plan.Close()
+		offsets[fn] = pl.Attachments[0].FileOffset
+		pl.Close()
 	}
 	floor := func(ret bool) attacher {
 		return func(fn string) (func() error, error) {
@@ -722,14 +721,14 @@ func attachTime(s settings, res *Result, dir string) error {
 	}
 	t := config.Target{Path: bin, Counters: config.CountersOf("usdt:gen:site")}
 	t0 := time.Now()
-	plan, err := target.Resolve([]config.Target{t})
+	pl, err := planner.Resolve([]config.Target{t})
 	if err != nil {
 		return err
 	}
 	resolve := time.Since(t0)
-	plan.Close()
-	if len(plan.Attachments) != s.sites {
-		return fmt.Errorf("resolved %d sites, want %d", len(plan.Attachments), s.sites)
+	pl.Close()
+	if len(pl.Attachments) != s.sites {
+		return fmt.Errorf("resolved %d sites, want %d", len(pl.Attachments), s.sites)
 	}
 	t0 = time.Now()
 	r, _, err := startReceiver(t, 1<<20)
@@ -904,7 +903,7 @@ func markdown(res *Result) string {
 	if res.Smoke {
 		fmt.Fprintf(&b, "**Smoke run: too short to judge; it only proves the benchmark works.**\n\n")
 	}
-	fmt.Fprintf(&b, "Machine: %s, %d CPUs; kernel %s; %s; %s. Produced by `make bench` (internal/bench).\n\n", res.Machine, res.CPUs, res.Kernel, orNone(res.Bpftrace), res.Date)
+	fmt.Fprintf(&b, "Machine: %s, %d CPUs; kernel %s; %s; %s. Produced by `make bench` (harness/bench).\n\n", res.Machine, res.CPUs, res.Kernel, orNone(res.Bpftrace), res.Date)
 	fmt.Fprintf(&b, "## Cost added per hit\n\nThe workload calls two identical functions, probed() and twin(), in interleaved rounds and times each. A configuration runs on probed() while its floor (the baseline) runs on twin() at the same time, so both are timed in the same rounds; \"ns added\" is a function's time per call minus its unprobed time in the same cycle, medians over cycles. Ratios are taken per cycle, then the median reported: this VM drifts by ±20%% between cycles, not within one.\n\n")
 	fmt.Fprintf(&b, "| probe | ns added per hit | ratio |\n|---|---:|---|\n")
 	for _, p := range res.PerHit {
@@ -959,10 +958,10 @@ func orNone(s string) string {
 
 // openFloor attaches the benchmark's floor program (a bare per-CPU counter)
 // at a file offset of path, with a return probe when withReturn is set.
-func openFloor(path string, fileOffset uint64, withReturn bool) (*tracer.Counter, error) {
+func openFloor(path string, fileOffset uint64, withReturn bool) (*Counter, error) {
 	spec, err := floor.Spec()
 	if err != nil {
 		return nil, fmt.Errorf("reading the floor program: %w", err)
 	}
-	return tracer.OpenCounter(spec, floor.Program, floor.Map, path, fileOffset, withReturn)
+	return OpenCounter(spec, floor.Program, floor.Map, path, fileOffset, withReturn)
 }

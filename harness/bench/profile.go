@@ -72,7 +72,7 @@ var stages = []struct {
 	{"drain loop (waiting, process records, filtering, counts)", []string{"receiver.(*chooser)", "receiver.(*drainRecords)", "receiver.(*uprobeReceiver).drain", "receiver.(*uprobeReceiver).wait", "receiver.(*uprobeReceiver).followClock", "receiver.(*uprobeReceiver).applyFileChanges", "receiver.(*uprobeReceiver).reportCounts", "receiver.(*uprobeReceiver).deliver", "internal/tracer.(*waker)", "internal/tracer.(*Tracer).WaitRecords"}},
 	{"obsreport", []string{"receiverhelper."}},
 	{"debug exporter and pipeline", []string{"collector/exporter", "collector/consumer", "collector/service", "collector/internal/fanoutconsumer", "collector/pipeline"}},
-	{"file watcher (execs on the machine)", []string{"receiver.(*fileWatcher)", "internal/target.HostLocator", "internal/procfs."}},
+	{"file watcher (execs on the machine)", []string{"receiver.(*fileWatcher)", "internal/planner.HostLocator", "internal/procfs."}},
 	{"metrics and self-telemetry", []string{"receiver.(*uprobeReceiver).collect", "receiver.(*metricsEmitter)", "prometheus", "otelconf"}},
 	{"the profiler itself", []string{"runtime/pprof", "net/http", "runtime.profilealloc", "runtime.mProf_"}},
 	{"scheduler, timers and wakeups", []string{"runtime.schedule", "runtime.findRunnable", "runtime.park_m", "runtime.sysmon", "runtime.netpoll", "runtime.mcall", "runtime.futex", "runtime.usleep", "runtime.notetsleep", "runtime.(*timers)", "runtime.stopm", "runtime.startm", "runtime.wakep", "runtime.ready", "runtime.goready", "runtime.selectgo", "runtime.chansend", "runtime.chanrecv", "receiver.(*uprobeReceiver).every", "runtime.mstart", "runtime.goexit"}},

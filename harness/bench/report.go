@@ -27,7 +27,7 @@ func collectorMarkdown(b *strings.Builder, res *Result) {
 		"The ratio is taken per round, its median reported with the range.\n\n", flush, where, floorBatch)
 	hasFloor := c.CollectorFloorNsPerSpan > 0
 	if hasFloor {
-		fmt.Fprintf(b, "The collector floor is the same collector (`otelcol-floor`: the distro's components built by ocb with one more receiver, internal/bench/spanfloor) whose spanfloor receiver builds the same spans with pdata alone (the same code as the standalone floor) and hands them to the same debug exporter, at the round's rate, every flush interval in batches of %d, as the receiver does: no eBPF, no ring buffer, no decoding. It runs just after each flood, pinned to the same CPU, while the measured collector is idle; its CPU time per delivered span over as many seconds, after a second of warm-up. It is what a receiver that cost nothing would reach in this collector, on this machine.\n\n", floorBatch)
+		fmt.Fprintf(b, "The collector floor is the same collector (`otelcol-floor`: the distro's components built by ocb with one more receiver, harness/bench/spanfloor) whose spanfloor receiver builds the same spans with pdata alone (the same code as the standalone floor) and hands them to the same debug exporter, at the round's rate, every flush interval in batches of %d, as the receiver does: no eBPF, no ring buffer, no decoding. It runs just after each flood, pinned to the same CPU, while the measured collector is idle; its CPU time per delivered span over as many seconds, after a second of warm-up. It is what a receiver that cost nothing would reach in this collector, on this machine.\n\n", floorBatch)
 		fmt.Fprintf(b, "| round | spans/s | delivered | collector CPU | ns per span | context switches per 1,000 spans | pdata floor (standalone) | ratio | collector floor | its ratio |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	} else {
 		fmt.Fprintf(b, "| round | spans/s | delivered | collector CPU | ns per span | context switches per 1,000 spans | pdata floor (standalone) | ratio |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
@@ -60,7 +60,7 @@ func collectorMarkdown(b *strings.Builder, res *Result) {
 
 	if p := c.Profile; p != nil {
 		fmt.Fprintf(b, "\n### Where the collector's CPU goes\n\n")
-		fmt.Fprintf(b, "A CPU profile and an allocation profile (the pprof extension) of %.0f s of flood, %d spans delivered: per delivered span. A sample belongs to the stage of the innermost function on its stack that a stage names (internal/bench/profile.go); garbage collection wherever it is on the stack (background marking, assists, sweeping, scavenging). The process's CPU time in the same seconds is what its threads' scheduler statistics say; the profiler misses part of it (mostly kernel time around context switches).\n\n", p.Seconds, p.Spans)
+		fmt.Fprintf(b, "A CPU profile and an allocation profile (the pprof extension) of %.0f s of flood, %d spans delivered: per delivered span. A sample belongs to the stage of the innermost function on its stack that a stage names (harness/bench/profile.go); garbage collection wherever it is on the stack (background marking, assists, sweeping, scavenging). The process's CPU time in the same seconds is what its threads' scheduler statistics say; the profiler misses part of it (mostly kernel time around context switches).\n\n", p.Seconds, p.Spans)
 		var bp *Profile
 		if res.Before != nil {
 			bp = res.Before.Profile

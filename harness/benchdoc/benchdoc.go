@@ -1,5 +1,5 @@
 // Package benchdoc keeps docs/benchmarks.md whole when the programs that
-// write it (internal/bench, internal/soak, internal/budgetbench) each
+// write it (harness/bench, harness/soak, harness/budgetbench) each
 // rewrite their own part: the soak and budget sections live between
 // markers and survive a new benchmark run.
 package benchdoc
@@ -10,7 +10,7 @@ import "strings"
 // its own program.
 type Section struct{ Start, End string }
 
-// The sections other programs than internal/bench write.
+// The sections other programs than harness/bench write.
 var (
 	Soak   = Section{SoakStart, SoakEnd}
 	Budget = Section{"<!-- budget: written by make bench-budget -->", "<!-- /budget -->"}

@@ -21,9 +21,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/otel-uprobe/uprobereceiver/internal/benchdoc"
-	"github.com/otel-uprobe/uprobereceiver/internal/budgetrun"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+	"github.com/otel-uprobe/uprobereceiver/harness/benchdoc"
+	"github.com/otel-uprobe/uprobereceiver/harness/budgetrun"
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 )
 
 func main() {
@@ -253,7 +253,7 @@ func runOne(s settings, hot *budgetrun.Hot, dir, path string, rate int64, name s
 func markdown(res *Result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Overhead budget: a program's speed over time\n\n")
-	fmt.Fprintf(&b, "Machine: %s, %d CPUs; %s. Produced by `make bench-budget` (internal/budgetbench).\n\n", res.Machine, res.CPUs, res.Date)
+	fmt.Fprintf(&b, "Machine: %s, %d CPUs; %s. Produced by `make bench-budget` (harness/budgetbench).\n\n", res.Machine, res.CPUs, res.Date)
 	fmt.Fprintf(&b, "testdata/budget/hot.c runs on CPU 1 (nice -20 in an autogroup of its own, so that other processes take next to none of it) and calls `hot_fn` "+
 		"(first instruction `push %%rbp`, emulated) %d times a second, catching up when it falls behind, like requests arriving; between calls it does units of work. "+
 		"The collector (on CPU 0) calibrated an emulated hit at %.0f ns, so that rate costs half a CPU when every call is probed (`counters: [uprobe:hot_fn]`). "+

@@ -1,6 +1,6 @@
 // Package budgetrun runs testdata/budget/hot.c under the collector
 // distribution, for the overhead budget's privileged test
-// (internal/budgettest) and its benchmark (internal/budgetbench): it
+// (harness/e2e/budgettest) and its benchmark (harness/budgetbench): it
 // builds and drives the hot program on one CPU, starts the collector on
 // the other with a budget or none, and keeps the metrics the collector
 // exports over OTLP/HTTP — the pipeline's and its own telemetry — with

@@ -46,8 +46,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/otel-uprobe/uprobereceiver/internal/benchdoc"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+	"github.com/otel-uprobe/uprobereceiver/harness/benchdoc"
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 )
 
 func main() {

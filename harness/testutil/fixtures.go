@@ -12,14 +12,14 @@ import (
 )
 
 // FixturesEnv names the environment variable that holds, in the arm64 test
-// VM of internal/armvm, the directory of the fixtures built for it on the
+// VM of harness/armvm, the directory of the fixtures built for it on the
 // host (the VM has no compiler). It is unset on the host, where tests
-// build their fixtures themselves. internal/armvm sets it (its FixturesEnv
+// build their fixtures themselves. harness/armvm sets it (its FixturesEnv
 // has the same value; a test there checks).
 const FixturesEnv = "ARMVM_FIXTURES"
 
 // The layout of the prebuilt fixtures under $ARMVM_FIXTURES, which
-// internal/armvm's Builder writes:
+// harness/armvm's Builder writes:
 //
 //	demo-O2/demo, demo-O2/libdemo.so   testdata/demo, as BuildDemo(t, "-O2") builds it
 //	demo-O0/demo, demo-O0/libdemo.so   the same at -O0
@@ -96,7 +96,7 @@ func copyFile(src, dst string) (err error) {
 
 // BuildC builds the C program testdata/NAME/NAME.c with gcc -O2 -g (and
 // extra flags) into a temporary directory and returns its path; in the
-// arm64 VM it is a copy of the prebuilt one (built by internal/armvm with
+// arm64 VM it is a copy of the prebuilt one (built by harness/armvm with
 // the same flags).
 func BuildC(t testing.TB, name string, extra ...string) string {
 	t.Helper()
@@ -174,7 +174,7 @@ func CrossGcc(t testing.TB, dir string, args ...string) {
 }
 
 // BuildDemoARM64 cross-builds testdata/demo for arm64 with an optimization
-// flag and extra flags, as internal/armvm builds it for the arm64 VM
+// flag and extra flags, as harness/armvm builds it for the arm64 VM
 // (there with -fno-section-anchors), for tests that read arm64 files on
 // any host.
 func BuildDemoARM64(t testing.TB, opt string, extra ...string) DemoBuild {

@@ -6,7 +6,7 @@ package testutil
 import (
 	"bufio"
 	"fmt"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil/ci"
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil/ci"
 	"io"
 	"os"
 	"os/exec"
@@ -71,11 +71,11 @@ type DemoBuild struct {
 
 // BuildDemo builds testdata/demo into a temporary directory with the given
 // optimization flag ("-O2" gives register arguments, "-O0" stack ones); in
-// the arm64 VM it copies the demo internal/armvm built with that flag.
+// the arm64 VM it copies the demo harness/armvm built with that flag.
 func BuildDemo(t testing.TB, opt string) DemoBuild {
 	t.Helper()
 	if Prebuilt() != "" {
-		// arm64 VM: a copy of the demo internal/armvm built with opt.
+		// arm64 VM: a copy of the demo harness/armvm built with opt.
 		dir := copyPrebuilt(t, PrebuiltDemoDir(opt), "demo", "libdemo.so")
 		return DemoBuild{Dir: dir, Program: filepath.Join(dir, "demo"), Library: filepath.Join(dir, "libdemo.so")}
 	}
@@ -269,11 +269,11 @@ func (p *Program) Ask(cmd, prefix string) string {
 
 // BuildGo builds the Go program in testdata/NAME (its own module) into a
 // temporary directory, stripped of its symbol table when stripped is set;
-// in the arm64 VM it copies the (unstripped) one internal/armvm built.
+// in the arm64 VM it copies the (unstripped) one harness/armvm built.
 func BuildGo(t testing.TB, name string, stripped bool) string {
 	t.Helper()
 	if Prebuilt() != "" && !stripped {
-		// arm64 VM: a copy of the program internal/armvm built.
+		// arm64 VM: a copy of the program harness/armvm built.
 		return filepath.Join(copyPrebuilt(t, PrebuiltGoDir, name), name)
 	}
 	out := filepath.Join(t.TempDir(), filepath.Base(name))

@@ -20,8 +20,8 @@
 // With -wait-probes it waits, before the request, until a tracer has attached
 // to the demo it started (raised one of its semaphores).
 //
-// Build it from the main module: go build -o traceapp ./internal/traceapp
-// (internal/jaegertest.BuildTraceapp does).
+// Build it from the main module: go build -o traceapp ./harness/traceapp
+// (harness/e2e/jaegertest.BuildTraceapp does).
 //
 //	traceapp -otlp 127.0.0.1:4317 -demo _build/demo/demo [-service traceapp]
 package main

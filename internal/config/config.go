@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
-	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
+	"github.com/otel-uprobe/uprobereceiver/internal/glob"
 	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 )
 
@@ -132,11 +132,11 @@ const DefaultMaxFunctions = 1000
 
 // FunctionIsPattern reports whether a function: value is a glob rather than
 // a name: it holds "*", "?" or "[" (a "*" right after "(" is literal, as in
-// Go's "main.(*Server).Handle", and "\" escapes; see debuginfo.Glob). The
+// Go's "main.(*Server).Handle", and "\" escapes; see glob.Glob). The
 // resolver still takes a pattern that is exactly a symbol of the file as
 // that symbol.
 func FunctionIsPattern(name string) bool {
-	g, err := debuginfo.CompileGlob(name)
+	g, err := glob.CompileGlob(name)
 	return err != nil || !g.Literal()
 }
 
@@ -553,7 +553,7 @@ func (s Span) validate(where string) (entry, exit string, errs []error) {
 		} else if strings.Contains(s.Function, "+") {
 			add("function: %q: a function name takes no offset; use entry: uprobe:SYMBOL+OFFSET with an exit", s.Function)
 		} else if pattern {
-			if _, err := debuginfo.CompileGlob(s.Function); err != nil {
+			if _, err := glob.CompileGlob(s.Function); err != nil {
 				add("function: %v", err)
 			}
 		}
@@ -594,7 +594,7 @@ func (s Span) validate(where string) (entry, exit string, errs []error) {
 			add("source_file: only a function: span selects functions by source file")
 		} else if err := checkName(s.SourceFile); err != nil {
 			add("source_file: %v", err)
-		} else if _, err := debuginfo.CompileGlob(s.SourceFile); err != nil {
+		} else if _, err := glob.CompileGlob(s.SourceFile); err != nil {
 			add("source_file: %v", err)
 		}
 	}
@@ -680,16 +680,16 @@ func checkExpr(e fetch.Expr, r role, p Probe, pOK bool) error {
 		if err := checkName(e.Path); err != nil {
 			return fmt.Errorf("%q: %w", e.Text, err)
 		}
-		path, err := debuginfo.ParsePath(e.Path)
+		path, err := fetch.ParsePath(e.Path)
 		if err != nil {
 			return err
 		}
 		switch path.Kind {
-		case debuginfo.PathParams:
+		case fetch.PathParams:
 			if e.Typed {
 				return fmt.Errorf("%q: $$params takes no type: each parameter gets the default of its own type", e.Text)
 			}
-		case debuginfo.PathReturn:
+		case fetch.PathReturn:
 			if r == atEntry {
 				return fmt.Errorf("%q: $return is only known at exit", e.Text)
 			}

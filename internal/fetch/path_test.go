@@ -1,6 +1,7 @@
-package debuginfo
+package fetch
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -80,7 +81,7 @@ func FuzzParsePath(f *testing.F) {
 		p, err := ParsePath(text)
 		if err != nil {
 			var pe *PathError
-			if !errorAs(err, &pe) || pe.Column < 1 || pe.Column > len(text)+1 {
+			if !errors.As(err, &pe) || pe.Column < 1 || pe.Column > len(text)+1 {
 				t.Fatalf("%q: %v", text, err)
 			}
 			return

@@ -1,4 +1,8 @@
-package debuginfo
+// Package glob compiles the name patterns users write for function: and
+// source_file: (and the probe browser's arguments): a Glob matches symbol
+// names and source paths. It is plain Go, shared by the configuration's
+// checks (internal/config) and the DWARF reader (internal/debuginfo).
+package glob
 
 import (
 	"fmt"

@@ -1,29 +1,19 @@
-// Package target turns the configured targets into a Plan: the deterministic
-// spec of every probe, span definition, attach site and compiled fetch, read
-// from the traced ELF files (their own class, byte order and machine, never
-// the host's) and the configuration. It opens files but never touches the
-// kernel: internal/tracer turns a Plan into kernel objects.
-//
-// A target that uses $names, line: probes or function patterns has its
-// debuginfo opened (package debuginfo) once, from the very file read, and
-// closed when its plan is made; other targets never look for it. Names are
-// compiled per location into the same fetches register expressions give;
-// line: probes are placed on the line table's statement starts with the
-// checks of uprobe:SYMBOL+0xOFF; a function pattern becomes one span
-// definition per matched function. Inspect reads a file the same way for
-// the probe browser (cmd/uprobe-list).
-package target
+// Package plan is the contract between the planner and the kernel side: the
+// Plan the planner (internal/planner) reads out of the configuration and the
+// traced ELF files, and that the tracer (internal/tracer) attaches and the
+// span builder (internal/spans) reads records against. It holds plain
+// values only: the targets, their traced files, probes, span definitions,
+// sites with their compiled fetches and values, attachments and value
+// histograms, indexed the way the engine indexes them. It reads no file and
+// touches no kernel, and builds on every OS.
+package plan
 
 import (
 	"errors"
-	"fmt"
 	"os"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
-	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
 	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
@@ -34,8 +24,8 @@ import (
 // it: probe ids, span ids and site ids are positions in these slices. Targets,
 // probes and spans come from the configuration; files, sites and
 // attachments from the traced files, and a target may gain files while the
-// receiver runs (a container started, a file upgraded): see ReadFile and
-// Append.
+// receiver runs (a container started, a file upgraded): see the
+// planner's ReadFile, and Append.
 type Plan struct {
 	Targets     []Target
 	Files       []File
@@ -46,16 +36,7 @@ type Plan struct {
 	// Histograms are the value histograms of counters (histogram:); a
 	// site's ValueHist selects one.
 	Histograms []Histogram
-	// Refused says which files Resolve found and did not read, and why
-	// (another build than the target's build_id).
-	Refused []error
-	// Unplanned are the files Resolve found and left out because they
-	// could not be read or planned, while the target's other files are
-	// traced (or the target is optional): see Resolve.
-	Unplanned []Unplanned
 
-	opts Options
-	defs []*targetDef // per target, what ReadFile needs
 	// open holds, by file index, the open file each File was read from,
 	// until the tracer takes it (TakeFile) or Close closes it.
 	open map[int]*os.File
@@ -78,35 +59,6 @@ func (plan *Plan) TakeFile(fi int) *os.File {
 	return f
 }
 
-// ErrReplaced says a file of a plan is no longer the file at its path: a
-// package upgrade replaced it after it was read. The plan is right for the
-// file it read, which is what the tracer would attach, but processes
-// started from the path run the new one: resolve the targets again.
-var ErrReplaced = errors.New("replaced at its path after it was read")
-
-// Replaced returns an error wrapping ErrReplaced that names the files of
-// the plan, among those of the collector's own view (not found through a
-// process's root), whose path leads to another file now; nil when none
-// does. It only looks at the paths (stat): nothing is opened by them.
-func (plan *Plan) Replaced() error {
-	host, err := procfs.Root("").OpenDir()
-	if err != nil {
-		return nil
-	}
-	defer host.Close()
-	var errs []error
-	for _, f := range plan.Files {
-		if f.ThroughRoot {
-			continue
-		}
-		_, id, err := host.Stat(f.SeenAs)
-		if err == nil && (id.Dev != f.ID.Device || id.Ino != f.ID.Inode) {
-			errs = append(errs, fmt.Errorf("%s: %w (read: inode %d; now: inode %d)", f.Path, ErrReplaced, f.ID.Inode, id.Ino))
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // Close closes the open files the tracer did not take. The plan stays
 // usable as a description.
 func (plan *Plan) Close() error {
@@ -117,6 +69,68 @@ func (plan *Plan) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// FileSpec is one file of a target read and compiled, before it joins a
+// plan: site indexes and cookies are counted from its own start. It owns
+// the open file it was read from until Append hands that to the plan (Open);
+// a FileSpec that is not appended must be closed with Close.
+type FileSpec struct {
+	File        File
+	Sites       []Site
+	Attachments []Attachment
+	// Locations counts the file's locations per probe id.
+	Locations map[int]int
+
+	// Open is the file it was read from, never reopened by path: the
+	// spec owns it until Append hands it to the plan.
+	Open *os.File
+}
+
+// Close closes the file of a FileSpec that was not appended.
+func (spec *FileSpec) Close() error {
+	if spec.Open == nil {
+		return nil
+	}
+	err := spec.Open.Close()
+	spec.Open = nil
+	return err
+}
+
+// Append adds a file read by ReadFile to the plan and returns its index:
+// its sites get the next site ids and its attachments the cookies that
+// select them. The plan takes the spec's open file (see TakeFile). Only
+// the plan's owner may call it.
+func (plan *Plan) Append(spec *FileSpec) int {
+	fi := len(plan.Files)
+	if spec.Open != nil {
+		if plan.open == nil {
+			plan.open = map[int]*os.File{}
+		}
+		plan.open[fi], spec.Open = spec.Open, nil
+	}
+	f := spec.File
+	f.Sites = Range{len(plan.Sites), len(plan.Sites) + len(spec.Sites)}
+	f.Attachments = Range{len(plan.Attachments), len(plan.Attachments) + len(spec.Attachments)}
+	for _, s := range spec.Sites {
+		s.File = fi
+		plan.Sites = append(plan.Sites, s)
+	}
+	for _, a := range spec.Attachments {
+		a.File = fi
+		if a.Program == ProgramSite {
+			a.Cookie += uint64(f.Sites.Start)
+		}
+		plan.Attachments = append(plan.Attachments, a)
+	}
+	for id, n := range spec.Locations {
+		plan.Probes[id].Locations += n
+	}
+	plan.Files = append(plan.Files, f)
+	return fi
+}
+
+// FileOf returns the file of a site.
+func (plan *Plan) FileOf(site int) *File { return &plan.Files[plan.Sites[site].File] }
 
 // Target is one configured target: a path or name, and the processes it
 // traces.
@@ -201,18 +215,6 @@ type FileID struct {
 	Device, Inode uint64
 	Size          int64
 	ModTimeNs     int64
-}
-
-// StatFileID returns the identity of an open file.
-func StatFileID(f *os.File) (FileID, error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return FileID{}, fmt.Errorf("stat %s: %w", f.Name(), err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return FileID{}, fmt.Errorf("%s: not a regular file", f.Name())
-	}
-	return FileID{Device: st.Dev, Inode: st.Ino, Size: st.Size, ModTimeNs: st.Mtim.Nano()}, nil
 }
 
 // Range is a half-open range of indexes [Start, End).
@@ -343,6 +345,19 @@ type Filter struct {
 	AtExit bool
 }
 
+// FilterSize returns the bytes of an integer condition's value that count:
+// the value's type, or the USDT argument's own size when that is smaller.
+func (f Filter) FilterSize() uint8 {
+	size := f.Value.Value.Type.Size
+	if f.Value.Value.FromArg && f.Value.Value.ArgSize != 0 && f.Value.Value.ArgSize < size {
+		size = f.Value.Value.ArgSize
+	}
+	if size == 0 {
+		size = 8
+	}
+	return size
+}
+
 // Program selects the engine program an attachment runs.
 type Program uint8
 
@@ -459,9 +474,9 @@ type Value struct {
 	// Type is the attribute's type: the configured one, or the default.
 	Type fetch.Type
 	// Enum is the value-to-name table of a $name of an enum type: the
-	// attribute is the enumerator's name (debuginfo.FormatEnum: flags as
+	// attribute is the enumerator's name (fetch.FormatEnum: flags as
 	// "A|B", unknown values as the number). Nil for other values.
-	Enum []debuginfo.Enumerator
+	Enum []fetch.Enumerator
 	// FromArg is true when the stored integer is a USDT argument's own value:
 	// it is first cut to ArgSize bytes after a right shift of Shift bits and
 	// sign-extended when ArgSigned, then converted to Type.

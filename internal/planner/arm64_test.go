@@ -1,4 +1,4 @@
-package target
+package planner
 
 import (
 	"fmt"
@@ -8,41 +8,42 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
 )
 
 // These tests read arm64 files (cross-built on any host): the plan's
 // registers are arm64 registers, from the AAPCS64 and Go's arm64 ABI, USDT
 // arguments from the notes' arm64 operands, and sites follow the arm64
-// kernel's rules. internal/armvm runs the same files in an arm64 kernel.
+// kernel's rules. harness/armvm runs the same files in an arm64 kernel.
 
 // wantArg checks that fetch f reads USDT argument spec arg of an arm64 note
 // the way the note says: a register, memory at a register plus an offset,
 // or a constant.
-func wantArg(t *testing.T, arg usdt.Arg, f Fetch) {
+func wantArg(t *testing.T, arg usdt.Arg, f plan.Fetch) {
 	t.Helper()
 	op := arg.Operand
 	switch op.Kind {
 	case usdt.OperandRegister:
-		assert.Equal(t, BaseRegister, f.Base, arg.Text)
+		assert.Equal(t, plan.BaseRegister, f.Base, arg.Text)
 		assert.Equal(t, op.Register.Reg, f.Register, arg.Text)
 		assert.Equal(t, regs.ArchARM64, f.Register.Arch(), arg.Text)
 		assert.Empty(t, f.Derefs, arg.Text)
 	case usdt.OperandMemory:
-		assert.Equal(t, BaseRegister, f.Base, arg.Text)
+		assert.Equal(t, plan.BaseRegister, f.Base, arg.Text)
 		assert.Equal(t, op.Base, f.Register, arg.Text)
 		if !op.SymbolLow12 {
 			assert.Equal(t, []int64{op.Disp}, f.Derefs, arg.Text)
 		}
-		if f.Store == StoreInt {
+		if f.Store == plan.StoreInt {
 			assert.Equal(t, arg.Size, f.ReadSize, arg.Text)
 		}
 	case usdt.OperandConstant:
-		assert.Equal(t, BaseConstant, f.Base, arg.Text)
+		assert.Equal(t, plan.BaseConstant, f.Base, arg.Text)
 		assert.Equal(t, op.Value, f.Disp, arg.Text)
 	}
 	assert.True(t, f.Value.FromArg, arg.Text)
@@ -58,16 +59,16 @@ func TestARM64DemoPlan(t *testing.T) {
 	for _, opt := range []string{"-O2", "-O0"} {
 		t.Run(opt, func(t *testing.T) {
 			b := testutil.BuildDemoARM64(t, opt, "-fno-section-anchors")
-			plan, err := Resolve(demoTargets(b))
+			pl, err := Resolve(demoTargets(b))
 			require.NoError(t, err)
-			require.Len(t, plan.Files, 2)
-			for _, f := range plan.Files {
+			require.Len(t, pl.Files, 2)
+			for _, f := range pl.Files {
 				assert.Equal(t, regs.ArchARM64, f.Arch, f.Path)
 			}
 			probes := notes(t, b.Program)
-			ids := probeIDs(plan)
-			sites := map[int]Site{}
-			for _, s := range plan.Sites {
+			ids := probeIDs(pl.Plan)
+			sites := map[int]plan.Site{}
+			for _, s := range pl.Sites {
 				sites[s.Probe] = s
 			}
 
@@ -99,17 +100,17 @@ func TestARM64DemoPlan(t *testing.T) {
 
 			// USDT sites are on their nop (simulated by Linux 6.13 and
 			// later); uprobes on C functions at the first instruction.
-			for _, a := range attachmentsOf(plan, ids["usdt:demo:query__start"]) {
+			for _, a := range attachmentsOf(pl.Plan, ids["usdt:demo:query__start"]) {
 				assert.Equal(t, start.Address, a.Address)
 				assert.Equal(t, insn.Emulated, a.Class)
 			}
 			work := lookup(t, b.Program, "work")
-			for _, a := range attachmentsOf(plan, ids["uprobe:work"]) {
+			for _, a := range attachmentsOf(pl.Plan, ids["uprobe:work"]) {
 				assert.Equal(t, work.Value, a.Address)
 				assert.Equal(t, work.FileOffset, a.FileOffset)
 				assert.Zero(t, a.Address%4)
 			}
-			assert.Len(t, attachmentsOf(plan, ids["usdt:demo:tick"]), 2, "two call sites")
+			assert.Len(t, attachmentsOf(pl.Plan, ids["usdt:demo:tick"]), 2, "two call sites")
 		})
 	}
 }
@@ -117,10 +118,10 @@ func TestARM64DemoPlan(t *testing.T) {
 // Kernels before Linux 6.13 single-step a uprobe on an arm64 nop.
 func TestARM64NopStepped(t *testing.T) {
 	b := testutil.BuildDemoARM64(t, "-O2", "-fno-section-anchors")
-	plan, err := Resolve([]config.Target{counting(b.Program, "usdt:demo:tick")}, Options{ARM64StepsNop: true})
+	pl, err := Resolve([]config.Target{counting(b.Program, "usdt:demo:tick")}, Options{ARM64StepsNop: true})
 	require.NoError(t, err)
-	require.Len(t, plan.Attachments, 2)
-	for _, a := range plan.Attachments {
+	require.Len(t, pl.Attachments, 2)
+	for _, a := range pl.Attachments {
 		assert.Equal(t, insn.SingleStepped, a.Class)
 	}
 }
@@ -152,9 +153,9 @@ func TestARM64UprobeArgs(t *testing.T) {
 	for n := range 8 {
 		attrs[fmt.Sprintf("a%d", n)] = fmt.Sprintf("arg%d", n)
 	}
-	plan, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{{Name: "work", Function: "work", Attributes: attrs}}}})
+	pl, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{{Name: "work", Function: "work", Attributes: attrs}}}})
 	require.NoError(t, err)
-	entry := plan.Sites[0].Entry
+	entry := pl.Sites[0].Entry
 	for n, r := range regs.AAPCS64IntArgs {
 		f := fetchByKey(t, entry, fmt.Sprintf("a%d", n))
 		assert.Equal(t, r, f.Register, "arg%d", n)
@@ -215,24 +216,24 @@ func TestARM64RefusedSites(t *testing.T) {
 	}
 	// After the sequence, the same function is fine; its return probe is
 	// not, since a uretprobe starts at the first instruction.
-	plan, err := Resolve([]config.Target{counting(bin, "uprobe:bump+0xc")})
+	pl, err := Resolve([]config.Target{counting(bin, "uprobe:bump+0xc")})
 	require.NoError(t, err)
-	assert.Equal(t, insn.Emulated, plan.Attachments[0].Class, "cbnz is simulated")
+	assert.Equal(t, insn.Emulated, pl.Attachments[0].Class, "cbnz is simulated")
 }
 
 // A recursive arm64 function (bl to its own first instruction) closes its
 // spans at its RET instructions under returns: auto, as on x86-64.
 func TestARM64RecursionUsesRet(t *testing.T) {
 	b := testutil.BuildDemoARM64(t, "-O2", "-fno-section-anchors")
-	plan, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{
+	pl, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{
 		{Name: "recurse", Function: "recurse"},
 		{Name: "work", Function: "work"},
 	}}})
 	require.NoError(t, err)
-	ids := probeIDs(plan)
+	ids := probeIDs(pl.Plan)
 	require.Contains(t, ids, "ret:recurse")
 	require.Contains(t, ids, "uretprobe:work", "work does not recurse")
-	rets := attachmentsOf(plan, ids["ret:recurse"])
+	rets := attachmentsOf(pl.Plan, ids["ret:recurse"])
 	require.NotEmpty(t, rets)
 	recurse := lookup(t, b.Program, "recurse")
 	for _, a := range rets {
@@ -247,29 +248,29 @@ func TestARM64RecursionUsesRet(t *testing.T) {
 // paired by the goroutine in R28.
 func TestARM64GoPlan(t *testing.T) {
 	bin := testutil.BuildGoARM64(t, "goprog")
-	plan, err := Resolve([]config.Target{{Path: bin, Spans: []config.Span{{
+	pl, err := Resolve([]config.Target{{Path: bin, Spans: []config.Span{{
 		Name: "probed", Function: "main.Probed",
 		Attributes:     map[string]string{"n": "arg0", "s": "arg1:gostring"},
 		ExitAttributes: map[string]string{"ret": "retval:s64"},
 	}}}})
 	require.NoError(t, err)
-	require.Len(t, plan.Files, 1)
-	assert.True(t, plan.Files[0].Go)
-	assert.Equal(t, regs.ArchARM64, plan.Files[0].Arch)
-	ids := probeIDs(plan)
-	entry := attachmentsOf(plan, ids["uprobe:main.Probed"])
+	require.Len(t, pl.Files, 1)
+	assert.True(t, pl.Files[0].Go)
+	assert.Equal(t, regs.ArchARM64, pl.Files[0].Arch)
+	ids := probeIDs(pl.Plan)
+	entry := attachmentsOf(pl.Plan, ids["uprobe:main.Probed"])
 	require.Len(t, entry, 1)
 	probed := lookup(t, bin, "main.Probed")
 	assert.Greater(t, entry[0].Address, probed.Value, "after the stack check")
 	assert.Zero(t, entry[0].Address%4)
-	rets := attachmentsOf(plan, ids["uretprobe:main.Probed"])
+	rets := attachmentsOf(pl.Plan, ids["uretprobe:main.Probed"])
 	require.NotEmpty(t, rets, "every RET")
 	for _, a := range rets {
 		assert.False(t, a.Return, "never a kernel return probe in Go")
 		assert.Equal(t, insn.Emulated, a.Class)
 	}
-	var entrySite, exitSite Site
-	for _, s := range plan.Sites {
+	var entrySite, exitSite plan.Site
+	for _, s := range pl.Sites {
 		if s.EntrySpan >= 0 {
 			entrySite = s
 		} else {
@@ -280,7 +281,7 @@ func TestARM64GoPlan(t *testing.T) {
 	assert.Equal(t, regs.X0, n.Register)
 	assert.Equal(t, regs.X1, s.Register)
 	assert.Equal(t, regs.X2, s.LenRegister)
-	assert.Equal(t, StoreGoString, s.Store)
+	assert.Equal(t, plan.StoreGoString, s.Store)
 	assert.Equal(t, regs.X0, fetchByKey(t, exitSite.Exit, "ret").Register)
 
 	_, err = Resolve([]config.Target{{Path: bin, Spans: []config.Span{{Name: "p", Function: "main.Probed",

@@ -1,4 +1,4 @@
-package target
+package planner
 
 import (
 	"debug/elf"
@@ -9,6 +9,7 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
 )
@@ -30,9 +31,9 @@ var u64 = fetch.Type{Kind: fetch.KindUnsigned, Size: 8}
 // argument of the C calling convention (SysV x86-64, AAPCS64) or of Go's
 // register ABI, retval the register of the return value at a return probe,
 // %REG a register of the file's architecture.
-func compile(a config.Attribute, p config.Probe, loc location, r role) (Fetch, error) {
+func compile(a config.Attribute, p config.Probe, loc location, r role) (plan.Fetch, error) {
 	e := a.Expr
-	f := Fetch{Key: a.Key, Text: e.Text, Base: BaseRegister}
+	f := plan.Fetch{Key: a.Key, Text: e.Text, Base: plan.BaseRegister}
 	arch := regs.ArchAMD64
 	if loc.file != nil {
 		arch = loc.file.arch
@@ -42,13 +43,13 @@ func compile(a config.Attribute, p config.Probe, loc location, r role) (Fetch, e
 	case fetch.RootRegister:
 		reg, ok := registerOn(e.Register, arch)
 		if !ok {
-			return Fetch{}, fmt.Errorf("%q: %%%s is %s register, and the file is %s (registers: %s)",
+			return plan.Fetch{}, fmt.Errorf("%q: %%%s is %s register, and the file is %s (registers: %s)",
 				e.Text, e.Register, archArticle(e.Register.Arch()), archName(arch), registerList(arch))
 		}
 		f.Register = reg
 	case fetch.RootRetval:
 		if !p.Returns() {
-			return Fetch{}, fmt.Errorf("%q: retval needs a uretprobe: or ret: exit", e.Text)
+			return plan.Fetch{}, fmt.Errorf("%q: retval needs a uretprobe: or ret: exit", e.Text)
 		}
 		f.Register = arch.CReturn() // also Go's first result: rax, x0 (R0)
 	case fetch.RootArg:
@@ -58,20 +59,20 @@ func compile(a config.Attribute, p config.Probe, loc location, r role) (Fetch, e
 		case p.Kind == config.KindUSDT:
 			var err error
 			if own, err = usdtArg(&f, e.Arg, loc); err != nil {
-				return Fetch{}, fmt.Errorf("%q: %w", e.Text, err)
+				return plan.Fetch{}, fmt.Errorf("%q: %w", e.Text, err)
 			}
 		case p.Returns():
-			return Fetch{}, fmt.Errorf("%q: arguments are gone when a function returns", e.Text)
+			return plan.Fetch{}, fmt.Errorf("%q: arguments are gone when a function returns", e.Text)
 		case isGo && e.Arg < len(goArgs):
 			f.Register = goArgs[e.Arg]
 			if e.Type.Kind == fetch.KindGoString {
 				if e.Arg+1 >= len(goArgs) {
-					return Fetch{}, fmt.Errorf("%q: a Go string in arg%d would have its length on the stack", e.Text, e.Arg)
+					return plan.Fetch{}, fmt.Errorf("%q: a Go string in arg%d would have its length on the stack", e.Text, e.Arg)
 				}
 				f.LenRegister = goArgs[e.Arg+1]
 			}
 		case isGo:
-			return Fetch{}, fmt.Errorf("%q: Go passes %d integer arguments in registers on %s; arg%d is on the stack", e.Text, len(goArgs), archName(arch), e.Arg)
+			return plan.Fetch{}, fmt.Errorf("%q: Go passes %d integer arguments in registers on %s; arg%d is on the stack", e.Text, len(goArgs), archName(arch), e.Arg)
 		case e.Arg < len(cArgs):
 			f.Register = cArgs[e.Arg]
 			if e.Type.Kind == fetch.KindGoString && e.Arg+1 < len(cArgs) {
@@ -84,14 +85,14 @@ func compile(a config.Attribute, p config.Probe, loc location, r role) (Fetch, e
 			f.Register = arch.StackPointer()
 			own = []int64{arch.CStackArgsOffset() + int64(8*(e.Arg-len(cArgs)))}
 		default:
-			return Fetch{}, fmt.Errorf("%q: stack argument arg%d is only known at the function's first instruction", e.Text, e.Arg)
+			return plan.Fetch{}, fmt.Errorf("%q: stack argument arg%d is only known at the function's first instruction", e.Text, e.Arg)
 		}
 	default:
-		return Fetch{}, fmt.Errorf("%q: unknown expression root", e.Text)
+		return plan.Fetch{}, fmt.Errorf("%q: unknown expression root", e.Text)
 	}
 	f.Derefs = append(own, e.Derefs...)
 	if len(f.Derefs) > bpfobj.MaxDerefs {
-		return Fetch{}, fmt.Errorf("%q: %d dereferences here, at most %d", e.Text, len(f.Derefs), bpfobj.MaxDerefs)
+		return plan.Fetch{}, fmt.Errorf("%q: %d dereferences here, at most %d", e.Text, len(f.Derefs), bpfobj.MaxDerefs)
 	}
 
 	// The value of argN itself: with no dereference of its own in the
@@ -115,33 +116,33 @@ func compile(a config.Attribute, p config.Probe, loc location, r role) (Fetch, e
 
 	switch typ.Kind {
 	case fetch.KindString:
-		f.Store, f.MaxLen = StoreString, typ.MaxLen
+		f.Store, f.MaxLen = plan.StoreString, typ.MaxLen
 		f.LastIsAddress = len(e.Derefs) > 0
 	case fetch.KindGoString:
-		f.Store, f.MaxLen = StoreGoString, typ.MaxLen
+		f.Store, f.MaxLen = plan.StoreGoString, typ.MaxLen
 		f.LastIsAddress = len(e.Derefs) > 0
 		if len(f.Derefs) == 0 && f.LenRegister == regs.None {
-			return Fetch{}, fmt.Errorf("%q: a gostring needs its length: use argN (pointer and length in two registers) or +OFF(EXPR):gostring (a string header in memory)", e.Text)
+			return plan.Fetch{}, fmt.Errorf("%q: a gostring needs its length: use argN (pointer and length in two registers) or +OFF(EXPR):gostring (a string header in memory)", e.Text)
 		}
 	case fetch.KindBytes:
-		f.Store, f.MaxLen = StoreBytes, typ.MaxLen
+		f.Store, f.MaxLen = plan.StoreBytes, typ.MaxLen
 		f.LastIsAddress = len(e.Derefs) > 0
 	default:
-		f.Store = StoreInt
+		f.Store = plan.StoreInt
 		f.ReadSize = typ.Size
 		if fromArg && len(own) > 0 {
 			f.ReadSize = f.Value.ArgSize
 		}
 	}
 	if int(f.MaxLen) > bpfobj.StringMax {
-		return Fetch{}, fmt.Errorf("%q: %s is longer than the %d-byte capture limit", e.Text, typ, bpfobj.StringMax)
+		return plan.Fetch{}, fmt.Errorf("%q: %s is longer than the %d-byte capture limit", e.Text, typ, bpfobj.StringMax)
 	}
 	return f, nil
 }
 
 // usdtArg points f at argument n of a USDT location and returns the
 // dereference that reads an argument kept in memory.
-func usdtArg(f *Fetch, n int, loc location) ([]int64, error) {
+func usdtArg(f *plan.Fetch, n int, loc location) ([]int64, error) {
 	l := loc.USDT
 	if l == nil {
 		return nil, errors.New("not a USDT location")
@@ -167,7 +168,7 @@ func usdtArg(f *Fetch, n int, loc location) ([]int64, error) {
 		}
 		return nil, nil
 	case usdt.OperandConstant:
-		f.Base, f.Register, f.Disp = BaseConstant, regs.None, op.Value
+		f.Base, f.Register, f.Disp = plan.BaseConstant, regs.None, op.Value
 		return nil, nil
 	case usdt.OperandMemory:
 		disp := op.Disp
@@ -200,7 +201,7 @@ func usdtArg(f *Fetch, n int, loc location) ([]int64, error) {
 			}
 		}
 		if op.Base == regs.None {
-			f.Base, f.Register = BaseConstant, regs.None
+			f.Base, f.Register = plan.BaseConstant, regs.None
 		} else {
 			f.Register = op.Base
 		}

@@ -1,4 +1,4 @@
-package target
+package planner
 
 import (
 	"fmt"
@@ -8,10 +8,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
 )
 
@@ -44,27 +45,27 @@ func TestCompileDemoO2(t *testing.T) {
 	start := requireArgs(t, probes, "demo:query__start", "8@%rsi", "-8@%rax", "-2@%dx", "-4@$5")
 	done := requireArgs(t, probes, "demo:query__done", "8@%r12", "-8@%rbp", "-8@iterations(%rip)")
 
-	plan, err := Resolve(demoTargets(b))
+	pl, err := Resolve(demoTargets(b))
 	require.NoError(t, err)
 
-	entry := plan.Sites[0]
+	entry := pl.Sites[0]
 	require.Equal(t, 0, entry.EntrySpan)
-	assert.Equal(t, []Fetch{
+	assert.Equal(t, []plan.Fetch{
 		{
-			Key: "five", Text: "arg3", Base: BaseConstant, Register: regs.None, Disp: 5,
-			Store: StoreInt, ReadSize: 4, Value: Value{Type: s32, FromArg: true, ArgSize: 4, ArgSigned: true},
+			Key: "five", Text: "arg3", Base: plan.BaseConstant, Register: regs.None, Disp: 5,
+			Store: plan.StoreInt, ReadSize: 4, Value: plan.Value{Type: s32, FromArg: true, ArgSize: 4, ArgSigned: true},
 		},
 		{
-			Key: "id", Text: "arg1", Base: BaseRegister, Register: regs.RAX,
-			Store: StoreInt, ReadSize: 8, Value: Value{Type: s64, FromArg: true, ArgSize: 8, ArgSigned: true},
+			Key: "id", Text: "arg1", Base: plan.BaseRegister, Register: regs.RAX,
+			Store: plan.StoreInt, ReadSize: 8, Value: plan.Value{Type: s64, FromArg: true, ArgSize: 8, ArgSigned: true},
 		},
 		{
-			Key: "query", Text: "arg0:string", Base: BaseRegister, Register: regs.RSI,
-			Store: StoreString, MaxLen: fetch.DefaultStringLen, Value: Value{Type: str256, FromArg: true, ArgSize: 8},
+			Key: "query", Text: "arg0:string", Base: plan.BaseRegister, Register: regs.RSI,
+			Store: plan.StoreString, MaxLen: fetch.DefaultStringLen, Value: plan.Value{Type: str256, FromArg: true, ArgSize: 8},
 		},
 		{
-			Key: "small", Text: "arg2", Base: BaseRegister, Register: regs.RDX,
-			Store: StoreInt, ReadSize: 2, Value: Value{Type: s16, FromArg: true, ArgSize: 2, ArgSigned: true},
+			Key: "small", Text: "arg2", Base: plan.BaseRegister, Register: regs.RDX,
+			Store: plan.StoreInt, ReadSize: 2, Value: plan.Value{Type: s16, FromArg: true, ArgSize: 2, ArgSigned: true},
 		},
 	}, entry.Entry, "fetches in key order")
 	assert.Empty(t, entry.Exit)
@@ -72,47 +73,47 @@ func TestCompileDemoO2(t *testing.T) {
 	// arg2 of query__done is iterations(%rip): %rip at the site plus the
 	// distance from the site to the symbol, then one read.
 	iterations := lookup(t, b.Program, "iterations")
-	exit := plan.Sites[1]
+	exit := pl.Sites[1]
 	require.Equal(t, 0, exit.ExitSpan)
 	assert.Empty(t, exit.Entry)
-	assert.Equal(t, []Fetch{
+	assert.Equal(t, []plan.Fetch{
 		{
-			Key: "done.id", Text: "arg1", Base: BaseRegister, Register: regs.RBP,
-			Store: StoreInt, ReadSize: 8, Value: Value{Type: s64, FromArg: true, ArgSize: 8, ArgSigned: true},
+			Key: "done.id", Text: "arg1", Base: plan.BaseRegister, Register: regs.RBP,
+			Store: plan.StoreInt, ReadSize: 8, Value: plan.Value{Type: s64, FromArg: true, ArgSize: 8, ArgSigned: true},
 		},
 		{
-			Key: "iterations", Text: "arg2", Base: BaseRegister, Register: regs.RIP,
+			Key: "iterations", Text: "arg2", Base: plan.BaseRegister, Register: regs.RIP,
 			Derefs: []int64{int64(iterations.Value - done.Address)},
-			Store:  StoreInt, ReadSize: 8, Value: Value{Type: s64, FromArg: true, ArgSize: 8, ArgSigned: true},
+			Store:  plan.StoreInt, ReadSize: 8, Value: plan.Value{Type: s64, FromArg: true, ArgSize: 8, ArgSigned: true},
 		},
 	}, exit.Exit)
-	assert.Equal(t, start.Address, plan.Attachments[0].Address)
-	assert.Equal(t, done.Address, plan.Attachments[1].Address)
+	assert.Equal(t, start.Address, pl.Attachments[0].Address)
+	assert.Equal(t, done.Address, pl.Attachments[1].Address)
 
 	// Function spans: SysV registers, retval in RAX.
-	work := plan.Sites[2]
-	assert.Equal(t, []Fetch{
+	work := pl.Sites[2]
+	assert.Equal(t, []plan.Fetch{
 		{
-			Key: "label", Text: "arg1:string", Base: BaseRegister, Register: regs.RSI,
-			Store: StoreString, MaxLen: fetch.DefaultStringLen, Value: Value{Type: str256},
+			Key: "label", Text: "arg1:string", Base: plan.BaseRegister, Register: regs.RSI,
+			Store: plan.StoreString, MaxLen: fetch.DefaultStringLen, Value: plan.Value{Type: str256},
 		},
 		{
-			Key: "n", Text: "arg0", Base: BaseRegister, Register: regs.RDI,
-			Store: StoreInt, ReadSize: 8, Value: Value{Type: u64},
+			Key: "n", Text: "arg0", Base: plan.BaseRegister, Register: regs.RDI,
+			Store: plan.StoreInt, ReadSize: 8, Value: plan.Value{Type: u64},
 		},
 	}, work.Entry)
-	assert.Equal(t, []Fetch{{
-		Key: "ret", Text: "retval:s64", Base: BaseRegister, Register: regs.RAX,
-		Store: StoreInt, ReadSize: 8, Value: Value{Type: s64},
-	}}, plan.Sites[3].Exit)
-	assert.Equal(t, []Fetch{{
-		Key: "depth", Text: "arg0:s32", Base: BaseRegister, Register: regs.RDI,
-		Store: StoreInt, ReadSize: 4, Value: Value{Type: s32},
-	}}, plan.Sites[4].Entry)
-	assert.Equal(t, []Fetch{{
-		Key: "i", Text: "arg0:u32", Base: BaseRegister, Register: regs.RDI,
-		Store: StoreInt, ReadSize: 4, Value: Value{Type: u32},
-	}}, plan.Sites[8].Entry)
+	assert.Equal(t, []plan.Fetch{{
+		Key: "ret", Text: "retval:s64", Base: plan.BaseRegister, Register: regs.RAX,
+		Store: plan.StoreInt, ReadSize: 8, Value: plan.Value{Type: s64},
+	}}, pl.Sites[3].Exit)
+	assert.Equal(t, []plan.Fetch{{
+		Key: "depth", Text: "arg0:s32", Base: plan.BaseRegister, Register: regs.RDI,
+		Store: plan.StoreInt, ReadSize: 4, Value: plan.Value{Type: s32},
+	}}, pl.Sites[4].Entry)
+	assert.Equal(t, []plan.Fetch{{
+		Key: "i", Text: "arg0:u32", Base: plan.BaseRegister, Register: regs.RDI,
+		Store: plan.StoreInt, ReadSize: 4, Value: plan.Value{Type: u32},
+	}}, pl.Sites[8].Entry)
 }
 
 func TestCompileDemoO0(t *testing.T) {
@@ -120,20 +121,20 @@ func TestCompileDemoO0(t *testing.T) {
 	probes := notes(t, b.Program)
 	requireArgs(t, probes, "demo:query__start", "8@-32(%rbp)", "-8@-8(%rbp)", "-2@-10(%rbp)", "-4@$5")
 
-	plan, err := Resolve(demoTargets(b))
+	pl, err := Resolve(demoTargets(b))
 	require.NoError(t, err)
-	entry := plan.Sites[0]
-	assert.Equal(t, Fetch{
-		Key: "id", Text: "arg1", Base: BaseRegister, Register: regs.RBP, Derefs: []int64{-8},
-		Store: StoreInt, ReadSize: 8, Value: Value{Type: s64, FromArg: true, ArgSize: 8, ArgSigned: true},
+	entry := pl.Sites[0]
+	assert.Equal(t, plan.Fetch{
+		Key: "id", Text: "arg1", Base: plan.BaseRegister, Register: regs.RBP, Derefs: []int64{-8},
+		Store: plan.StoreInt, ReadSize: 8, Value: plan.Value{Type: s64, FromArg: true, ArgSize: 8, ArgSigned: true},
 	}, fetchByKey(t, entry.Entry, "id"))
-	assert.Equal(t, Fetch{
-		Key: "small", Text: "arg2", Base: BaseRegister, Register: regs.RBP, Derefs: []int64{-10},
-		Store: StoreInt, ReadSize: 2, Value: Value{Type: s16, FromArg: true, ArgSize: 2, ArgSigned: true},
+	assert.Equal(t, plan.Fetch{
+		Key: "small", Text: "arg2", Base: plan.BaseRegister, Register: regs.RBP, Derefs: []int64{-10},
+		Store: plan.StoreInt, ReadSize: 2, Value: plan.Value{Type: s16, FromArg: true, ArgSize: 2, ArgSigned: true},
 	}, fetchByKey(t, entry.Entry, "small"))
-	assert.Equal(t, Fetch{
-		Key: "query", Text: "arg0:string", Base: BaseRegister, Register: regs.RBP, Derefs: []int64{-32},
-		Store: StoreString, MaxLen: fetch.DefaultStringLen, Value: Value{Type: str256, FromArg: true, ArgSize: 8},
+	assert.Equal(t, plan.Fetch{
+		Key: "query", Text: "arg0:string", Base: plan.BaseRegister, Register: regs.RBP, Derefs: []int64{-32},
+		Store: plan.StoreString, MaxLen: fetch.DefaultStringLen, Value: plan.Value{Type: str256, FromArg: true, ArgSize: 8},
 	}, fetchByKey(t, entry.Entry, "query"), "the pointer is loaded from the stack, then the string read at it")
 }
 
@@ -160,11 +161,11 @@ func TestCompileMemoryArgs(t *testing.T) {
 				m[k] = v
 			}
 			prov, pname, _ := strings.Cut(name, ":")
-			plan, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{{
+			pl, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{{
 				Name: "s", Entry: "usdt:" + prov + ":" + pname, Exit: "uretprobe:main", Attributes: m,
 			}}}})
 			require.NoError(t, err, name)
-			site := plan.Sites[li]
+			site := pl.Sites[li]
 			for n, arg := range l.Args {
 				for _, key := range []string{fmt.Sprintf("a%d", n), fmt.Sprintf("t%d", n)} {
 					f := fetchByKey(t, site.Entry, key)
@@ -174,11 +175,11 @@ func TestCompileMemoryArgs(t *testing.T) {
 						continue
 					}
 					require.Equal(t, regs.RBP, arg.Operand.Base, "-O0 keeps locals at N(%%rbp): %s", arg.Text)
-					assert.Equal(t, BaseRegister, f.Base, "%s %s", name, arg.Text)
+					assert.Equal(t, plan.BaseRegister, f.Base, "%s %s", name, arg.Text)
 					assert.Equal(t, regs.RBP, f.Register, "%s %s", name, arg.Text)
 					assert.Equal(t, []int64{arg.Operand.Disp}, f.Derefs, "%s %s", name, arg.Text)
 					assert.Equal(t, arg.Size, f.ReadSize, "%s: ReadSize is the argument's size whatever the type", arg.Text)
-					assert.Equal(t, StoreInt, f.Store)
+					assert.Equal(t, plan.StoreInt, f.Store)
 					checked++
 				}
 			}
@@ -198,45 +199,45 @@ func TestCompileUprobeArgs(t *testing.T) {
 	m["deref6"] = "+4(arg6):u32"
 	m["rsp"] = "%sp"
 	m["rip"] = "+0x10(%rip):x64"
-	plan, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{{
+	pl, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{{
 		Name: "work", Function: "work", Attributes: m,
 	}}}})
 	require.NoError(t, err)
-	entry := plan.Sites[0].Entry
+	entry := pl.Sites[0].Entry
 	for n, r := range []regs.Register{regs.RDI, regs.RSI, regs.RDX, regs.RCX, regs.R8, regs.R9} {
 		f := fetchByKey(t, entry, fmt.Sprintf("a%d", n))
-		assert.Equal(t, BaseRegister, f.Base)
+		assert.Equal(t, plan.BaseRegister, f.Base)
 		assert.Equal(t, r, f.Register, "arg%d", n)
 		assert.Empty(t, f.Derefs, "arg%d", n)
 		assert.False(t, f.Value.FromArg)
 	}
-	assert.Equal(t, Fetch{
-		Key: "a6", Text: "arg6", Base: BaseRegister, Register: regs.RSP, Derefs: []int64{8},
-		Store: StoreInt, ReadSize: 8, Value: Value{Type: u64},
+	assert.Equal(t, plan.Fetch{
+		Key: "a6", Text: "arg6", Base: plan.BaseRegister, Register: regs.RSP, Derefs: []int64{8},
+		Store: plan.StoreInt, ReadSize: 8, Value: plan.Value{Type: u64},
 	}, fetchByKey(t, entry, "a6"))
 	assert.Equal(t, []int64{16}, fetchByKey(t, entry, "a7").Derefs)
 	d := fetchByKey(t, entry, "deref6")
 	assert.Equal(t, regs.RSP, d.Register)
 	assert.Equal(t, []int64{8, 4}, d.Derefs, "the stack slot first, then the expression's dereference")
 	assert.Equal(t, uint8(4), d.ReadSize)
-	assert.Equal(t, Fetch{
-		Key: "rsp", Text: "%sp", Base: BaseRegister, Register: regs.RSP,
-		Store: StoreInt, ReadSize: 8, Value: Value{Type: u64},
+	assert.Equal(t, plan.Fetch{
+		Key: "rsp", Text: "%sp", Base: plan.BaseRegister, Register: regs.RSP,
+		Store: plan.StoreInt, ReadSize: 8, Value: plan.Value{Type: u64},
 	}, fetchByKey(t, entry, "rsp"))
-	assert.Equal(t, Fetch{
-		Key: "rip", Text: "+0x10(%rip):x64", Base: BaseRegister, Register: regs.RIP, Derefs: []int64{16},
-		Store: StoreInt, ReadSize: 8, Value: Value{Type: fetch.Type{Kind: fetch.KindHex, Size: 8}},
+	assert.Equal(t, plan.Fetch{
+		Key: "rip", Text: "+0x10(%rip):x64", Base: plan.BaseRegister, Register: regs.RIP, Derefs: []int64{16},
+		Store: plan.StoreInt, ReadSize: 8, Value: plan.Value{Type: fetch.Type{Kind: fetch.KindHex, Size: 8}},
 	}, fetchByKey(t, entry, "rip"))
 
 	// Inside the function, register arguments still compile...
-	plan, err = Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{{
+	pl, err = Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{{
 		Name: "w", Entry: "uprobe:work+0x4", Exit: "uretprobe:work", Attributes: map[string]string{"a5": "arg5"},
 	}}}})
 	require.NoError(t, err)
-	assert.Equal(t, regs.R9, plan.Sites[0].Entry[0].Register)
+	assert.Equal(t, regs.R9, pl.Sites[0].Entry[0].Register)
 	w := lookup(t, b.Program, "work")
-	assert.Equal(t, w.Value+4, plan.Attachments[0].Address)
-	assert.Equal(t, w.FileOffset+4, plan.Attachments[0].FileOffset)
+	assert.Equal(t, w.Value+4, pl.Attachments[0].Address)
+	assert.Equal(t, w.FileOffset+4, pl.Attachments[0].FileOffset)
 
 	// ...but a stack argument is an error.
 	_, err = Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{{

@@ -1,4 +1,4 @@
-package target
+package planner
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
@@ -123,7 +124,7 @@ type Candidate struct {
 	// read-only, non-blocking, a regular file.
 	File *os.File
 	// ID is File's identity (fstat) when it was opened.
-	ID FileID
+	ID plan.FileID
 	// Root is the root of the process the file was found through (a
 	// container's), opened once: the file's separate debug files are
 	// looked for inside it. Nil for a file of the collector's own view.
@@ -196,18 +197,18 @@ func openHostPath(path string) (*Candidate, error) {
 // problems of all targets at once; a plan is returned only without error.
 // An optional target whose file is nowhere yet has no files in the plan;
 // any other target without one is an error.
-func Resolve(targets []config.Target, opts ...Options) (*Plan, error) {
-	plan := &Plan{}
+func Resolve(targets []config.Target, opts ...Options) (*Planner, error) {
+	pl := &Planner{Plan: &plan.Plan{}}
 	if len(opts) > 0 {
-		plan.opts = opts[0]
+		pl.opts = opts[0]
 	}
-	if plan.opts.Locator == nil {
-		plan.opts.Locator = pathLocator{}
+	if pl.opts.Locator == nil {
+		pl.opts.Locator = pathLocator{}
 	}
 	chosen := 0
 	var errs []error
 	for i, t := range targets {
-		cands, err := plan.opts.Locator.Locate(t)
+		cands, err := pl.opts.Locator.Locate(t)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("target %s: %w", t.Path, err))
 			cands = nil
@@ -215,7 +216,7 @@ func Resolve(targets []config.Target, opts ...Options) (*Plan, error) {
 		if err == nil && len(cands) == 0 && !t.Optional {
 			errs = append(errs, fmt.Errorf("target %s: no such file on this host or in any process's root (optional: true waits for it)", t.Path))
 		}
-		tg := Target{
+		tg := plan.Target{
 			Path: t.Path, PID: t.PID, Selector: t.Process, Optional: t.Optional, BuildID: t.BuildID,
 			ServiceName: t.ServiceNameOrDefault(), Executable: true,
 		}
@@ -226,14 +227,14 @@ func Resolve(targets []config.Target, opts ...Options) (*Plan, error) {
 			tg.Chosen, tg.ChosenBit = true, uint8(chosen)
 			chosen++
 		}
-		plan.Targets = append(plan.Targets, tg)
-		errs = append(errs, plan.resolveFiles(i, t, cands)...)
+		pl.Targets = append(pl.Targets, tg)
+		errs = append(errs, pl.resolveFiles(i, t, cands)...)
 	}
 	if err := errors.Join(errs...); err != nil {
-		plan.Close()
+		pl.Close()
 		return nil, err
 	}
-	return plan, nil
+	return pl, nil
 }
 
 // resolveFiles defines target ti (its probes and spans) from the first of
@@ -243,7 +244,7 @@ func Resolve(targets []config.Target, opts ...Options) (*Plan, error) {
 // are kept; the errors returned are those of a target left with no file
 // at all although it is not optional, so that a configuration mistake
 // still fails Start.
-func (plan *Plan) resolveFiles(ti int, t config.Target, cands []Candidate) []error {
+func (pl *Planner) resolveFiles(ti int, t config.Target, cands []Candidate) []error {
 	var (
 		first    *file
 		firstAt  = -1
@@ -262,21 +263,21 @@ func (plan *Plan) resolveFiles(ti int, t config.Target, cands []Candidate) []err
 	for ci, c := range cands {
 		var fl *file
 		err := safely(c.Path, func() (err error) {
-			fl, err = openFile(c, plan.opts)
+			fl, err = openFile(c, pl.opts)
 			return err
 		})
 		if err != nil {
 			leaveOut(ci, c, err)
 			continue
 		}
-		m := plan.mark()
-		plan.Targets[ti].Executable = fl.executable()
+		m := pl.mark()
+		pl.Targets[ti].Executable = fl.executable()
 		err = safely(c.Path, func() error {
-			_, err := plan.define(ti, t, fl)
+			_, err := pl.define(ti, t, fl)
 			return err
 		})
 		if err != nil {
-			plan.rollback(m)
+			pl.rollback(m)
 			fl.close()
 			leaveOut(ci, c, err)
 			continue
@@ -286,8 +287,8 @@ func (plan *Plan) resolveFiles(ti int, t config.Target, cands []Candidate) []err
 	}
 	if first == nil {
 		// No file to define it from: one that may appear later.
-		plan.Targets[ti].Executable = true
-		if _, err := plan.define(ti, t, nil); err != nil {
+		pl.Targets[ti].Executable = true
+		if _, err := pl.define(ti, t, nil); err != nil {
 			// The files' reasons, and this one unless a file said it
 			// already (a mistake of the configuration every file repeats).
 			errs := unplannedErrors(left)
@@ -308,25 +309,25 @@ func (plan *Plan) resolveFiles(ti int, t config.Target, cands []Candidate) []err
 		if ci == firstAt {
 			fl = first
 		}
-		var spec *FileSpec
+		var spec *plan.FileSpec
 		err := safely(c.Path, func() (err error) {
-			spec, err = plan.readFile(ti, c, fl)
+			spec, err = pl.readFile(ti, c, fl)
 			return err
 		})
 		switch {
 		case errors.Is(err, ErrBuildIDMismatch):
-			plan.Refused = append(plan.Refused, err) // not an error at Start: the receiver says so
+			pl.Refused = append(pl.Refused, err) // not an error at Start: the receiver says so
 		case err != nil:
 			left = append(left, Unplanned{Target: ti, Candidate: c, Err: err})
 		default:
-			plan.Append(spec)
+			pl.Append(spec)
 			planned++
 		}
 	}
 	if planned == 0 && len(left) > 0 && !t.Optional {
 		return unplannedErrors(left)
 	}
-	plan.Unplanned = append(plan.Unplanned, left...)
+	pl.Unplanned = append(pl.Unplanned, left...)
 	return nil
 }
 
@@ -370,17 +371,17 @@ type planMark struct {
 	ti                                     int
 }
 
-func (plan *Plan) mark() planMark {
-	ti := len(plan.Targets) - 1
-	return planMark{len(plan.Probes), len(plan.Spans), len(plan.Histograms), len(plan.defs), len(plan.Targets[ti].Notes), ti}
+func (pl *Planner) mark() planMark {
+	ti := len(pl.Targets) - 1
+	return planMark{len(pl.Probes), len(pl.Spans), len(pl.Histograms), len(pl.defs), len(pl.Targets[ti].Notes), ti}
 }
 
-func (plan *Plan) rollback(m planMark) {
-	plan.Probes = plan.Probes[:m.probes]
-	plan.Spans = plan.Spans[:m.spans]
-	plan.Histograms = plan.Histograms[:m.histograms]
-	plan.defs = plan.defs[:m.defs]
-	plan.Targets[m.ti].Notes = plan.Targets[m.ti].Notes[:m.notes]
+func (pl *Planner) rollback(m planMark) {
+	pl.Probes = pl.Probes[:m.probes]
+	pl.Spans = pl.Spans[:m.spans]
+	pl.Histograms = pl.Histograms[:m.histograms]
+	pl.defs = pl.defs[:m.defs]
+	pl.Targets[m.ti].Notes = pl.Targets[m.ti].Notes[:m.notes]
 }
 
 // targetDef is what a target's files are read against: its probes, in the
@@ -392,12 +393,12 @@ type targetDef struct {
 }
 
 // note adds a sentence to target ti's notes, once.
-func (plan *Plan) note(ti int, format string, args ...any) {
-	def := plan.defs[ti]
+func (pl *Planner) note(ti int, format string, args ...any) {
+	def := pl.defs[ti]
 	n := fmt.Sprintf(format, args...)
 	if !def.noted[n] {
 		def.noted[n] = true
-		plan.Targets[ti].Notes = append(plan.Targets[ti].Notes, n)
+		pl.Targets[ti].Notes = append(pl.Targets[ti].Notes, n)
 	}
 }
 
@@ -444,10 +445,10 @@ func (pd *probeDef) site() bool {
 // target's first file, or nil when it has none yet: what only a file can
 // tell (the functions a pattern matches, the return probes of returns:
 // auto) is then decided without it, and function patterns are refused.
-func (plan *Plan) define(ti int, t config.Target, fl *file) (*targetDef, error) {
+func (pl *Planner) define(ti int, t config.Target, fl *file) (*targetDef, error) {
 	def := &targetDef{target: t, noted: map[string]bool{}}
-	plan.defs = append(plan.defs, def)
-	note := func(format string, args ...any) { plan.note(ti, format, args...) }
+	pl.defs = append(pl.defs, def)
+	note := func(format string, args ...any) { pl.note(ti, format, args...) }
 	var errs []error
 	byKey := map[string]*probeDef{}
 	// find defines a reference once; fns restricts a function probe to
@@ -488,8 +489,8 @@ func (plan *Plan) define(ti int, t config.Target, fl *file) (*targetDef, error) 
 		if pd.id >= 0 {
 			return
 		}
-		pd.id = len(plan.Probes)
-		plan.Probes = append(plan.Probes, Probe{Target: ti, Ref: pd.ref, Kind: pd.probe.Kind, Filtered: pd.filtered})
+		pd.id = len(pl.Probes)
+		pl.Probes = append(pl.Probes, plan.Probe{Target: ti, Ref: pd.ref, Kind: pd.probe.Kind, Filtered: pd.filtered})
 		def.probes = append(def.probes, pd)
 	}
 
@@ -530,7 +531,7 @@ func (plan *Plan) define(ti int, t config.Target, fl *file) (*targetDef, error) 
 			// A function another span already traces keeps that span: a
 			// span as configured, or the first pattern that matched it.
 			if other, ok := claimedBy(claimed, entry, exit); ok {
-				note("function pattern %q: %s left out: span %q already traces it", j.pattern, s.Function, plan.Spans[other].Name)
+				note("function pattern %q: %s left out: span %q already traces it", j.pattern, s.Function, pl.Spans[other].Name)
 				continue
 			}
 		}
@@ -547,8 +548,8 @@ func (plan *Plan) define(ti int, t config.Target, fl *file) (*targetDef, error) 
 		}
 		register(entry)
 		register(exit)
-		if choice.Why != "" && plan.Probes[exit.id].Why == "" {
-			plan.Probes[exit.id].Why = "returns: auto probes the RET instructions: " + choice.Why
+		if choice.Why != "" && pl.Probes[exit.id].Why == "" {
+			pl.Probes[exit.id].Why = "returns: auto probes the RET instructions: " + choice.Why
 		}
 		sd, err := spanDef(ti, s, entryRef, exitRef, entry.id, exit.id)
 		if err != nil {
@@ -556,8 +557,8 @@ func (plan *Plan) define(ti int, t config.Target, fl *file) (*targetDef, error) 
 			continue
 		}
 		sd.Pattern = j.pattern
-		id := len(plan.Spans)
-		plan.Spans = append(plan.Spans, sd)
+		id := len(pl.Spans)
+		pl.Spans = append(pl.Spans, sd)
 		for _, pd := range []*probeDef{entry, exit} {
 			for _, l := range pd.locs {
 				if _, ok := claimed[l.Address]; !ok {
@@ -594,8 +595,8 @@ func (plan *Plan) define(ti int, t config.Target, fl *file) (*targetDef, error) 
 		}
 		register(pd)
 		if pd.hist != nil {
-			plan.Histograms = append(plan.Histograms, Histogram{Probe: pd.id, Expr: c.Histogram})
-			pd.histID = len(plan.Histograms)
+			pl.Histograms = append(pl.Histograms, plan.Histogram{Probe: pd.id, Expr: c.Histogram})
+			pd.histID = len(pl.Histograms)
 		}
 	}
 	return def, errors.Join(errs...)
@@ -605,53 +606,29 @@ func (plan *Plan) define(ti int, t config.Target, fl *file) (*targetDef, error) 
 // names: its offsets would belong to another build.
 var ErrBuildIDMismatch = errors.New("the file's build id is not the target's build_id")
 
-// FileSpec is one file of a target read and compiled, before it joins a
-// plan: site indexes and cookies are counted from its own start. It owns
-// the open file it was read from until Append hands that to the plan;
-// a FileSpec that is not appended must be closed with Close.
-type FileSpec struct {
-	File        File
-	Sites       []Site
-	Attachments []Attachment
-	// Locations counts the file's locations per probe id.
-	Locations map[int]int
-
-	open *os.File
-}
-
-// Close closes the file of a FileSpec that was not appended.
-func (spec *FileSpec) Close() error {
-	if spec.open == nil {
-		return nil
-	}
-	err := spec.open.Close()
-	spec.open = nil
-	return err
-}
-
 // ReadFile reads one more file of target ti (a container's file, an
 // upgraded file) and compiles its sites, without changing the plan: it may
 // run beside users of the plan. Append adds the result. It takes c, and
 // closes it on error.
-func (plan *Plan) ReadFile(ti int, c Candidate) (*FileSpec, error) {
-	return plan.ReadFileContext(context.Background(), ti, c)
+func (pl *Planner) ReadFile(ti int, c Candidate) (*plan.FileSpec, error) {
+	return pl.ReadFileContext(context.Background(), ti, c)
 }
 
 // ReadFileContext is ReadFile whose waits (debuginfod downloads) end
 // with ctx.
-func (plan *Plan) ReadFileContext(ctx context.Context, ti int, c Candidate) (spec *FileSpec, err error) {
-	if ti < 0 || ti >= len(plan.defs) {
+func (pl *Planner) ReadFileContext(ctx context.Context, ti int, c Candidate) (spec *plan.FileSpec, err error) {
+	if ti < 0 || ti >= len(pl.defs) {
 		c.Close()
 		return nil, fmt.Errorf("no target %d", ti)
 	}
-	opts := plan.opts
+	opts := pl.opts
 	opts.Context = ctx
 	err = safely(c.Path, func() (err error) {
 		var fl *file
 		if fl, err = openFile(c, opts); err != nil {
 			return err // it closed c
 		}
-		spec, err = plan.readFile(ti, c, fl)
+		spec, err = pl.readFile(ti, c, fl)
 		return err
 	})
 	return spec, err
@@ -660,18 +637,18 @@ func (plan *Plan) ReadFileContext(ctx context.Context, ti int, c Candidate) (spe
 // readFile reads candidate c of target ti, through fl when it is open
 // already. It takes both: the FileSpec keeps the open file, the rest is
 // closed.
-func (plan *Plan) readFile(ti int, c Candidate, fl *file) (_ *FileSpec, err error) {
+func (pl *Planner) readFile(ti int, c Candidate, fl *file) (_ *plan.FileSpec, err error) {
 	if fl == nil {
-		if fl, err = openFile(c, plan.opts); err != nil {
+		if fl, err = openFile(c, pl.opts); err != nil {
 			return nil, err
 		}
 	}
 	defer fl.close()
-	def := plan.defs[ti]
+	def := pl.defs[ti]
 	t := def.target
-	tg := plan.Targets[ti]
-	spec := &FileSpec{
-		File: File{
+	tg := pl.Targets[ti]
+	spec := &plan.FileSpec{
+		File: plan.File{
 			Target: ti, Path: c.Path, SeenAs: c.SeenAs, ID: fl.id, Executable: fl.executable(), Arch: fl.arch,
 			Go: fl.isGo, GoVersion: fl.goVersion, GoIDOffset: fl.goIDOff,
 			BuildID: fl.buildID, GoBuildID: fl.goBuildID, ThroughRoot: c.ThroughRoot,
@@ -682,7 +659,7 @@ func (plan *Plan) readFile(ti int, c Candidate, fl *file) (_ *FileSpec, err erro
 		return nil, fmt.Errorf("target %s: %s: %w (the file has %q, the target wants %q)", t.Path, c.Path, ErrBuildIDMismatch, fl.buildID, tg.BuildID)
 	}
 	var errs []error
-	note := func(format string, args ...any) { plan.note(ti, format, args...) }
+	note := func(format string, args ...any) { pl.note(ti, format, args...) }
 	for _, pd := range def.probes {
 		var fns []function
 		for _, name := range pd.fns {
@@ -699,7 +676,7 @@ func (plan *Plan) readFile(ti int, c Candidate, fl *file) (_ *FileSpec, err erro
 		}
 		spec.Locations[pd.id] += len(locs)
 		for _, loc := range locs {
-			a := Attachment{
+			a := plan.Attachment{
 				FileOffset:   loc.FileOffset,
 				Address:      loc.Address,
 				RefCtrOffset: loc.SemaphoreFile,
@@ -708,23 +685,23 @@ func (plan *Plan) readFile(ti int, c Candidate, fl *file) (_ *FileSpec, err erro
 				Class:        loc.Class,
 			}
 			if !pd.site() && !tg.Chosen {
-				a.Program, a.Cookie = ProgramCount, uint64(pd.id)
+				a.Program, a.Cookie = plan.ProgramCount, uint64(pd.id)
 				if spec.File.ThroughRoot {
-					a.Program = ProgramCountPerProcess
+					a.Program = plan.ProgramCountPerProcess
 				}
 				spec.Attachments = append(spec.Attachments, a)
 				continue
 			}
-			site := Site{Probe: pd.id, EntrySpan: pd.entrySpan, ExitSpan: pd.exitSpan, PerProcess: spec.File.ThroughRoot}
+			site := plan.Site{Probe: pd.id, EntrySpan: pd.entrySpan, ExitSpan: pd.exitSpan, PerProcess: spec.File.ThroughRoot}
 			cc := compiler{file: fl, probe: pd.probe, loc: loc}
 			if pd.entrySpan >= 0 {
-				cc.role, cc.lenient, cc.span = atEntry, pd.entryLenient, plan.Spans[pd.entrySpan].Name
+				cc.role, cc.lenient, cc.span = atEntry, pd.entryLenient, pl.Spans[pd.entrySpan].Name
 				if site.Entry, err = cc.all(pd.entry, note); err != nil {
 					errs = append(errs, fmt.Errorf("target %s: span %q: %s: %w", t.Path, cc.span, pd.probe, err))
 				}
 			}
 			if pd.exitSpan >= 0 {
-				cc.role, cc.lenient, cc.span = atExit, pd.exitLenient, plan.Spans[pd.exitSpan].Name
+				cc.role, cc.lenient, cc.span = atExit, pd.exitLenient, pl.Spans[pd.exitSpan].Name
 				if site.Exit, err = cc.all(pd.exit, note); err != nil {
 					errs = append(errs, fmt.Errorf("target %s: span %q: %s: %w", t.Path, cc.span, pd.probe, err))
 				}
@@ -732,7 +709,7 @@ func (plan *Plan) readFile(ti int, c Candidate, fl *file) (_ *FileSpec, err erro
 			if err := cc.conditions(pd, &site, note); err != nil {
 				errs = append(errs, fmt.Errorf("target %s: %s: %w", t.Path, pd.ref, err))
 			}
-			a.Program, a.Cookie = ProgramSite, uint64(len(spec.Sites))
+			a.Program, a.Cookie = plan.ProgramSite, uint64(len(spec.Sites))
 			spec.Sites = append(spec.Sites, site)
 			spec.Attachments = append(spec.Attachments, a)
 		}
@@ -741,45 +718,9 @@ func (plan *Plan) readFile(ti int, c Candidate, fl *file) (_ *FileSpec, err erro
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if max := plan.opts.maxSitesPerFile(); len(spec.Attachments) > max {
+	if max := pl.opts.maxSitesPerFile(); len(spec.Attachments) > max {
 		return nil, fmt.Errorf("target %s: %s: %d probe locations, over max_sites_per_file (%d): %w", t.Path, c.Path, len(spec.Attachments), max, ErrTooManySites)
 	}
-	spec.open = fl.release()
+	spec.Open = fl.release()
 	return spec, nil
 }
-
-// Append adds a file read by ReadFile to the plan and returns its index:
-// its sites get the next site ids and its attachments the cookies that
-// select them. The plan takes the spec's open file (see TakeFile). Only
-// the plan's owner may call it.
-func (plan *Plan) Append(spec *FileSpec) int {
-	fi := len(plan.Files)
-	if spec.open != nil {
-		if plan.open == nil {
-			plan.open = map[int]*os.File{}
-		}
-		plan.open[fi], spec.open = spec.open, nil
-	}
-	f := spec.File
-	f.Sites = Range{len(plan.Sites), len(plan.Sites) + len(spec.Sites)}
-	f.Attachments = Range{len(plan.Attachments), len(plan.Attachments) + len(spec.Attachments)}
-	for _, s := range spec.Sites {
-		s.File = fi
-		plan.Sites = append(plan.Sites, s)
-	}
-	for _, a := range spec.Attachments {
-		a.File = fi
-		if a.Program == ProgramSite {
-			a.Cookie += uint64(f.Sites.Start)
-		}
-		plan.Attachments = append(plan.Attachments, a)
-	}
-	for id, n := range spec.Locations {
-		plan.Probes[id].Locations += n
-	}
-	plan.Files = append(plan.Files, f)
-	return fi
-}
-
-// FileOf returns the file of a site.
-func (plan *Plan) FileOf(site int) *File { return &plan.Files[plan.Sites[site].File] }

@@ -1,4 +1,4 @@
-package target
+package planner
 
 import (
 	"fmt"
@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 )
 
 // counting is a target that only counts refs.
@@ -25,9 +25,9 @@ func counting(path string, refs ...string) config.Target {
 // resolveErr resolves targets, which must fail, and returns the error lines.
 func resolveErr(t *testing.T, targets ...config.Target) []string {
 	t.Helper()
-	plan, err := Resolve(targets)
+	pl, err := Resolve(targets)
 	require.Error(t, err)
-	require.Nil(t, plan, "no plan with an error")
+	require.Nil(t, pl, "no plan with an error")
 	return strings.Split(err.Error(), "\n")
 }
 
@@ -89,9 +89,9 @@ func TestResolveOtherArchitecture(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, fmt.Sprintf("target %s: an arm64 file (EM_AARCH64); this collector runs on amd64 and attaches uprobes only to amd64 files: run the arm64 build of the collector for it", arm), err.Error())
 
-	plan, err := Resolve([]config.Target{counting(b.Program, "uprobe:work")}, Options{Arch: regs.ArchAMD64})
+	pl, err := Resolve([]config.Target{counting(b.Program, "uprobe:work")}, Options{Arch: regs.ArchAMD64})
 	require.NoError(t, err)
-	assert.Equal(t, regs.ArchAMD64, plan.Files[0].Arch)
+	assert.Equal(t, regs.ArchAMD64, pl.Files[0].Arch)
 	_, err = Resolve([]config.Target{counting(b.Program, "uprobe:work")}, Options{Arch: regs.ArchARM64})
 	require.ErrorContains(t, err, "an amd64 file (EM_X86_64); this collector runs on arm64 and attaches uprobes only to arm64 files")
 }
@@ -142,9 +142,9 @@ func TestResolveNotFound(t *testing.T) {
 		p := filepath.Join(dir, "p")
 		lines := resolveErr(t, counting(p, "usdt:a:b"))
 		assert.Equal(t, []string{fmt.Sprintf("target %s: usdt:a:b: the file has no USDT probes", p)}, lines)
-		plan, err := Resolve([]config.Target{counting(p, "uprobe:main")})
+		pl, err := Resolve([]config.Target{counting(p, "uprobe:main")})
 		require.NoError(t, err, "its functions can still be probed")
-		assert.Len(t, plan.Attachments, 1)
+		assert.Len(t, pl.Attachments, 1)
 	})
 	t.Run("offset beyond the function", func(t *testing.T) {
 		w := lookup(t, prog, "work")
@@ -154,9 +154,9 @@ func TestResolveNotFound(t *testing.T) {
 		lines = resolveErr(t, counting(prog, fmt.Sprintf("uprobe:work+%d", w.Size)))
 		assert.Equal(t, []string{fmt.Sprintf("target %s: uprobe:work+%#x: offset %#x is beyond the end of work (%d bytes)", prog, w.Size, w.Size, w.Size)}, lines,
 			"the offset of the byte after the last one")
-		plan, err := Resolve([]config.Target{counting(prog, fmt.Sprintf("uprobe:work+%d", w.Size-1))})
+		pl, err := Resolve([]config.Target{counting(prog, fmt.Sprintf("uprobe:work+%d", w.Size-1))})
 		require.NoError(t, err, "the last byte is inside")
-		assert.Equal(t, w.Value+w.Size-1, plan.Attachments[0].Address)
+		assert.Equal(t, w.Value+w.Size-1, pl.Attachments[0].Address)
 	})
 	t.Run("a bad reference", func(t *testing.T) {
 		lines := resolveErr(t, counting(prog, "kprobe:work"))

@@ -1,4 +1,4 @@
-package target
+package planner
 
 import (
 	"path/filepath"
@@ -7,8 +7,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 )
 
 // buildFilters builds testdata/filters with debuginfo.
@@ -24,7 +25,7 @@ func buildFilters(t *testing.T) string {
 // counters they belong to; a filtered counter is a probe of its own.
 func TestFilterPlan(t *testing.T) {
 	bin := buildFilters(t)
-	plan, err := Resolve([]config.Target{{Path: bin,
+	pl, err := Resolve([]config.Target{{Path: bin,
 		Spans: []config.Span{{Name: "api", Function: "serve",
 			Filter: []string{`$path == "/health"`, "arg1:s64 >= -5"}, ExitFilter: []string{"retval:s32 != 0"}}},
 		Counters: []config.Counter{
@@ -35,22 +36,22 @@ func TestFilterPlan(t *testing.T) {
 	}})
 	require.NoError(t, err)
 	refs := map[string]int{}
-	for i, p := range plan.Probes {
+	for i, p := range pl.Probes {
 		refs[p.Ref] = i
 	}
 	require.Contains(t, refs, "uprobe:serve if arg1:u64 > 7")
-	assert.True(t, plan.Probes[refs["uprobe:serve if arg1:u64 > 7"]].Filtered)
-	assert.False(t, plan.Probes[refs["uprobe:serve"]].Filtered)
-	require.Len(t, plan.Histograms, 2)
+	assert.True(t, pl.Probes[refs["uprobe:serve if arg1:u64 > 7"]].Filtered)
+	assert.False(t, pl.Probes[refs["uprobe:serve"]].Filtered)
+	require.Len(t, pl.Histograms, 2)
 
-	byProbe := map[int]Site{}
-	for _, s := range plan.Sites {
+	byProbe := map[int]plan.Site{}
+	for _, s := range pl.Sites {
 		byProbe[s.Probe] = s
 	}
 	entry := byProbe[refs["uprobe:serve"]]
 	require.Len(t, entry.Filters, 2)
 	assert.Equal(t, `$path == "/health"`, entry.Filters[0].Cond.String())
-	assert.Equal(t, StoreString, entry.Filters[0].Value.Store, "$path is a char *: a string")
+	assert.Equal(t, plan.StoreString, entry.Filters[0].Value.Store, "$path is a char *: a string")
 	assert.False(t, entry.Filters[0].AtExit)
 	assert.False(t, entry.FilteredHits, "the span's probe counts every hit")
 	exit := byProbe[refs["uretprobe:serve"]]
@@ -62,7 +63,7 @@ func TestFilterPlan(t *testing.T) {
 	assert.True(t, counted.FilteredHits)
 	require.Len(t, counted.Filters, 1)
 	assert.Equal(t, 1, counted.ValueHist)
-	assert.Equal(t, StoreInt, counted.HistValue.Store)
+	assert.Equal(t, plan.StoreInt, counted.HistValue.Store)
 
 	usdtSite := byProbe[refs["usdt:filt:req"]]
 	assert.Equal(t, 2, usdtSite.ValueHist, "a counter with a histogram runs the site program")

@@ -1,4 +1,4 @@
-package target
+package planner
 
 import (
 	"debug/elf"
@@ -7,7 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil/testconfig"
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil/testconfig"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
 )
 
@@ -58,7 +59,7 @@ func notes(t *testing.T, path string) map[string]usdt.Probe {
 }
 
 // probeIDs maps probe references to their ids in the plan.
-func probeIDs(plan *Plan) map[string]int {
+func probeIDs(plan *plan.Plan) map[string]int {
 	m := map[string]int{}
 	for i, p := range plan.Probes {
 		m[p.Ref] = i
@@ -67,9 +68,9 @@ func probeIDs(plan *Plan) map[string]int {
 }
 
 // attachmentsOf returns the attachments of probe id, in plan order.
-func attachmentsOf(plan *Plan, id int) []Attachment {
-	var out []Attachment
-	for _, a := range plan.Attachments {
+func attachmentsOf(pl *plan.Plan, id int) []plan.Attachment {
+	var out []plan.Attachment
+	for _, a := range pl.Attachments {
 		if a.Probe == id {
 			out = append(out, a)
 		}
@@ -78,7 +79,7 @@ func attachmentsOf(plan *Plan, id int) []Attachment {
 }
 
 // fetchByKey returns the fetch of key among fs.
-func fetchByKey(t *testing.T, fs []Fetch, key string) Fetch {
+func fetchByKey(t *testing.T, fs []plan.Fetch, key string) plan.Fetch {
 	t.Helper()
 	for _, f := range fs {
 		if f.Key == key {
@@ -86,11 +87,11 @@ func fetchByKey(t *testing.T, fs []Fetch, key string) Fetch {
 		}
 	}
 	t.Fatalf("no fetch %q among %d", key, len(fs))
-	return Fetch{}
+	return plan.Fetch{}
 }
 
 // idOf returns the identity of the file at path, as the resolver records it.
-func idOf(t *testing.T, path string) FileID {
+func idOf(t *testing.T, path string) plan.FileID {
 	t.Helper()
 	f, err := os.Open(path)
 	require.NoError(t, err)

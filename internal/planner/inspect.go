@@ -1,4 +1,4 @@
-package target
+package planner
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
+	"github.com/otel-uprobe/uprobereceiver/internal/glob"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
 )
@@ -66,7 +67,7 @@ type FunctionName struct {
 // Functions returns the names of the file's functions that have code (a
 // size), by address, those the glob matches (by name or demangled name)
 // when it is not nil.
-func (in *Inspection) Functions(glob *debuginfo.Glob) []FunctionName {
+func (in *Inspection) Functions(glob *glob.Glob) []FunctionName {
 	var out []FunctionName
 	for name, fns := range in.fl.functions {
 		if glob != nil && !glob.Match(name) && !glob.Match(displayName(name, false)) && !glob.Match(displayName(name, true)) {

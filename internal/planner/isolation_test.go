@@ -1,4 +1,4 @@
-package target
+package planner
 
 import (
 	"errors"
@@ -7,9 +7,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil/hostile"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil/hostile"
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
 )
 
@@ -54,14 +54,14 @@ func TestBadFileHurtsOnlyItself(t *testing.T) {
 
 	for _, order := range [][]string{{selfTypedef, good, bombed, panics}, {good, selfTypedef, bombed, panics}} {
 		cands := listLocator(order)
-		plan, err := Resolve([]config.Target{tg}, Options{Locator: cands, DebugDirs: []string{}})
+		pl, err := Resolve([]config.Target{tg}, Options{Locator: cands, DebugDirs: []string{}})
 		require.NoError(t, err)
-		t.Cleanup(func() { plan.Close() })
-		require.Len(t, plan.Files, 1)
-		assert.Equal(t, good, plan.Files[0].Path)
-		assert.Len(t, plan.Sites, 2, "entry and exit of work")
+		t.Cleanup(func() { pl.Close() })
+		require.Len(t, pl.Files, 1)
+		assert.Equal(t, good, pl.Files[0].Path)
+		assert.Len(t, pl.Sites, 2, "entry and exit of work")
 		reasons := map[string]error{}
-		for _, u := range plan.Unplanned {
+		for _, u := range pl.Unplanned {
 			reasons[u.Candidate.Path] = u.Err
 		}
 		require.Len(t, reasons, 3)
@@ -78,11 +78,11 @@ func TestBadFileHurtsOnlyItself(t *testing.T) {
 	assert.Contains(t, err.Error(), "over the 134217728-byte budget")
 
 	tg.Optional = true
-	plan, err := Resolve([]config.Target{tg}, Options{Locator: bad, DebugDirs: []string{}})
+	pl, err := Resolve([]config.Target{tg}, Options{Locator: bad, DebugDirs: []string{}})
 	require.NoError(t, err)
-	t.Cleanup(func() { plan.Close() })
-	assert.Empty(t, plan.Files)
-	assert.Len(t, plan.Unplanned, 2)
+	t.Cleanup(func() { pl.Close() })
+	assert.Empty(t, pl.Files)
+	assert.Len(t, pl.Unplanned, 2)
 }
 
 // The sites of a probe in a file, and the locations of a file, are
@@ -91,9 +91,9 @@ func TestBadFileHurtsOnlyItself(t *testing.T) {
 func TestSiteCaps(t *testing.T) {
 	prog := hostile.Program(t)
 	apart := hostile.WithNotesApart(t, prog, 11, 0) // 11 copies: one site
-	plan, err := Resolve([]config.Target{{Path: apart, Counters: config.CountersOf("usdt:hostile:tick")}}, Options{MaxSitesPerProbe: 1})
+	pl, err := Resolve([]config.Target{{Path: apart, Counters: config.CountersOf("usdt:hostile:tick")}}, Options{MaxSitesPerProbe: 1})
 	require.NoError(t, err)
-	assert.Len(t, plan.Attachments, 1)
+	assert.Len(t, pl.Attachments, 1)
 
 	// 11 distinct sites: the nop of tick and the 10 bytes after it are
 	// not all nops, so they are refused as sites; the count comes first.

@@ -1,4 +1,4 @@
-package target
+package planner
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
 )
 
@@ -102,19 +103,19 @@ type compiler struct {
 // all compiles every fetch of one span end, expanding $$params; it leaves
 // out (with a note) the parameters $$params cannot read or that would make
 // more than bpfobj.MaxFetches values.
-func (c *compiler) all(specs []fetchSpec, note func(string, ...any)) ([]Fetch, error) {
-	out := make([]Fetch, 0, len(specs))
+func (c *compiler) all(specs []fetchSpec, note func(string, ...any)) ([]plan.Fetch, error) {
+	out := make([]plan.Fetch, 0, len(specs))
 	var fromParams []bool
 	var errs []error
 	for _, s := range specs {
 		what := fmt.Sprintf("attribute %q", s.Key)
-		if s.Role != RoleAttribute {
+		if s.Role != plan.RoleAttribute {
 			what = s.Key
 		}
 		if s.Expr.Root == fetch.RootName {
 			fs, params, err := c.names(s, note)
 			if err != nil {
-				if c.lenient && s.Role == RoleAttribute {
+				if c.lenient && s.Role == plan.RoleAttribute {
 					note("span %q: %s: %s left out: %v", c.span, c.probe, what, err)
 					continue
 				}
@@ -151,7 +152,7 @@ func (c *compiler) all(specs []fetchSpec, note func(string, ...any)) ([]Fetch, e
 	}
 	seen := map[string]bool{}
 	for _, f := range out {
-		if f.Role != RoleAttribute {
+		if f.Role != plan.RoleAttribute {
 			continue
 		}
 		if seen[f.Key] {
@@ -167,8 +168,8 @@ func (c *compiler) all(specs []fetchSpec, note func(string, ...any)) ([]Fetch, e
 
 // names compiles a $name: one fetch, or one per parameter for $$params
 // (params is then true), keyed KEY.NAME.
-func (c *compiler) names(s fetchSpec, note func(string, ...any)) (fs []Fetch, params bool, err error) {
-	path, err := debuginfo.ParsePath(s.Expr.Path)
+func (c *compiler) names(s fetchSpec, note func(string, ...any)) (fs []plan.Fetch, params bool, err error) {
+	path, err := fetch.ParsePath(s.Expr.Path)
 	if err != nil {
 		return nil, false, err
 	}
@@ -179,8 +180,8 @@ func (c *compiler) names(s fetchSpec, note func(string, ...any)) (fs []Fetch, pa
 	if c.scopeErr != nil {
 		return nil, false, c.scopeErr
 	}
-	if path.Kind == debuginfo.PathParams {
-		if s.Role != RoleAttribute {
+	if path.Kind == fetch.PathParams {
+		if s.Role != plan.RoleAttribute {
 			return nil, false, errors.New("$$params stands for several values")
 		}
 		accs, perr := c.scope.CompileParams()
@@ -211,62 +212,62 @@ func (c *compiler) names(s fetchSpec, note func(string, ...any)) (fs []Fetch, pa
 		return nil, false, err
 	}
 	switch {
-	case s.Role == RoleStatus && f.Store != StoreInt:
+	case s.Role == plan.RoleStatus && f.Store != plan.StoreInt:
 		return nil, false, fmt.Errorf("%s is %s (%s), not an integer to compare", a.Path, f.Value.Type, a.TypeName)
-	case (s.Role == RoleTraceID || s.Role == RoleParentSpanID) && f.Store == StoreInt:
+	case (s.Role == plan.RoleTraceID || s.Role == plan.RoleParentSpanID) && f.Store == plan.StoreInt:
 		return nil, false, fmt.Errorf("%s is an integer (%s), not an id's bytes or hex text", a.Path, a.TypeName)
 	}
-	return []Fetch{f}, false, nil
+	return []plan.Fetch{f}, false, nil
 }
 
 // accessFetch turns a compiled name into the engine's fetch, checking the
 // engine's limits. A string longer than the capture limit by default
 // (char[1024]) is cut to it; one typed so is refused, as bytes are.
-func accessFetch(key, text string, a debuginfo.Access, typed bool) (Fetch, error) {
-	f := Fetch{
-		Key: key, Text: text, Base: BaseRegister, Register: a.Register, Disp: a.Disp,
+func accessFetch(key, text string, a debuginfo.Access, typed bool) (plan.Fetch, error) {
+	f := plan.Fetch{
+		Key: key, Text: text, Base: plan.BaseRegister, Register: a.Register, Disp: a.Disp,
 		Derefs: append([]int64(nil), a.Derefs...), LastIsAddress: a.LastIsAddress, LenRegister: a.LenRegister,
 	}
 	if len(f.Derefs) == 0 {
 		f.Derefs = nil
 	}
 	if a.Register == regs.None {
-		f.Base = BaseConstant
+		f.Base = plan.BaseConstant
 	}
 	if len(f.Derefs) > bpfobj.MaxDerefs {
-		return Fetch{}, fmt.Errorf("%s takes %d memory reads (%s), at most %d", a.Path, len(f.Derefs), a, bpfobj.MaxDerefs)
+		return plan.Fetch{}, fmt.Errorf("%s takes %d memory reads (%s), at most %d", a.Path, len(f.Derefs), a, bpfobj.MaxDerefs)
 	}
 	typ := a.Type
 	switch typ.Kind {
 	case fetch.KindString, fetch.KindGoString:
 		if int(typ.MaxLen) > bpfobj.StringMax {
 			if typed {
-				return Fetch{}, fmt.Errorf("%s: %s is longer than the %d-byte capture limit", a.Path, typ, bpfobj.StringMax)
+				return plan.Fetch{}, fmt.Errorf("%s: %s is longer than the %d-byte capture limit", a.Path, typ, bpfobj.StringMax)
 			}
 			typ.MaxLen = uint16(bpfobj.StringMax)
 		}
-		f.Store = StoreString
+		f.Store = plan.StoreString
 		if typ.Kind == fetch.KindGoString {
-			f.Store = StoreGoString
+			f.Store = plan.StoreGoString
 			if len(f.Derefs) == 0 && f.LenRegister == regs.None {
-				return Fetch{}, fmt.Errorf("%s: a Go string without its length", a.Path)
+				return plan.Fetch{}, fmt.Errorf("%s: a Go string without its length", a.Path)
 			}
 		}
 		f.MaxLen = typ.MaxLen
 	case fetch.KindBytes:
 		if int(typ.MaxLen) > bpfobj.StringMax {
-			return Fetch{}, fmt.Errorf("%s is %d bytes (%s), more than the %d-byte capture limit: read a part of it (%s:bytes[%d])",
+			return plan.Fetch{}, fmt.Errorf("%s is %d bytes (%s), more than the %d-byte capture limit: read a part of it (%s:bytes[%d])",
 				a.Path, typ.MaxLen, a.TypeName, bpfobj.StringMax, a.Path, bpfobj.StringMax)
 		}
-		f.Store, f.MaxLen = StoreBytes, typ.MaxLen
+		f.Store, f.MaxLen = plan.StoreBytes, typ.MaxLen
 	case fetch.KindUnsigned, fetch.KindSigned, fetch.KindHex:
-		f.Store = StoreInt
+		f.Store = plan.StoreInt
 		f.ReadSize = a.ReadSize
 		if f.ReadSize == 0 {
 			f.ReadSize = 8
 		}
 	default:
-		return Fetch{}, fmt.Errorf("%s: no way to store %s", a.Path, typ)
+		return plan.Fetch{}, fmt.Errorf("%s: no way to store %s", a.Path, typ)
 	}
 	f.Value.Type = typ
 	f.Value.Enum = a.Enum

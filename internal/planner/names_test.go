@@ -1,4 +1,4 @@
-package target
+package planner
 
 import (
 	"debug/elf"
@@ -15,12 +15,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 )
 
 // withDebug is the resolver's options for a build of testdata/names.
@@ -46,31 +47,31 @@ func TestNamesCompile(t *testing.T) {
 	for _, opt := range []string{"-O0", "-O2"} {
 		t.Run(opt, func(t *testing.T) {
 			b := testutil.BuildNames(t, opt)
-			plan, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{namesSpan()}}}, withDebug(b))
+			pl, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{namesSpan()}}}, withDebug(b))
 			require.NoError(t, err)
-			assert.Equal(t, "build-id "+b.DebugFile, plan.Files[0].DebugInfo)
-			require.Len(t, plan.Spans, 1)
-			assert.Equal(t, "handle_request", plan.Spans[0].Name, "named after the function")
-			assert.True(t, plan.Spans[0].Function)
-			require.Len(t, plan.Sites, 2)
-			entry, exit := plan.Sites[0].Entry, plan.Sites[1].Exit
+			assert.Equal(t, "build-id "+b.DebugFile, pl.Files[0].DebugInfo)
+			require.Len(t, pl.Spans, 1)
+			assert.Equal(t, "handle_request", pl.Spans[0].Name, "named after the function")
+			assert.True(t, pl.Spans[0].Function)
+			require.Len(t, pl.Sites, 2)
+			entry, exit := pl.Sites[0].Entry, pl.Sites[1].Exit
 
-			assert.Equal(t, Fetch{Key: "id", Text: "$req->id", Base: BaseRegister, Register: regs.RDI, Derefs: []int64{0},
-				Store: StoreInt, ReadSize: 8, Value: Value{Type: fetch.Type{Kind: fetch.KindSigned, Size: 8}}}, fetchByKey(t, entry, "id"))
-			assert.Equal(t, Fetch{Key: "path", Text: "$req->path", Base: BaseRegister, Register: regs.RDI, Derefs: []int64{8},
-				Store: StoreString, MaxLen: fetch.DefaultStringLen, Value: Value{Type: fetch.Type{Kind: fetch.KindString, MaxLen: fetch.DefaultStringLen}}},
+			assert.Equal(t, plan.Fetch{Key: "id", Text: "$req->id", Base: plan.BaseRegister, Register: regs.RDI, Derefs: []int64{0},
+				Store: plan.StoreInt, ReadSize: 8, Value: plan.Value{Type: fetch.Type{Kind: fetch.KindSigned, Size: 8}}}, fetchByKey(t, entry, "id"))
+			assert.Equal(t, plan.Fetch{Key: "path", Text: "$req->path", Base: plan.BaseRegister, Register: regs.RDI, Derefs: []int64{8},
+				Store: plan.StoreString, MaxLen: fetch.DefaultStringLen, Value: plan.Value{Type: fetch.Type{Kind: fetch.KindString, MaxLen: fetch.DefaultStringLen}}},
 				fetchByKey(t, entry, "path"), "char * is a string at the pointer")
-			assert.Equal(t, Fetch{Key: "len", Text: "$req->hdr->len", Base: BaseRegister, Register: regs.RDI, Derefs: []int64{16, 0},
-				Store: StoreInt, ReadSize: 4, Value: Value{Type: fetch.Type{Kind: fetch.KindSigned, Size: 4}}}, fetchByKey(t, entry, "len"))
-			assert.Equal(t, Fetch{Key: "hex", Text: "$req->hdr->len:x16", Base: BaseRegister, Register: regs.RDI, Derefs: []int64{16, 0},
-				Store: StoreInt, ReadSize: 2, Value: Value{Type: fetch.Type{Kind: fetch.KindHex, Size: 2}}}, fetchByKey(t, entry, "hex"), "a type suffix")
-			assert.Equal(t, Fetch{Key: "name", Text: "$req->hdr->name", Base: BaseRegister, Register: regs.RDI, Derefs: []int64{16, 4}, LastIsAddress: true,
-				Store: StoreString, MaxLen: 17, Value: Value{Type: fetch.Type{Kind: fetch.KindString, MaxLen: 17}}},
+			assert.Equal(t, plan.Fetch{Key: "len", Text: "$req->hdr->len", Base: plan.BaseRegister, Register: regs.RDI, Derefs: []int64{16, 0},
+				Store: plan.StoreInt, ReadSize: 4, Value: plan.Value{Type: fetch.Type{Kind: fetch.KindSigned, Size: 4}}}, fetchByKey(t, entry, "len"))
+			assert.Equal(t, plan.Fetch{Key: "hex", Text: "$req->hdr->len:x16", Base: plan.BaseRegister, Register: regs.RDI, Derefs: []int64{16, 0},
+				Store: plan.StoreInt, ReadSize: 2, Value: plan.Value{Type: fetch.Type{Kind: fetch.KindHex, Size: 2}}}, fetchByKey(t, entry, "hex"), "a type suffix")
+			assert.Equal(t, plan.Fetch{Key: "name", Text: "$req->hdr->name", Base: plan.BaseRegister, Register: regs.RDI, Derefs: []int64{16, 4}, LastIsAddress: true,
+				Store: plan.StoreString, MaxLen: 17, Value: plan.Value{Type: fetch.Type{Kind: fetch.KindString, MaxLen: 17}}},
 				fetchByKey(t, entry, "name"), "char[16] is a string in place")
 			flags := fetchByKey(t, entry, "params.flags")
 			assert.Equal(t, regs.RSI, flags.Register)
 			assert.Equal(t, fetch.Type{Kind: fetch.KindUnsigned, Size: 4}, flags.Value.Type)
-			assert.Equal(t, []debuginfo.Enumerator{{Name: "FLAG_NONE", Value: 0}, {Name: "FLAG_READ", Value: 1}, {Name: "FLAG_WRITE", Value: 2}, {Name: "FLAG_SYNC", Value: 4}}, flags.Value.Enum)
+			assert.Equal(t, []fetch.Enumerator{{Name: "FLAG_NONE", Value: 0}, {Name: "FLAG_READ", Value: 1}, {Name: "FLAG_WRITE", Value: 2}, {Name: "FLAG_SYNC", Value: 4}}, flags.Value.Enum)
 			for key, reg := range map[string]regs.Register{"params.req": regs.RDI, "params.flags": regs.RSI, "params.count": regs.RDX} {
 				f := fetchByKey(t, entry, key)
 				assert.Equal(t, reg, f.Register, key)
@@ -79,12 +80,12 @@ func TestNamesCompile(t *testing.T) {
 			assert.Len(t, entry, 8, "5 names and 3 parameters")
 
 			ret := fetchByKey(t, exit, "ret")
-			assert.Equal(t, Fetch{Key: "ret", Text: "$return", Base: BaseRegister, Register: regs.RAX,
-				Store: StoreInt, ReadSize: 8, Value: Value{Type: fetch.Type{Kind: fetch.KindSigned, Size: 4}}}, ret)
+			assert.Equal(t, plan.Fetch{Key: "ret", Text: "$return", Base: plan.BaseRegister, Register: regs.RAX,
+				Store: plan.StoreInt, ReadSize: 8, Value: plan.Value{Type: fetch.Type{Kind: fetch.KindSigned, Size: 4}}}, ret)
 			status := exit[1]
-			assert.Equal(t, RoleStatus, status.Role)
+			assert.Equal(t, plan.RoleStatus, status.Role)
 			assert.Equal(t, regs.RAX, status.Register)
-			assert.Empty(t, plan.Targets[0].Notes)
+			assert.Empty(t, pl.Targets[0].Notes)
 		})
 	}
 }
@@ -97,7 +98,7 @@ func TestLineProbe(t *testing.T) {
 			b := testutil.BuildNames(t, opt)
 			line := testutil.MarkerLine(t, b.Source, "total")
 			ref := fmt.Sprintf("line:names.c:%d", line)
-			plan, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{{
+			pl, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{{
 				Name: "total", Entry: ref, Exit: "uretprobe:checksum",
 				Attributes: map[string]string{"total": "$total", "req": "$req->id"},
 			}}, Counters: config.CountersOf(fmt.Sprintf("line:testdata/names/names.c:%d", line))}}, withDebug(b))
@@ -109,18 +110,18 @@ func TestLineProbe(t *testing.T) {
 			sites, err := dbg.Lines("names.c", line)
 			require.NoError(t, err)
 			require.Len(t, sites, 1)
-			entry := attachmentsOf(plan, probeIDs(plan)[ref])
+			entry := attachmentsOf(pl.Plan, probeIDs(pl.Plan)[ref])
 			require.Len(t, entry, 1)
 			assert.Equal(t, sites[0].Address, entry[0].Address, "the statement's first instruction")
 			assert.Equal(t, "handle_request", sites[0].Function.Name)
 			assert.True(t, entry[0].Class.Probeable())
 			assert.NotEqual(t, insn.Unsupported, entry[0].Class)
-			counter := attachmentsOf(plan, probeIDs(plan)[fmt.Sprintf("line:testdata/names/names.c:%d", line)])
+			counter := attachmentsOf(pl.Plan, probeIDs(pl.Plan)[fmt.Sprintf("line:testdata/names/names.c:%d", line)])
 			require.Len(t, counter, 1, "FILE is a path suffix")
 			assert.Equal(t, entry[0].Address, counter[0].Address)
-			assert.Equal(t, ProgramCount, counter[0].Program)
+			assert.Equal(t, plan.ProgramCount, counter[0].Program)
 
-			total := fetchByKey(t, plan.Sites[entry[0].Cookie].Entry, "total")
+			total := fetchByKey(t, pl.Sites[entry[0].Cookie].Entry, "total")
 			assert.Equal(t, fetch.Type{Kind: fetch.KindSigned, Size: 4}, total.Value.Type)
 			if opt == "-O0" {
 				assert.Equal(t, regs.RBP, total.Register, "a frame slot at -O0")
@@ -219,11 +220,11 @@ func TestNoDebuginfoWithoutNames(t *testing.T) {
 	}))
 	defer srv.Close()
 	opts := Options{DebugDirs: []string{}, Debuginfod: &debuginfo.Debuginfod{URLs: []string{srv.URL}, CacheDir: t.TempDir()}}
-	plan, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{{
+	pl, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{{
 		Function: "handle_request", Attributes: map[string]string{"req": "arg0"}, ExitAttributes: map[string]string{"ret": "retval:s32"},
 	}}, Counters: config.CountersOf("usdt:names:request")}}, opts)
 	require.NoError(t, err)
-	assert.Empty(t, plan.Files[0].DebugInfo)
+	assert.Empty(t, pl.Files[0].DebugInfo)
 	assert.Zero(t, requests.Load())
 }
 
@@ -244,9 +245,9 @@ func TestNamesFromDebuginfod(t *testing.T) {
 	cache := t.TempDir()
 	opts := Options{DebugDirs: []string{}, Debuginfod: &debuginfo.Debuginfod{URLs: []string{srv.URL}, CacheDir: cache}}
 	for round := 1; round <= 2; round++ {
-		plan, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{namesSpan()}}}, opts)
+		pl, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{namesSpan()}}}, opts)
 		require.NoError(t, err)
-		assert.Equal(t, "debuginfod "+filepath.Join(cache, b.BuildID+".debug"), plan.Files[0].DebugInfo)
+		assert.Equal(t, "debuginfod "+filepath.Join(cache, b.BuildID+".debug"), pl.Files[0].DebugInfo)
 		assert.Equal(t, int64(1), requests.Load(), "round %d", round)
 	}
 }
@@ -256,36 +257,36 @@ func TestNamesFromDebuginfod(t *testing.T) {
 func TestFunctionPatterns(t *testing.T) {
 	b := testutil.BuildNames(t, "-O2")
 	pattern := config.Span{Function: "ct_*", Attributes: map[string]string{"depth": "$depth", "nope": "$nope"}}
-	plan, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{
+	pl, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{
 		pattern,
 		{Name: "explicit", Function: "ct_07"},
 		{Name: "again.", Function: "ct_0?"},
 	}}}, withDebug(b))
 	require.NoError(t, err)
-	require.Len(t, plan.Spans, 50, "ct_07 is traced once, by its explicit span")
-	assert.Equal(t, "explicit", plan.Spans[0].Name, "spans as configured come first")
-	assert.Empty(t, plan.Spans[0].Pattern)
+	require.Len(t, pl.Spans, 50, "ct_07 is traced once, by its explicit span")
+	assert.Equal(t, "explicit", pl.Spans[0].Name, "spans as configured come first")
+	assert.Empty(t, pl.Spans[0].Pattern)
 	names := map[string]bool{}
-	for i, s := range plan.Spans[1:] {
+	for i, s := range pl.Spans[1:] {
 		assert.Equal(t, "ct_*", s.Pattern)
 		assert.True(t, s.Function, s.Name)
 		names[s.Name] = true
 		if i > 0 {
-			prev, cur := attachmentsOf(plan, plan.Spans[i].Entry), attachmentsOf(plan, s.Entry)
+			prev, cur := attachmentsOf(pl.Plan, pl.Spans[i].Entry), attachmentsOf(pl.Plan, s.Entry)
 			assert.Less(t, prev[0].Address, cur[0].Address, "by address, as matched")
 		}
 	}
 	assert.Len(t, names, 49)
 	assert.False(t, names["ct_07"])
-	assert.Contains(t, plan.Targets[0].Notes, `function pattern "ct_*": ct_07 left out: span "explicit" already traces it`)
-	assert.Contains(t, plan.Targets[0].Notes, `function pattern "ct_0?": ct_00 left out: span "ct_00" already traces it`)
-	for _, n := range plan.Targets[0].Notes {
+	assert.Contains(t, pl.Targets[0].Notes, `function pattern "ct_*": ct_07 left out: span "explicit" already traces it`)
+	assert.Contains(t, pl.Targets[0].Notes, `function pattern "ct_0?": ct_00 left out: span "ct_00" already traces it`)
+	for _, n := range pl.Targets[0].Notes {
 		if strings.Contains(n, `attribute "nope"`) {
 			assert.Contains(t, n, `no variable "nope" (in scope: depth): not found`)
 		}
 	}
-	entry := plan.Sites[0]
-	for _, s := range plan.Sites {
+	entry := pl.Sites[0]
+	for _, s := range pl.Sites {
 		if s.EntrySpan == 1 {
 			entry = s
 		}
@@ -303,21 +304,21 @@ func TestFunctionPatterns(t *testing.T) {
 	require.ErrorContains(t, err, `function pattern "zz_*" matches no function of the file`)
 
 	// source_file selects through the DWARF, a name prefix names them.
-	plan, err = Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{{Name: "app.", Function: "*", SourceFile: "names.c"}}}}, withDebug(b))
+	pl, err = Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{{Name: "app.", Function: "*", SourceFile: "names.c"}}}}, withDebug(b))
 	require.NoError(t, err)
 	var got []string
-	for _, s := range plan.Spans {
+	for _, s := range pl.Spans {
 		got = append(got, s.Name)
 	}
 	assert.ElementsMatch(t, []string{"app.checksum", "app.note_thread", "app.sum10", "app.handle_request", "app.main"}, got, "static expect was inlined")
 
 	// Without debuginfo a pattern matches the symbol table; source_file
 	// needs the DWARF.
-	plan, err = Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{{Function: "ct_*"}}}}, noDebug)
+	pl, err = Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{{Function: "ct_*"}}}}, noDebug)
 	require.NoError(t, err)
-	assert.Len(t, plan.Spans, 50)
-	require.Len(t, plan.Targets[0].Notes, 1)
-	assert.Contains(t, plan.Targets[0].Notes[0], `function pattern "ct_*": matched against the symbol table (reading debuginfo: `)
+	assert.Len(t, pl.Spans, 50)
+	require.Len(t, pl.Targets[0].Notes, 1)
+	assert.Contains(t, pl.Targets[0].Notes[0], `function pattern "ct_*": matched against the symbol table (reading debuginfo: `)
 	_, err = Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{{Function: "ct_*", SourceFile: "calltree.c"}}}}, noDebug)
 	require.ErrorContains(t, err, `function pattern "ct_*" in source_file "calltree.c": source_file: needs the file's debuginfo: reading debuginfo: `)
 }
@@ -325,11 +326,11 @@ func TestFunctionPatterns(t *testing.T) {
 // $$params keeps what fits in a span end and notes the rest.
 func TestParamsBeyondTheFetchLimit(t *testing.T) {
 	b := testutil.BuildNames(t, "-O2")
-	plan, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{{
+	pl, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{{
 		Function: "sum10", Attributes: map[string]string{"a": "$$params", "z": "$a9"},
 	}}}}, withDebug(b))
 	require.NoError(t, err)
-	entry := plan.Sites[0].Entry
+	entry := pl.Sites[0].Entry
 	var keys []string
 	for _, f := range entry {
 		keys = append(keys, f.Key)
@@ -338,31 +339,31 @@ func TestParamsBeyondTheFetchLimit(t *testing.T) {
 	assert.Equal(t, []int64{8}, fetchByKey(t, entry, "a.a6").Derefs, "a stack argument at the entry: 8(%rsp)")
 	assert.Equal(t, regs.RSP, fetchByKey(t, entry, "a.a6").Register)
 	assert.Equal(t, []int64{32}, fetchByKey(t, entry, "z").Derefs, "arg 9 at 32(%rsp)")
-	assert.Contains(t, plan.Targets[0].Notes, `span "sum10": uprobe:sum10: attribute "a.a9" left out: more than 8 values at one span end`)
-	assert.Contains(t, plan.Targets[0].Notes, `span "sum10": uprobe:sum10: attribute "a.a7" left out: more than 8 values at one span end`)
+	assert.Contains(t, pl.Targets[0].Notes, `span "sum10": uprobe:sum10: attribute "a.a9" left out: more than 8 values at one span end`)
+	assert.Contains(t, pl.Targets[0].Notes, `span "sum10": uprobe:sum10: attribute "a.a7" left out: more than 8 values at one span end`)
 }
 
 // Go: names through Go's DWARF at the entry (after the stack check) and at
 // every RET; a binary without DWARF says so.
 func TestNamesGo(t *testing.T) {
 	bin := testutil.BuildGo(t, "names/goapp", false)
-	plan, err := Resolve([]config.Target{{Path: bin, Spans: []config.Span{{
+	pl, err := Resolve([]config.Target{{Path: bin, Spans: []config.Span{{
 		Function:       "main.(*Server).Handle",
 		Attributes:     map[string]string{"path": "$r.URL.Path", "tag": "$tag", "id": "$r->ID"},
 		ExitAttributes: map[string]string{"ret": "$return"},
 	}}}}, noDebug)
 	require.NoError(t, err)
-	assert.Equal(t, "embedded", plan.Files[0].DebugInfo)
-	entry := plan.Sites[0].Entry
-	assert.Equal(t, Fetch{Key: "path", Text: "$r.URL.Path", Base: BaseRegister, Register: regs.RBX, Derefs: []int64{16, 32}, LastIsAddress: true,
-		Store: StoreGoString, MaxLen: fetch.DefaultStringLen, Value: Value{Type: fetch.Type{Kind: fetch.KindGoString, MaxLen: fetch.DefaultStringLen}}},
+	assert.Equal(t, "embedded", pl.Files[0].DebugInfo)
+	entry := pl.Sites[0].Entry
+	assert.Equal(t, plan.Fetch{Key: "path", Text: "$r.URL.Path", Base: plan.BaseRegister, Register: regs.RBX, Derefs: []int64{16, 32}, LastIsAddress: true,
+		Store: plan.StoreGoString, MaxLen: fetch.DefaultStringLen, Value: plan.Value{Type: fetch.Type{Kind: fetch.KindGoString, MaxLen: fetch.DefaultStringLen}}},
 		fetchByKey(t, entry, "path"))
 	tag := fetchByKey(t, entry, "tag")
 	assert.Equal(t, regs.RCX, tag.Register)
 	assert.Equal(t, regs.RDI, tag.LenRegister)
-	assert.Equal(t, StoreGoString, tag.Store)
-	require.Greater(t, len(plan.Sites), 1)
-	for _, s := range plan.Sites[1:] {
+	assert.Equal(t, plan.StoreGoString, tag.Store)
+	require.Greater(t, len(pl.Sites), 1)
+	for _, s := range pl.Sites[1:] {
 		ret := fetchByKey(t, s.Exit, "ret")
 		assert.Equal(t, regs.RAX, ret.Register, "the first result register at each RET")
 		assert.Equal(t, fetch.Type{Kind: fetch.KindSigned, Size: 8}, ret.Value.Type)
@@ -384,17 +385,17 @@ func TestFunctionPatternsCPP(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "prog")
 	testutil.Run(t, dir, "g++", "-O1", "-g", "-o", bin, testutil.Testdata("debuginfo", "prog.cc"))
-	plan, err := Resolve([]config.Target{{Path: bin, Spans: []config.Span{{
+	pl, err := Resolve([]config.Target{{Path: bin, Spans: []config.Span{{
 		Function: "srv::Server::handle*", Attributes: map[string]string{"this": "$this->port_"},
 	}, {
 		Name: "t.", Function: "srv::twice<*>",
 	}}}}, noDebug)
 	require.NoError(t, err)
 	var names []string
-	for _, s := range plan.Spans {
+	for _, s := range pl.Spans {
 		names = append(names, s.Name)
 		if strings.Contains(s.Name, "handle") {
-			entry := plan.Sites[attachmentsOf(plan, s.Entry)[0].Cookie].Entry
+			entry := pl.Sites[attachmentsOf(pl.Plan, s.Entry)[0].Cookie].Entry
 			require.Len(t, entry, 1, s.Name)
 			assert.Equal(t, []int64{0}, entry[0].Derefs, "$this->port_")
 		}
@@ -403,7 +404,7 @@ func TestFunctionPatternsCPP(t *testing.T) {
 		"srv::Server::handle(srv::Request*)", "srv::Server::handle(int)", "t.srv::twice<long>", "t.srv::twice<int>",
 	}, names)
 	var refs []string
-	for _, p := range plan.Probes {
+	for _, p := range pl.Probes {
 		refs = append(refs, p.Ref)
 	}
 	// handle(Request*) calls printf in a C++ file: an exception may unwind
@@ -421,12 +422,12 @@ func TestFunctionPatternsCPP(t *testing.T) {
 // as a function: span of it does (returns: auto).
 func TestFunctionPatternRecursion(t *testing.T) {
 	b := testutil.BuildDemo(t, "-O2")
-	plan, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{{Function: "recurs?"}}}}, noDebug)
+	pl, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{{Function: "recurs?"}}}}, noDebug)
 	require.NoError(t, err)
-	require.Len(t, plan.Spans, 1)
-	assert.Equal(t, "recurse", plan.Spans[0].Name)
-	assert.Equal(t, "ret:recurse", plan.Probes[plan.Spans[0].Exit].Ref)
-	assert.True(t, plan.Spans[0].Function)
+	require.Len(t, pl.Spans, 1)
+	assert.Equal(t, "recurse", pl.Spans[0].Name)
+	assert.Equal(t, "ret:recurse", pl.Probes[pl.Spans[0].Exit].Ref)
+	assert.True(t, pl.Spans[0].Function)
 }
 
 // $$params names its attributes KEY.NAME: they must not clash with other
@@ -464,10 +465,10 @@ func TestNamesCompressedDebugFile(t *testing.T) {
 			} else {
 				require.Regexp(t, `\.debug_info .* C `, string(out), "SHF_COMPRESSED")
 			}
-			plan, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{namesSpan()}}}, Options{DebugDirs: []string{root}})
+			pl, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{namesSpan()}}}, Options{DebugDirs: []string{root}})
 			require.NoError(t, err)
-			assert.Equal(t, "build-id "+dst, plan.Files[0].DebugInfo)
-			assert.Equal(t, []int64{16, 4}, fetchByKey(t, plan.Sites[0].Entry, "name").Derefs)
+			assert.Equal(t, "build-id "+dst, pl.Files[0].DebugInfo)
+			assert.Equal(t, []int64{16, 4}, fetchByKey(t, pl.Sites[0].Entry, "name").Derefs)
 		})
 	}
 }
@@ -479,9 +480,9 @@ func TestNamesFromDebuglink(t *testing.T) {
 	data, err := os.ReadFile(b.DebugFile)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(next, data, 0o644))
-	plan, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{namesSpan()}}}, noDebug)
+	pl, err := Resolve([]config.Target{{Path: b.Program, Spans: []config.Span{namesSpan()}}}, noDebug)
 	require.NoError(t, err)
-	assert.Equal(t, "debuglink "+next, plan.Files[0].DebugInfo)
+	assert.Equal(t, "debuglink "+next, pl.Files[0].DebugInfo)
 
 	// A debug file of another build is refused, not used.
 	other := testutil.BuildNames(t, "-O2")
@@ -515,7 +516,7 @@ func TestFunctionsFromTheDebugFile(t *testing.T) {
 	require.Len(t, got.Spans, len(want.Spans))
 	for i := range want.Spans {
 		assert.Equal(t, want.Spans[i].Name, got.Spans[i].Name)
-		assert.Equal(t, attachmentsOf(want, want.Spans[i].Entry)[0].Address, attachmentsOf(got, got.Spans[i].Entry)[0].Address, want.Spans[i].Name)
+		assert.Equal(t, attachmentsOf(want.Plan, want.Spans[i].Entry)[0].Address, attachmentsOf(got.Plan, got.Spans[i].Entry)[0].Address, want.Spans[i].Name)
 	}
 	assert.Equal(t, fetchByKey(t, want.Sites[0].Entry, "id"), fetchByKey(t, got.Sites[0].Entry, "id"))
 }

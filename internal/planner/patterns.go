@@ -1,4 +1,4 @@
-package target
+package planner
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
+	"github.com/otel-uprobe/uprobereceiver/internal/glob"
 )
 
 // spanJob is one span definition to build: a span as configured, or one
@@ -65,17 +66,17 @@ func (fl *file) expand(s config.Span, note func(string, ...any)) ([]spanJob, err
 	if s.SourceFile != "" {
 		what += fmt.Sprintf(" in source_file %q", s.SourceFile)
 	}
-	glob, err := debuginfo.CompileGlob(s.Function)
+	name, err := glob.CompileGlob(s.Function)
 	if err != nil {
 		return nil, fmt.Errorf("function: %w", err)
 	}
-	var src *debuginfo.Glob
+	var src *glob.Glob
 	if s.SourceFile != "" {
-		if src, err = debuginfo.CompileGlob(s.SourceFile); err != nil {
+		if src, err = glob.CompileGlob(s.SourceFile); err != nil {
 			return nil, fmt.Errorf("source_file: %w", err)
 		}
 	}
-	matches, err := fl.matchFunctions(glob, src, note)
+	matches, err := fl.matchFunctions(name, src, note)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
@@ -128,7 +129,7 @@ func displayName(sym string, params bool) string {
 // matchFunctions returns the functions a glob (and a source-file glob)
 // selects, one per address, by address: from the DWARF when the file has
 // debuginfo, else, without a source-file glob, from the symbol table.
-func (fl *file) matchFunctions(glob, src *debuginfo.Glob, note func(string, ...any)) ([]match, error) {
+func (fl *file) matchFunctions(glob, src *glob.Glob, note func(string, ...any)) ([]match, error) {
 	dbg, derr := fl.debug()
 	if derr != nil {
 		if src != nil {
@@ -172,7 +173,7 @@ func (fl *file) matchFunctions(glob, src *debuginfo.Glob, note func(string, ...a
 
 // matchSymbols matches a glob against the symbol table's function names
 // (and their demangled forms), one function per address.
-func (fl *file) matchSymbols(glob *debuginfo.Glob) []match {
+func (fl *file) matchSymbols(glob *glob.Glob) []match {
 	byAddr := map[uint64]match{}
 	for name, fns := range fl.functions {
 		if !glob.Match(name) && !glob.Match(displayName(name, false)) && !glob.Match(displayName(name, true)) {
@@ -211,7 +212,7 @@ func (fl *file) functionsAt(addr uint64) []function {
 // symbolAt returns the function symbol that starts at addr: of several
 // (aliases), the first by name that the glob matches, else the first by
 // name.
-func (fl *file) symbolAt(addr uint64, glob *debuginfo.Glob) (function, bool) {
+func (fl *file) symbolAt(addr uint64, glob *glob.Glob) (function, bool) {
 	fns := fl.functionsAt(addr)
 	if len(fns) == 0 {
 		return function{}, false

@@ -1,4 +1,4 @@
-package target
+package planner
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/otel-uprobe/uprobereceiver/internal/gobin"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
@@ -41,7 +42,7 @@ type file struct {
 	root      *procfs.Dir // the tree it was found in (a container's root), nil for the collector's view
 	opts      Options
 	raw       *os.File
-	id        FileID
+	id        plan.FileID
 	arch      regs.Arch // from the file's machine
 	isGo      bool
 	goVersion string
@@ -329,7 +330,7 @@ type location struct {
 // fetchSpec is one value to fetch at one end of a span, before compiling.
 type fetchSpec struct {
 	config.Attribute
-	Role Role
+	Role plan.Role
 }
 
 // spanFetches lists what a span fetches at entry and at exit, attributes in
@@ -341,10 +342,10 @@ func spanFetches(s config.Span) (entry, exit []fetchSpec, err error) {
 		return nil, nil, err
 	}
 	for _, a := range entryAttrs {
-		entry = append(entry, fetchSpec{a, RoleAttribute})
+		entry = append(entry, fetchSpec{a, plan.RoleAttribute})
 	}
 	for _, a := range exitAttrs {
-		exit = append(exit, fetchSpec{a, RoleAttribute})
+		exit = append(exit, fetchSpec{a, plan.RoleAttribute})
 	}
 	hidden := func(key, text string) (config.Attribute, error) {
 		e, err := fetch.Parse(text)
@@ -356,14 +357,14 @@ func spanFetches(s config.Span) (entry, exit []fetchSpec, err error) {
 		if err := errors.Join(err1, err2); err != nil {
 			return nil, nil, err
 		}
-		entry = append(entry, fetchSpec{tid, RoleTraceID}, fetchSpec{pid, RoleParentSpanID})
+		entry = append(entry, fetchSpec{tid, plan.RoleTraceID}, fetchSpec{pid, plan.RoleParentSpanID})
 	}
 	if s.StatusError != "" {
 		c, err := config.ParseComparison(s.StatusError)
 		if err != nil {
 			return nil, nil, err
 		}
-		exit = append(exit, fetchSpec{config.Attribute{Key: "status_error", Expr: c.Expr}, RoleStatus})
+		exit = append(exit, fetchSpec{config.Attribute{Key: "status_error", Expr: c.Expr}, plan.RoleStatus})
 	}
 	return entry, exit, nil
 }
@@ -414,12 +415,12 @@ type ReturnsChoice struct {
 }
 
 // spanDef builds the plan's span definition of a configured span.
-func spanDef(ti int, s config.Span, entryRef, exitRef string, entry, exit int) (Span, error) {
+func spanDef(ti int, s config.Span, entryRef, exitRef string, entry, exit int) (plan.Span, error) {
 	kind, err := config.ParseSpanKind(s.Kind)
 	if err != nil {
-		return Span{}, err
+		return plan.Span{}, err
 	}
-	def := Span{
+	def := plan.Span{
 		Target: ti, Name: s.SpanName(""), Entry: entry, Exit: exit,
 		MinDurationNs: uint64(s.MinDuration.Nanoseconds()), SampleRatio: s.Ratio(), Kind: kind,
 	}
@@ -430,14 +431,14 @@ func spanDef(ti int, s config.Span, entryRef, exitRef string, entry, exit int) (
 	}
 	switch {
 	case s.TraceContext != "":
-		def.Carrier, def.CarrierKey = CarrierText, s.TraceContext
+		def.Carrier, def.CarrierKey = plan.CarrierText, s.TraceContext
 	case s.TraceID != "":
-		def.Carrier = CarrierBinary
+		def.Carrier = plan.CarrierBinary
 	}
 	if s.StatusError != "" {
 		c, err := config.ParseComparison(s.StatusError)
 		if err != nil {
-			return Span{}, err
+			return plan.Span{}, err
 		}
 		def.Status = &c
 	}

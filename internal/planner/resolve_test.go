@@ -1,4 +1,4 @@
-package target
+package planner
 
 import (
 	"debug/elf"
@@ -9,10 +9,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 )
 
 // sectionOffset converts a virtual address of path into a file offset
@@ -39,21 +40,21 @@ func TestResolveDemoPlan(t *testing.T) {
 	for _, opt := range []string{"-O2", "-O0"} {
 		t.Run(opt, func(t *testing.T) {
 			b := testutil.BuildDemo(t, opt)
-			plan, err := Resolve(demoTargets(b))
+			pl, err := Resolve(demoTargets(b))
 			require.NoError(t, err)
 
-			assert.Equal(t, []Target{
+			assert.Equal(t, []plan.Target{
 				{Path: b.Program, ServiceName: "demo", Executable: true},
 				{Path: b.Library, ServiceName: "libdemo.so", Executable: false},
-			}, plan.Targets)
-			require.Len(t, plan.Files, 2)
-			for i, want := range []File{
+			}, pl.Targets)
+			require.Len(t, pl.Files, 2)
+			for i, want := range []plan.File{
 				{Target: 0, Path: b.Program, SeenAs: b.Program, ID: idOf(t, b.Program), Executable: true, Arch: regs.ArchAMD64,
-					Sites: Range{0, 10}, Attachments: Range{0, 12}},
+					Sites: plan.Range{Start: 0, End: 10}, Attachments: plan.Range{Start: 0, End: 12}},
 				{Target: 1, Path: b.Library, SeenAs: b.Library, ID: idOf(t, b.Library), Arch: regs.ArchAMD64,
-					Sites: Range{10, 12}, Attachments: Range{12, 15}},
+					Sites: plan.Range{Start: 10, End: 12}, Attachments: plan.Range{Start: 12, End: 15}},
 			} {
-				got := plan.Files[i]
+				got := pl.Files[i]
 				assert.NotEmpty(t, got.BuildID, "gcc gives a GNU build id")
 				got.BuildID = ""
 				assert.Equal(t, want, got)
@@ -62,7 +63,7 @@ func TestResolveDemoPlan(t *testing.T) {
 			// Probes in the order they are first named: spans, then counters.
 			// uprobe:work is both the entry of the work span and a counter:
 			// one probe.
-			assert.Equal(t, []Probe{
+			assert.Equal(t, []plan.Probe{
 				{Target: 0, Ref: "usdt:demo:query__start", Kind: config.KindUSDT, Locations: 1},
 				{Target: 0, Ref: "usdt:demo:query__done", Kind: config.KindUSDT, Locations: 1},
 				{Target: 0, Ref: "uprobe:work", Kind: config.KindUprobe, Locations: 1},
@@ -77,21 +78,21 @@ func TestResolveDemoPlan(t *testing.T) {
 				{Target: 1, Ref: "uprobe:lib_call", Kind: config.KindUprobe, Locations: 1},
 				{Target: 1, Ref: "uretprobe:lib_call", Kind: config.KindUretprobe, Locations: 1},
 				{Target: 1, Ref: "usdt:demolib:call", Kind: config.KindUSDT, Locations: 1},
-			}, plan.Probes)
+			}, pl.Probes)
 
-			assert.Equal(t, []Span{
+			assert.Equal(t, []plan.Span{
 				{Target: 0, Name: "query", Entry: 0, Exit: 1, SampleRatio: 1, Kind: config.KindInternal},
 				{Target: 0, Name: "work", Entry: 2, Exit: 3, SampleRatio: 1, Kind: config.KindInternal, Function: true},
 				{Target: 0, Name: "recurse", Entry: 4, Exit: 5, SampleRatio: 1, Kind: config.KindInternal, Function: true},
 				{Target: 0, Name: "outer", Entry: 6, Exit: 7, SampleRatio: 1, Kind: config.KindInternal, Function: true},
 				{Target: 0, Name: "inner", Entry: 8, Exit: 9, SampleRatio: 1, Kind: config.KindInternal, Function: true},
 				{Target: 1, Name: "lib_call", Entry: 11, Exit: 12, SampleRatio: 1, Kind: config.KindInternal, Function: true},
-			}, plan.Spans)
+			}, pl.Spans)
 
 			// One site per location of a probe with a span role.
 			type role struct{ Probe, EntrySpan, ExitSpan int }
 			var roles []role
-			for _, s := range plan.Sites {
+			for _, s := range pl.Sites {
 				roles = append(roles, role{s.Probe, s.EntrySpan, s.ExitSpan})
 			}
 			assert.Equal(t, []role{
@@ -101,14 +102,14 @@ func TestResolveDemoPlan(t *testing.T) {
 
 			// The attachments, computed independently from the ELF files.
 			prog, lib := notes(t, b.Program), notes(t, b.Library)
-			var want []Attachment
+			var want []plan.Attachment
 			fileOf := func(path string) int {
 				if path == b.Library {
 					return 1
 				}
 				return 0
 			}
-			addUSDT := func(path, name, semaphore string, probe int, pr Program, cookie uint64, loc int) {
+			addUSDT := func(path, name, semaphore string, probe int, pr plan.Program, cookie uint64, loc int) {
 				n := prog
 				if path == b.Library {
 					n = lib
@@ -116,7 +117,7 @@ func TestResolveDemoPlan(t *testing.T) {
 				p, ok := n[name]
 				require.True(t, ok, name)
 				l := p.Locations[loc]
-				a := Attachment{
+				a := plan.Attachment{
 					File: fileOf(path), Address: l.Address, FileOffset: sectionOffset(t, path, l.Address),
 					Program: pr, Cookie: cookie, Probe: probe, Class: insn.Emulated, // sys/sdt.h's 1-byte nop
 				}
@@ -136,44 +137,44 @@ func TestResolveDemoPlan(t *testing.T) {
 				require.NoError(t, err)
 				class, err := insn.Classify(code)
 				require.NoError(t, err)
-				want = append(want, Attachment{
+				want = append(want, plan.Attachment{
 					File: fileOf(path), Address: s.Value, FileOffset: s.FileOffset, Return: ret,
-					Program: ProgramSite, Cookie: cookie, Probe: probe, Class: class,
+					Program: plan.ProgramSite, Cookie: cookie, Probe: probe, Class: class,
 				})
 			}
-			addUSDT(b.Program, "demo:query__start", "demo_query__start_semaphore", 0, ProgramSite, 0, 0)
-			addUSDT(b.Program, "demo:query__done", "demo_query__done_semaphore", 1, ProgramSite, 1, 0)
+			addUSDT(b.Program, "demo:query__start", "demo_query__start_semaphore", 0, plan.ProgramSite, 0, 0)
+			addUSDT(b.Program, "demo:query__done", "demo_query__done_semaphore", 1, plan.ProgramSite, 1, 0)
 			for i, fn := range []string{"work", "recurse", "outer", "inner"} {
 				addFunc(b.Program, fn, false, 2+2*i, uint64(2+2*i))
 				addFunc(b.Program, fn, true, 3+2*i, uint64(3+2*i))
 			}
-			addUSDT(b.Program, "demo:tick", "demo_tick_semaphore", 10, ProgramCount, 10, 0)
-			addUSDT(b.Program, "demo:tick", "demo_tick_semaphore", 10, ProgramCount, 10, 1)
+			addUSDT(b.Program, "demo:tick", "demo_tick_semaphore", 10, plan.ProgramCount, 10, 0)
+			addUSDT(b.Program, "demo:tick", "demo_tick_semaphore", 10, plan.ProgramCount, 10, 1)
 			addFunc(b.Library, "lib_call", false, 11, 10)
 			addFunc(b.Library, "lib_call", true, 12, 11)
-			addUSDT(b.Library, "demolib:call", "", 13, ProgramCount, 13, 0)
-			assert.Equal(t, want, plan.Attachments)
+			addUSDT(b.Library, "demolib:call", "", 13, plan.ProgramCount, 13, 0)
+			assert.Equal(t, want, pl.Attachments)
 
 			// The same, in the terms of the brief.
-			assert.Len(t, plan.Sites, 12)
-			assert.Len(t, plan.Attachments, 15)
-			ids := probeIDs(plan)
-			work := attachmentsOf(plan, ids["uprobe:work"])
+			assert.Len(t, pl.Sites, 12)
+			assert.Len(t, pl.Attachments, 15)
+			ids := probeIDs(pl.Plan)
+			work := attachmentsOf(pl.Plan, ids["uprobe:work"])
 			require.Len(t, work, 1, "uprobe:work is one probe with one attachment")
-			assert.Equal(t, ProgramSite, work[0].Program, "the counter is counted by its site")
+			assert.Equal(t, plan.ProgramSite, work[0].Program, "the counter is counted by its site")
 			nWorkSites := 0
-			for _, s := range plan.Sites {
+			for _, s := range pl.Sites {
 				if s.Probe == ids["uprobe:work"] {
 					nWorkSites++
 				}
 			}
 			assert.Equal(t, 1, nWorkSites)
 
-			tick := attachmentsOf(plan, ids["usdt:demo:tick"])
+			tick := attachmentsOf(pl.Plan, ids["usdt:demo:tick"])
 			require.Len(t, tick, 2)
 			sem := lookup(t, b.Program, "demo_tick_semaphore")
 			for _, a := range tick {
-				assert.Equal(t, ProgramCount, a.Program)
+				assert.Equal(t, plan.ProgramCount, a.Program)
 				assert.Equal(t, uint64(ids["usdt:demo:tick"]), a.Cookie, "a count attachment's cookie is its probe id")
 				assert.NotZero(t, a.RefCtrOffset)
 				assert.Equal(t, sem.FileOffset, a.RefCtrOffset)
@@ -181,19 +182,19 @@ func TestResolveDemoPlan(t *testing.T) {
 			}
 			assert.NotEqual(t, tick[0].FileOffset, tick[1].FileOffset, "two call sites")
 
-			for _, a := range plan.Attachments {
-				p := plan.Probes[a.Probe]
+			for _, a := range pl.Attachments {
+				p := pl.Probes[a.Probe]
 				assert.Equal(t, p.Kind == config.KindUretprobe, a.Return, "%s", p.Ref)
 				if p.Kind == config.KindUretprobe {
 					fn := p.Ref[len("uretprobe:"):]
-					s := lookup(t, plan.Files[a.File].Path, fn)
+					s := lookup(t, pl.Files[a.File].Path, fn)
 					assert.Equal(t, s.FileOffset, a.FileOffset, "%s attaches at the function's first instruction", p.Ref)
 				}
-				if a.Program == ProgramSite {
-					assert.Equal(t, a.Probe, plan.Sites[a.Cookie].Probe, "the cookie of a site attachment is its site id")
+				if a.Program == plan.ProgramSite {
+					assert.Equal(t, a.Probe, pl.Sites[a.Cookie].Probe, "the cookie of a site attachment is its site id")
 				}
 			}
-			for i, a := range attachmentsOf(plan, ids["usdt:demolib:call"]) {
+			for i, a := range attachmentsOf(pl.Plan, ids["usdt:demolib:call"]) {
 				assert.Zero(t, a.RefCtrOffset, "demolib:call has no semaphore (%d)", i)
 			}
 		})
@@ -202,45 +203,45 @@ func TestResolveDemoPlan(t *testing.T) {
 
 func TestResolvePID(t *testing.T) {
 	b := testutil.BuildDemo(t, "-O2")
-	plan, err := Resolve([]config.Target{{Path: b.Program, PID: 4242, Counters: config.CountersOf("usdt:demo:tick", "uprobe:main")}})
+	pl, err := Resolve([]config.Target{{Path: b.Program, PID: 4242, Counters: config.CountersOf("usdt:demo:tick", "uprobe:main")}})
 	require.NoError(t, err)
-	assert.Equal(t, []Target{{Path: b.Program, PID: 4242, Chosen: true, ServiceName: "demo", Executable: true}}, plan.Targets)
-	require.Len(t, plan.Attachments, 3)
-	for _, a := range plan.Attachments {
+	assert.Equal(t, []plan.Target{{Path: b.Program, PID: 4242, Chosen: true, ServiceName: "demo", Executable: true}}, pl.Targets)
+	require.Len(t, pl.Attachments, 3)
+	for _, a := range pl.Attachments {
 		// The process is chosen in the kernel, by the site's target:
 		// counting goes through a site, not the bare counter.
-		assert.Equal(t, ProgramSite, a.Program)
+		assert.Equal(t, plan.ProgramSite, a.Program)
 	}
-	require.Len(t, plan.Sites, 3)
-	for _, s := range plan.Sites {
+	require.Len(t, pl.Sites, 3)
+	for _, s := range pl.Sites {
 		assert.Equal(t, -1, s.EntrySpan)
 		assert.Equal(t, -1, s.ExitSpan)
 	}
-	assert.Empty(t, plan.Spans)
+	assert.Empty(t, pl.Spans)
 }
 
 // TestResolveSameProbeSpelledTwice checks that references naming the same
 // probe share it: the counter uprobe:work+0x0 is the span's uprobe:work.
 func TestResolveSameProbeSpelledTwice(t *testing.T) {
 	b := testutil.BuildDemo(t, "-O2")
-	plan, err := Resolve([]config.Target{{
+	pl, err := Resolve([]config.Target{{
 		Path:     b.Program,
 		Spans:    []config.Span{{Name: "work", Function: "work"}},
 		Counters: config.CountersOf("uprobe:work+0x0", "uprobe:work+0"),
 	}})
 	require.NoError(t, err)
-	require.Len(t, plan.Probes, 2)
-	assert.Equal(t, "uprobe:work", plan.Probes[0].Ref)
-	assert.Equal(t, "uretprobe:work", plan.Probes[1].Ref)
-	assert.Len(t, plan.Attachments, 2)
-	assert.Len(t, plan.Sites, 2)
+	require.Len(t, pl.Probes, 2)
+	assert.Equal(t, "uprobe:work", pl.Probes[0].Ref)
+	assert.Equal(t, "uretprobe:work", pl.Probes[1].Ref)
+	assert.Len(t, pl.Attachments, 2)
+	assert.Len(t, pl.Sites, 2)
 }
 
 // TestResolveChainedSpans checks a probe that closes one span and opens the
 // next: one site with both roles and both fetch lists.
 func TestResolveChainedSpans(t *testing.T) {
 	b := testutil.BuildDemo(t, "-O2")
-	plan, err := Resolve([]config.Target{{
+	pl, err := Resolve([]config.Target{{
 		Path: b.Program,
 		Spans: []config.Span{
 			{Name: "a", Entry: "usdt:demo:query__start", Exit: "uprobe:work", ExitAttributes: map[string]string{"n": "arg0"}},
@@ -248,16 +249,16 @@ func TestResolveChainedSpans(t *testing.T) {
 		},
 	}})
 	require.NoError(t, err)
-	require.Len(t, plan.Probes, 3)
-	require.Len(t, plan.Sites, 3)
-	mid := plan.Sites[1]
+	require.Len(t, pl.Probes, 3)
+	require.Len(t, pl.Sites, 3)
+	mid := pl.Sites[1]
 	assert.Equal(t, 1, mid.Probe)
 	assert.Equal(t, 1, mid.EntrySpan)
 	assert.Equal(t, 0, mid.ExitSpan)
 	require.Len(t, mid.Entry, 1)
 	require.Len(t, mid.Exit, 1)
 	assert.Equal(t, "label", mid.Entry[0].Key)
-	assert.Equal(t, StoreString, mid.Entry[0].Store)
+	assert.Equal(t, plan.StoreString, mid.Entry[0].Store)
 	assert.Equal(t, "n", mid.Exit[0].Key)
 }
 
@@ -268,7 +269,7 @@ func TestResolveUSDTSitesCompiledPerLocation(t *testing.T) {
 	for _, opt := range []string{"-O2", "-O0"} {
 		t.Run(opt, func(t *testing.T) {
 			b := testutil.BuildDemo(t, opt)
-			plan, err := Resolve([]config.Target{{
+			pl, err := Resolve([]config.Target{{
 				Path: b.Program,
 				Spans: []config.Span{{
 					Name: "tick", Entry: "usdt:demo:tick", Exit: "uretprobe:tick",
@@ -276,11 +277,11 @@ func TestResolveUSDTSitesCompiledPerLocation(t *testing.T) {
 				}},
 			}})
 			require.NoError(t, err)
-			require.Len(t, plan.Sites, 3, "two tick locations and the return probe")
+			require.Len(t, pl.Sites, 3, "two tick locations and the return probe")
 			tick := notes(t, b.Program)["demo:tick"]
 			require.Len(t, tick.Locations, 2)
 			for i := range 2 {
-				site := plan.Sites[i]
+				site := pl.Sites[i]
 				require.Len(t, site.Entry, 2)
 				for n, f := range site.Entry {
 					arg := tick.Locations[i].Args[n]
@@ -288,13 +289,13 @@ func TestResolveUSDTSitesCompiledPerLocation(t *testing.T) {
 					assert.Equal(t, arg.Size, f.Value.ArgSize, "site %d arg%d %s", i, n, arg.Text)
 					assert.Equal(t, arg.Signed, f.Value.ArgSigned, "site %d arg%d %s", i, n, arg.Text)
 				}
-				assert.Equal(t, uint64(i), plan.Attachments[i].Cookie)
+				assert.Equal(t, uint64(i), pl.Attachments[i].Cookie)
 			}
 			// arg0 is an int at the first site and a long at the second.
-			assert.Equal(t, uint8(4), plan.Sites[0].Entry[0].Value.ArgSize)
-			assert.Equal(t, uint8(8), plan.Sites[1].Entry[0].Value.ArgSize)
-			assert.Equal(t, uint8(8), plan.Sites[0].Entry[1].Value.ArgSize)
-			assert.Equal(t, uint8(4), plan.Sites[1].Entry[1].Value.ArgSize)
+			assert.Equal(t, uint8(4), pl.Sites[0].Entry[0].Value.ArgSize)
+			assert.Equal(t, uint8(8), pl.Sites[1].Entry[0].Value.ArgSize)
+			assert.Equal(t, uint8(8), pl.Sites[0].Entry[1].Value.ArgSize)
+			assert.Equal(t, uint8(4), pl.Sites[1].Entry[1].Value.ArgSize)
 		})
 	}
 }
@@ -313,26 +314,26 @@ func TestResolveNonPIE(t *testing.T) {
 	f.Close()
 	require.Equal(t, elf.ET_EXEC, typ)
 
-	plan, err := Resolve(demoTargets(b))
+	pl, err := Resolve(demoTargets(b))
 	require.NoError(t, err)
-	assert.True(t, plan.Targets[0].Executable, "ET_EXEC")
-	assert.Equal(t, "demo", plan.Targets[0].ServiceName)
-	require.Len(t, plan.Attachments, 15)
-	for _, a := range plan.Attachments {
-		path := plan.Files[a.File].Path
-		assert.Equal(t, sectionOffset(t, path, a.Address), a.FileOffset, "%s at %#x", plan.Probes[a.Probe].Ref, a.Address)
+	assert.True(t, pl.Targets[0].Executable, "ET_EXEC")
+	assert.Equal(t, "demo", pl.Targets[0].ServiceName)
+	require.Len(t, pl.Attachments, 15)
+	for _, a := range pl.Attachments {
+		path := pl.Files[a.File].Path
+		assert.Equal(t, sectionOffset(t, path, a.Address), a.FileOffset, "%s at %#x", pl.Probes[a.Probe].Ref, a.Address)
 		if path == b.Program {
 			assert.NotEqual(t, a.Address, a.FileOffset, "linked at a fixed base")
 		}
 	}
-	ids := probeIDs(plan)
+	ids := probeIDs(pl.Plan)
 	sem := lookup(t, b.Program, "demo_tick_semaphore")
-	for _, a := range attachmentsOf(plan, ids["usdt:demo:tick"]) {
+	for _, a := range attachmentsOf(pl.Plan, ids["usdt:demo:tick"]) {
 		assert.Equal(t, sem.FileOffset, a.RefCtrOffset)
 	}
 	done := notes(t, b.Program)["demo:query__done"].Locations[0]
 	if done.ArgsText == "8@%r12 -8@%rbp -8@iterations(%rip)" {
-		it := fetchByKey(t, plan.Sites[1].Exit, "iterations")
+		it := fetchByKey(t, pl.Sites[1].Exit, "iterations")
 		assert.Equal(t, regs.RIP, it.Register)
 		assert.Equal(t, []int64{int64(lookup(t, b.Program, "iterations").Value - done.Address)}, it.Derefs)
 	}

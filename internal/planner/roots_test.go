@@ -1,4 +1,4 @@
-package target
+package planner
 
 import (
 	"fmt"
@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 )
 
 func copyTo(t *testing.T, from, to string, mode os.FileMode) {
@@ -94,14 +94,14 @@ func TestContainerSwapsItsEntry(t *testing.T) {
 	hostFiles, ownFiles, failed := 0, 0, 0
 	targets := []config.Target{{Path: "/" + appDir + "/prog", Optional: true, Counters: config.CountersOf("uprobe:four")}}
 	for range resolves {
-		plan, err := Resolve(targets, Options{Locator: HostLocator{}})
+		pl, err := Resolve(targets, Options{Locator: HostLocator{}})
 		if err != nil {
 			if failed++; failed == 1 {
 				t.Errorf("resolving: %v", err)
 			}
 			continue
 		}
-		for _, f := range plan.Files {
+		for _, f := range pl.Files {
 			switch (procfs.FileID{Dev: f.ID.Device, Ino: f.ID.Inode}) {
 			case hostID:
 				hostFiles++
@@ -111,7 +111,7 @@ func TestContainerSwapsItsEntry(t *testing.T) {
 				t.Errorf("a file of neither: %+v (%s)", f.ID, f.Path)
 			}
 		}
-		plan.Close()
+		pl.Close()
 	}
 	sw.halt()
 	t.Logf("%d resolves, %d swaps: %d files of the container, %d of the host, %d failed (container pid %d)", resolves, sw.swaps.Load(), ownFiles, hostFiles, failed, ctr.PID)
@@ -137,22 +137,22 @@ func TestPlanHoldsOneDescriptorPerFile(t *testing.T) {
 		ts = append(ts, config.Target{Path: bin, Counters: config.CountersOf("uprobe:four")})
 	}
 	before := openFDs(t)
-	plan, err := Resolve(ts, Options{Locator: HostLocator{}})
+	pl, err := Resolve(ts, Options{Locator: HostLocator{}})
 	require.NoError(t, err)
-	require.Len(t, plan.Files, targets)
+	require.Len(t, pl.Files, targets)
 	assert.Equal(t, before+targets, openFDs(t))
 	id := fileIDOf(t, bin)
 	for fi := range 10 {
-		f := plan.TakeFile(fi)
+		f := pl.TakeFile(fi)
 		require.NotNil(t, f)
 		var st unix.Stat_t
 		require.NoError(t, unix.Fstat(int(f.Fd()), &st))
 		assert.Equal(t, id, procfs.FileID{Dev: st.Dev, Ino: st.Ino}, "the file the plan read")
 		require.NoError(t, f.Close())
-		assert.Nil(t, plan.TakeFile(fi), "taken once")
+		assert.Nil(t, pl.TakeFile(fi), "taken once")
 	}
 	assert.Equal(t, before+targets-10, openFDs(t))
-	require.NoError(t, plan.Close())
+	require.NoError(t, pl.Close())
 	assert.Equal(t, before, openFDs(t))
 }
 

@@ -1,4 +1,4 @@
-package target
+package planner
 
 import (
 	"debug/elf"
@@ -10,10 +10,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 )
 
 func symbolOf(t *testing.T, path, name string) elf.Symbol { return lookup(t, path, name).Symbol }
@@ -26,10 +27,10 @@ func TestUprobeOffsetsAreInstructionBoundaries(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "uprobe:work+0x2: work: offset 0x2 is inside the instruction at 0x1 (3 bytes: mov %rsp,%rbp); nearest instruction boundaries: 0x1, 0x4")
 
-	plan, err := Resolve([]config.Target{{Path: b.Program, Counters: config.CountersOf("uprobe:work+0x4")}})
+	pl, err := Resolve([]config.Target{{Path: b.Program, Counters: config.CountersOf("uprobe:work+0x4")}})
 	require.NoError(t, err)
 	w := symbolOf(t, b.Program, "work")
-	assert.Equal(t, w.Value+4, plan.Attachments[0].Address)
+	assert.Equal(t, w.Value+4, pl.Attachments[0].Address)
 
 	_, err = Resolve([]config.Target{{Path: b.Program, Counters: config.CountersOf(fmt.Sprintf("uprobe:work+%#x", w.Size))}})
 	assert.ErrorContains(t, err, fmt.Sprintf("offset %#x is beyond the end of work (%d bytes)", w.Size, w.Size))
@@ -38,10 +39,10 @@ func TestUprobeOffsetsAreInstructionBoundaries(t *testing.T) {
 func TestRawAddresses(t *testing.T) {
 	b := testutil.BuildDemo(t, "-O0")
 	w := symbolOf(t, b.Program, "work")
-	plan, err := Resolve([]config.Target{{Path: b.Program, Counters: config.CountersOf(fmt.Sprintf("uprobe:%#x", w.Value+1))}})
+	pl, err := Resolve([]config.Target{{Path: b.Program, Counters: config.CountersOf(fmt.Sprintf("uprobe:%#x", w.Value+1))}})
 	require.NoError(t, err)
-	assert.Equal(t, w.Value+1, plan.Attachments[0].Address)
-	assert.Equal(t, insn.SingleStepped, plan.Attachments[0].Class, "mov %rsp,%rbp is single-stepped")
+	assert.Equal(t, w.Value+1, pl.Attachments[0].Address)
+	assert.Equal(t, insn.SingleStepped, pl.Attachments[0].Class, "mov %rsp,%rbp is single-stepped")
 
 	_, err = Resolve([]config.Target{{Path: b.Program, Counters: config.CountersOf(fmt.Sprintf("uprobe:%#x", w.Value+2))}})
 	assert.ErrorContains(t, err, "inside the instruction at 0x1")
@@ -55,17 +56,17 @@ func TestCETEntryMovesPastEndbr64(t *testing.T) {
 	dir := t.TempDir()
 	prog := filepath.Join(dir, "workload")
 	testutil.Gcc(t, dir, "-O2", "-o", prog, testutil.Testdata("bench", "workload.c"))
-	plan, err := Resolve([]config.Target{{
+	pl, err := Resolve([]config.Target{{
 		Path:     prog,
 		Spans:    []config.Span{{Name: "cet", Function: "probed_cet"}},
 		Counters: config.CountersOf("uprobe:probed"),
 	}})
 	require.NoError(t, err)
 	cet, push := symbolOf(t, prog, "probed_cet"), symbolOf(t, prog, "probed")
-	for _, a := range plan.Attachments {
-		switch plan.Probes[a.Probe].Ref {
+	for _, a := range pl.Attachments {
+		switch pl.Probes[a.Probe].Ref {
 		case "uprobe:probed_cet", "uretprobe:probed_cet":
-			assert.Equal(t, cet.Value+4, a.Address, "%s after endbr64", plan.Probes[a.Probe].Ref)
+			assert.Equal(t, cet.Value+4, a.Address, "%s after endbr64", pl.Probes[a.Probe].Ref)
 			assert.Equal(t, insn.Emulated, a.Class)
 		case "uprobe:probed":
 			assert.Equal(t, push.Value, a.Address)
@@ -73,16 +74,16 @@ func TestCETEntryMovesPastEndbr64(t *testing.T) {
 		}
 	}
 	// A probe explicitly at +0 is still allowed, and single-stepped.
-	plan, err = Resolve([]config.Target{{Path: prog, Counters: config.CountersOf(fmt.Sprintf("uprobe:%#x", cet.Value))}})
+	pl, err = Resolve([]config.Target{{Path: prog, Counters: config.CountersOf(fmt.Sprintf("uprobe:%#x", cet.Value))}})
 	require.NoError(t, err)
-	assert.Equal(t, insn.SingleStepped, plan.Attachments[0].Class)
+	assert.Equal(t, insn.SingleStepped, pl.Attachments[0].Class)
 }
 
 func TestGoTargets(t *testing.T) {
 	for _, stripped := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stripped=%v", stripped), func(t *testing.T) {
 			prog := testutil.BuildGo(t, "goprog", stripped)
-			plan, err := Resolve([]config.Target{{
+			pl, err := Resolve([]config.Target{{
 				Path: prog,
 				Spans: []config.Span{{
 					Name: "probed", Function: "main.Probed",
@@ -91,12 +92,12 @@ func TestGoTargets(t *testing.T) {
 				}},
 			}})
 			require.NoError(t, err)
-			require.True(t, plan.Files[0].Go)
-			assert.Regexp(t, `^go1\.\d+`, plan.Files[0].GoVersion)
-			var entries, rets []Attachment
-			for _, a := range plan.Attachments {
+			require.True(t, pl.Files[0].Go)
+			assert.Regexp(t, `^go1\.\d+`, pl.Files[0].GoVersion)
+			var entries, rets []plan.Attachment
+			for _, a := range pl.Attachments {
 				assert.False(t, a.Return, "no kernel return probes on Go code")
-				if plan.Probes[a.Probe].Ref == "uprobe:main.Probed" {
+				if pl.Probes[a.Probe].Ref == "uprobe:main.Probed" {
 					entries = append(entries, a)
 				} else {
 					rets = append(rets, a)
@@ -108,11 +109,11 @@ func TestGoTargets(t *testing.T) {
 			for _, r := range rets {
 				assert.Equal(t, insn.SingleStepped, r.Class)
 			}
-			site := plan.Sites[entries[0].Cookie]
+			site := pl.Sites[entries[0].Cookie]
 			require.Len(t, site.Entry, 2)
 			n, s := site.Entry[0], site.Entry[1]
 			assert.Equal(t, regs.RAX, n.Register, "Go ABI: first integer argument")
-			assert.Equal(t, StoreGoString, s.Store)
+			assert.Equal(t, plan.StoreGoString, s.Store)
 			assert.Equal(t, regs.RBX, s.Register, "string pointer")
 			assert.Equal(t, regs.RCX, s.LenRegister, "string length")
 		})
@@ -126,15 +127,15 @@ func TestUSDTSiteClasses(t *testing.T) {
 	site := symbolOf(t, prog, "nop5_site").Value
 	targets := []config.Target{{Path: prog, Counters: config.CountersOf("usdt:nop5:hit")}}
 
-	plan, err := Resolve(targets, Options{OptimizedUprobes: true})
+	pl, err := Resolve(targets, Options{OptimizedUprobes: true})
 	require.NoError(t, err)
-	assert.Equal(t, site+1, plan.Attachments[0].Address, "on the nop5")
-	assert.Equal(t, insn.Optimizable, plan.Attachments[0].Class)
+	assert.Equal(t, site+1, pl.Attachments[0].Address, "on the nop5")
+	assert.Equal(t, insn.Optimizable, pl.Attachments[0].Class)
 
-	plan, err = Resolve(targets, Options{OptimizedUprobes: false})
+	pl, err = Resolve(targets, Options{OptimizedUprobes: false})
 	require.NoError(t, err)
-	assert.Equal(t, site, plan.Attachments[0].Address, "on the 1-byte nop, as the note says")
-	assert.Equal(t, insn.Emulated, plan.Attachments[0].Class)
+	assert.Equal(t, site, pl.Attachments[0].Address, "on the 1-byte nop, as the note says")
+	assert.Equal(t, insn.Emulated, pl.Attachments[0].Class)
 }
 
 // buildRedZone builds testdata/redzone: leaf keeps a value below %rsp
@@ -156,15 +157,15 @@ func buildRedZone(t *testing.T) string {
 func TestNop5OnlyWhereTheRedZoneIsFree(t *testing.T) {
 	prog := buildRedZone(t)
 	leaf, safe := symbolOf(t, prog, "leaf").Value, symbolOf(t, prog, "safe").Value
-	resolve := func(optimized bool, probes ...string) (*Plan, error) {
+	resolve := func(optimized bool, probes ...string) (*Planner, error) {
 		return Resolve([]config.Target{{Path: prog, Counters: config.CountersOf(probes...)}}, Options{OptimizedUprobes: optimized})
 	}
 
-	plan, err := resolve(true, "usdt:redzone:leaf", "usdt:redzone:slots", "usdt:redzone:safe")
+	pl, err := resolve(true, "usdt:redzone:leaf", "usdt:redzone:slots", "usdt:redzone:safe")
 	require.NoError(t, err)
-	at := map[string]Attachment{}
-	for _, a := range plan.Attachments {
-		at[plan.Probes[a.Probe].Ref] = a
+	at := map[string]plan.Attachment{}
+	for _, a := range pl.Attachments {
+		at[pl.Probes[a.Probe].Ref] = a
 	}
 	assert.Equal(t, leaf+5, at["usdt:redzone:leaf"].Address, "leaf's site stays on its 1-byte nop")
 	assert.Equal(t, insn.Emulated, at["usdt:redzone:leaf"].Class)
@@ -178,17 +179,17 @@ func TestNop5OnlyWhereTheRedZoneIsFree(t *testing.T) {
 		"where leaf may keep live data (mov %rdi,-0x8(%rsp) at +0x0 accesses memory 0x8 bytes below %rsp), so a probe there would change what it computes; "+
 		"probe uprobe:leaf (its entry) or uprobe:leaf+0xb (the next instruction, mov -0x8(%rsp),%rax) instead")
 
-	plan, err = resolve(true, "uprobe:safe+0x5", "uprobe:leaf+0x5", "uprobe:leaf")
+	pl, err = resolve(true, "uprobe:safe+0x5", "uprobe:leaf+0x5", "uprobe:leaf")
 	require.NoError(t, err)
 	classes := map[uint64]insn.SiteClass{}
-	for _, a := range plan.Attachments {
+	for _, a := range pl.Attachments {
 		classes[a.Address] = a.Class
 	}
 	assert.Equal(t, map[uint64]insn.SiteClass{safe + 5: insn.Optimizable, leaf + 5: insn.Emulated, leaf: insn.SingleStepped}, classes)
 
-	plan, err = resolve(false, "uprobe:leaf+0x6", "usdt:redzone:safe")
+	pl, err = resolve(false, "uprobe:leaf+0x6", "usdt:redzone:safe")
 	require.NoError(t, err, "without the optimized path, the kernel only emulates the nop5")
-	for _, a := range plan.Attachments {
+	for _, a := range pl.Attachments {
 		assert.Equal(t, insn.Emulated, a.Class, "%#x", a.Address)
 	}
 }
@@ -212,9 +213,9 @@ int main(int argc, char **argv) { return (int)lone(argc); }
 	_, err := Resolve(targets, Options{OptimizedUprobes: true})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "the site lone+0x5 is a 5-byte nop, which this kernel rewrites after the first hit into a call that writes below %rsp, where lone may keep live data")
-	plan, err := Resolve(targets, Options{OptimizedUprobes: false})
+	pl, err := Resolve(targets, Options{OptimizedUprobes: false})
 	require.NoError(t, err)
-	assert.Equal(t, insn.Emulated, plan.Attachments[0].Class)
+	assert.Equal(t, insn.Emulated, pl.Attachments[0].Class)
 }
 
 // With kernel return probes refused (a kernel on which they kill processes
@@ -270,11 +271,11 @@ int main(int argc, char **argv) { return (int)tailer(argc) + coldy(argc); }
 `), 0o644))
 	prog := filepath.Join(dir, "cold")
 	testutil.Gcc(t, dir, "-O2", "-o", prog, src)
-	plan, err := Resolve([]config.Target{{Path: prog, Counters: config.CountersOf("usdt:t:tail", "usdt:t:cold")}}, Options{OptimizedUprobes: true})
+	pl, err := Resolve([]config.Target{{Path: prog, Counters: config.CountersOf("usdt:t:tail", "usdt:t:cold")}}, Options{OptimizedUprobes: true})
 	require.NoError(t, err)
 	classes := map[string]insn.SiteClass{}
-	for _, a := range plan.Attachments {
-		classes[plan.Probes[a.Probe].Ref] = a.Class
+	for _, a := range pl.Attachments {
+		classes[pl.Probes[a.Probe].Ref] = a.Class
 	}
 	assert.Equal(t, map[string]insn.SiteClass{"usdt:t:tail": insn.Optimizable, "usdt:t:cold": insn.Emulated}, classes)
 }

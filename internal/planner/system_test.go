@@ -1,4 +1,4 @@
-package target
+package planner
 
 import (
 	"debug/elf"
@@ -9,9 +9,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil/testconfig"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil/testconfig"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
 )
 
@@ -40,35 +41,35 @@ func TestResolvePython(t *testing.T) {
 		Counters: config.CountersOf("usdt:python:gc__start", "usdt:python:import__find__load__start"),
 	}}
 	require.NoError(t, config.Validate(targets))
-	plan, err := Resolve(targets)
+	pl, err := Resolve(targets)
 	require.NoError(t, err)
-	assert.True(t, plan.Targets[0].Executable)
-	assert.Equal(t, "python3.11", plan.Targets[0].ServiceName)
-	require.Len(t, plan.Probes, 4)
-	entry := plan.Sites[0]
+	assert.True(t, pl.Targets[0].Executable)
+	assert.Equal(t, "python3.11", pl.Targets[0].ServiceName)
+	require.Len(t, pl.Probes, 4)
+	entry := pl.Sites[0]
 	require.Len(t, entry.Entry, 3)
 	for _, f := range entry.Entry {
-		assert.Equal(t, BaseRegister, f.Base, f.Key)
+		assert.Equal(t, plan.BaseRegister, f.Base, f.Key)
 		assert.True(t, f.Value.FromArg, f.Key)
 	}
-	assert.Equal(t, StoreString, entry.Entry[0].Store)
-	assert.Equal(t, StoreString, entry.Entry[1].Store)
-	assert.Equal(t, StoreInt, entry.Entry[2].Store)
-	for _, a := range plan.Attachments {
-		assert.NotZero(t, a.RefCtrOffset, "python's probes have semaphores: %s", plan.Probes[a.Probe].Ref)
+	assert.Equal(t, plan.StoreString, entry.Entry[0].Store)
+	assert.Equal(t, plan.StoreString, entry.Entry[1].Store)
+	assert.Equal(t, plan.StoreInt, entry.Entry[2].Store)
+	for _, a := range pl.Attachments {
+		assert.NotZero(t, a.RefCtrOffset, "python's probes have semaphores: %s", pl.Probes[a.Probe].Ref)
 	}
-	t.Logf("python: %d probes, %d sites, %d attachments", len(plan.Probes), len(plan.Sites), len(plan.Attachments))
+	t.Logf("python: %d probes, %d sites, %d attachments", len(pl.Probes), len(pl.Sites), len(pl.Attachments))
 }
 
 func TestResolvePostgres(t *testing.T) {
 	requireFile(t, postgres)
 	targets := []config.Target{testconfig.PostgresContract(postgres)}
 	require.NoError(t, config.Validate(targets))
-	plan, err := Resolve(targets)
+	pl, err := Resolve(targets)
 	require.NoError(t, err)
-	assert.True(t, plan.Targets[0].Executable)
-	require.Len(t, plan.Probes, 5, "uprobe:palloc is one probe")
-	t.Logf("postgres contract: %d probes, %d sites, %d attachments", len(plan.Probes), len(plan.Sites), len(plan.Attachments))
+	assert.True(t, pl.Targets[0].Executable)
+	require.Len(t, pl.Probes, 5, "uprobe:palloc is one probe")
+	t.Logf("postgres contract: %d probes, %d sites, %d attachments", len(pl.Probes), len(pl.Sites), len(pl.Attachments))
 }
 
 // TestResolveEveryPostgresProbe resolves every USDT probe of postgres as a
@@ -88,11 +89,11 @@ func TestResolveEveryPostgresProbe(t *testing.T) {
 		counters = append(counters, "usdt:"+p.String())
 		locations += len(p.Locations)
 	}
-	plan, err := Resolve([]config.Target{{Path: postgres, Counters: config.CountersOf(counters...)}})
+	pl, err := Resolve([]config.Target{{Path: postgres, Counters: config.CountersOf(counters...)}})
 	require.NoError(t, err)
-	require.Len(t, plan.Probes, len(probes))
-	assert.Len(t, plan.Attachments, locations)
-	for i, p := range plan.Probes {
+	require.Len(t, pl.Probes, len(probes))
+	assert.Len(t, pl.Attachments, locations)
+	for i, p := range pl.Probes {
 		assert.Equal(t, len(probes[i].Locations), p.Locations, p.Ref)
 	}
 	t.Logf("postgres: %d USDT probes, %d locations", len(probes), locations)
@@ -107,13 +108,13 @@ func TestResolveEveryPostgresProbe(t *testing.T) {
 				attrs[fmt.Sprintf("a%d", n)] = fmt.Sprintf("arg%d", n)
 			}
 		}
-		plan, err := Resolve([]config.Target{{Path: postgres, Spans: []config.Span{{
+		pl, err := Resolve([]config.Target{{Path: postgres, Spans: []config.Span{{
 			Name: p.String(), Entry: "usdt:" + p.String(), Exit: "uretprobe:palloc", Attributes: attrs,
 		}}}})
 		if !assert.NoError(t, err, "%s", p) {
 			continue
 		}
-		for _, s := range plan.Sites[:len(p.Locations)] {
+		for _, s := range pl.Sites[:len(p.Locations)] {
 			fetched += len(s.Entry)
 		}
 	}

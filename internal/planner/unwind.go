@@ -1,4 +1,4 @@
-package target
+package planner
 
 import (
 	"debug/elf"

@@ -1,4 +1,4 @@
-package target
+package planner
 
 import (
 	"debug/elf"
@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/elfaddr"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 )
 
 // unwindC is a C file: leaf calls nothing, mid calls leaf2, pick calls
@@ -84,7 +84,7 @@ func returnsOf(t *testing.T, bin string, fns ...string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for _, fn := range fns {
-		plan, err := Resolve([]config.Target{{Path: bin, Spans: []config.Span{{Function: fn}}}}, noDebug)
+		pl, err := Resolve([]config.Target{{Path: bin, Spans: []config.Span{{Function: fn}}}}, noDebug)
 		if err != nil {
 			var hazard *UnwindHazardError
 			require.ErrorAs(t, err, &hazard, fn)
@@ -94,7 +94,7 @@ func returnsOf(t *testing.T, bin string, fns ...string) map[string]string {
 			}
 			continue
 		}
-		out[fn] = plan.Probes[plan.Spans[0].Exit].Ref
+		out[fn] = pl.Probes[pl.Spans[0].Exit].Ref
 	}
 	return out
 }
@@ -212,14 +212,14 @@ func TestUretprobeUnwindRefusal(t *testing.T) {
 
 	accept := noDebug
 	accept.AcceptUretprobeUnwind = true
-	plan, err := Resolve([]config.Target{{Path: bin, Spans: []config.Span{
+	pl, err := Resolve([]config.Target{{Path: bin, Spans: []config.Span{
 		{Function: "mid", Returns: config.ReturnsUretprobe}, {Function: "thrower"},
 	}}}, accept)
 	require.NoError(t, err)
-	assert.Equal(t, "uretprobe:mid", plan.Probes[plan.Spans[0].Exit].Ref)
-	require.Len(t, attachmentsOf(plan, plan.Spans[0].Exit), 1)
-	assert.True(t, attachmentsOf(plan, plan.Spans[0].Exit)[0].Return)
-	assert.Equal(t, "ret:thrower", plan.Probes[plan.Spans[1].Exit].Ref, "returns: auto stays safe")
+	assert.Equal(t, "uretprobe:mid", pl.Probes[pl.Spans[0].Exit].Ref)
+	require.Len(t, attachmentsOf(pl.Plan, pl.Spans[0].Exit), 1)
+	assert.True(t, attachmentsOf(pl.Plan, pl.Spans[0].Exit)[0].Return)
+	assert.Equal(t, "ret:thrower", pl.Probes[pl.Spans[1].Exit].Ref, "returns: auto stays safe")
 }
 
 // Files of this system: glibc builds its functions that call back into the

@@ -10,22 +10,22 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 )
 
 // BenchmarkBuild converts a batch of 1024 spans with three attributes each
 // (an int, a 40-byte string and a hex value).
 func BenchmarkBuild(b *testing.B) {
 	const batch = 1024
-	plan := withFiles(&target.Plan{
-		Targets: []target.Target{{Path: "/usr/bin/app", ServiceName: "app", Executable: true}},
-		Spans:   []target.Span{{Target: 0, Name: "request", Entry: 0, Exit: 1}},
-		Sites: []target.Site{
-			{Probe: 0, EntrySpan: 0, ExitSpan: -1, Entry: []target.Fetch{
+	plan := withFiles(&plan.Plan{
+		Targets: []plan.Target{{Path: "/usr/bin/app", ServiceName: "app", Executable: true}},
+		Spans:   []plan.Span{{Target: 0, Name: "request", Entry: 0, Exit: 1}},
+		Sites: []plan.Site{
+			{Probe: 0, EntrySpan: 0, ExitSpan: -1, Entry: []plan.Fetch{
 				intFetch("id", sType(8)),
 				strFetch("path", 64),
 			}},
-			{Probe: 1, EntrySpan: -1, ExitSpan: 0, Exit: []target.Fetch{
+			{Probe: 1, EntrySpan: -1, ExitSpan: 0, Exit: []plan.Fetch{
 				intFetch("ret", xType(8)),
 			}},
 		},
@@ -59,15 +59,15 @@ func BenchmarkBuild(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/span")
 }
 
-// benchShape is the span of the collector benchmark (internal/bench): one
+// benchShape is the span of the collector benchmark (harness/bench): one
 // process, an entry and an exit integer, no parent.
-func benchShape(n int) (*target.Plan, []event.Span) {
-	plan := withFiles(&target.Plan{
-		Targets: []target.Target{{Path: "/tmp/workload", ServiceName: "workload", Executable: true}},
-		Spans:   []target.Span{{Target: 0, Name: "probed", Entry: 0, Exit: 1}},
-		Sites: []target.Site{
-			{Probe: 0, EntrySpan: 0, ExitSpan: -1, Entry: []target.Fetch{intFetch("a", sType(8))}},
-			{Probe: 1, EntrySpan: -1, ExitSpan: 0, Exit: []target.Fetch{intFetch("ret", sType(8))}},
+func benchShape(n int) (*plan.Plan, []event.Span) {
+	plan := withFiles(&plan.Plan{
+		Targets: []plan.Target{{Path: "/tmp/workload", ServiceName: "workload", Executable: true}},
+		Spans:   []plan.Span{{Target: 0, Name: "probed", Entry: 0, Exit: 1}},
+		Sites: []plan.Site{
+			{Probe: 0, EntrySpan: 0, ExitSpan: -1, Entry: []plan.Fetch{intFetch("a", sType(8))}},
+			{Probe: 1, EntrySpan: -1, ExitSpan: 0, Exit: []plan.Fetch{intFetch("ret", sType(8))}},
 		},
 	})
 	in := make([]event.Span, n)

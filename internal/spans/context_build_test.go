@@ -13,7 +13,7 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 )
 
 // Span definition ids of ctxPlan; each has the site of the same id, used
@@ -48,7 +48,7 @@ var (
 	tpInvalid   = tp("ff", ctxTraceB, ctxParentB, "01")
 )
 
-func hiddenFetch(f target.Fetch, role target.Role, key string) target.Fetch {
+func hiddenFetch(f plan.Fetch, role plan.Role, key string) plan.Fetch {
 	f.Role, f.Key = role, key
 	return f
 }
@@ -60,46 +60,46 @@ func statusComparison(t testing.TB) *config.Comparison {
 	return &c
 }
 
-func ctxPlan(t testing.TB) *target.Plan {
+func ctxPlan(t testing.TB) *plan.Plan {
 	t.Helper()
-	site := func(def int, entry, exit []target.Fetch) target.Site {
-		return target.Site{Probe: def, EntrySpan: def, ExitSpan: def, Entry: entry, Exit: exit}
+	site := func(def int, entry, exit []plan.Fetch) plan.Site {
+		return plan.Site{Probe: def, EntrySpan: def, ExitSpan: def, Entry: entry, Exit: exit}
 	}
-	p := &target.Plan{
-		Targets: []target.Target{
+	p := &plan.Plan{
+		Targets: []plan.Target{
 			{Path: testAppPath, ServiceName: "app", Executable: true},
 			{Path: "/usr/lib/libfoo.so.1", ServiceName: "libfoo", Executable: false},
 		},
-		Spans: []target.Span{
-			cdServer:      {Target: 0, Name: "server", Kind: config.KindServer, Carrier: target.CarrierText, CarrierKey: "traceparent"},
-			cdQuery:       {Target: 0, Name: "query", Kind: config.KindClient, Carrier: target.CarrierText, CarrierKey: "sql"},
+		Spans: []plan.Span{
+			cdServer:      {Target: 0, Name: "server", Kind: config.KindServer, Carrier: plan.CarrierText, CarrierKey: "traceparent"},
+			cdQuery:       {Target: 0, Name: "query", Kind: config.KindClient, Carrier: plan.CarrierText, CarrierKey: "sql"},
 			cdWork:        {Target: 0, Name: "work"},
-			cdRPCRaw:      {Target: 0, Name: "rpc-raw", Kind: config.KindServer, Carrier: target.CarrierBinary},
-			cdRPCText:     {Target: 0, Name: "rpc-text", Kind: config.KindConsumer, Carrier: target.CarrierBinary},
+			cdRPCRaw:      {Target: 0, Name: "rpc-raw", Kind: config.KindServer, Carrier: plan.CarrierBinary},
+			cdRPCText:     {Target: 0, Name: "rpc-text", Kind: config.KindConsumer, Carrier: plan.CarrierBinary},
 			cdLib:         {Target: 1, Name: "lib"},
 			cdStatus:      {Target: 0, Name: "status", Status: statusComparison(t)},
-			cdExitCarrier: {Target: 0, Name: "exit-carrier", Carrier: target.CarrierText, CarrierKey: "reply"},
+			cdExitCarrier: {Target: 0, Name: "exit-carrier", Carrier: plan.CarrierText, CarrierKey: "reply"},
 		},
-		Sites: []target.Site{
-			cdServer: site(cdServer, []target.Fetch{strFetch("traceparent", 128)}, []target.Fetch{intFetch("code", sType(8))}),
-			cdQuery:  site(cdQuery, []target.Fetch{strFetch("sql", 256)}, nil),
-			cdWork:   site(cdWork, []target.Fetch{intFetch("n", uType(8))}, nil),
-			cdRPCRaw: site(cdRPCRaw, []target.Fetch{
+		Sites: []plan.Site{
+			cdServer: site(cdServer, []plan.Fetch{strFetch("traceparent", 128)}, []plan.Fetch{intFetch("code", sType(8))}),
+			cdQuery:  site(cdQuery, []plan.Fetch{strFetch("sql", 256)}, nil),
+			cdWork:   site(cdWork, []plan.Fetch{intFetch("n", uType(8))}, nil),
+			cdRPCRaw: site(cdRPCRaw, []plan.Fetch{
 				strFetch("method", 32),
-				hiddenFetch(bytesFetch("t", 16), target.RoleTraceID, "trace_id"),
-				hiddenFetch(bytesFetch("p", 8), target.RoleParentSpanID, "parent_span_id"),
+				hiddenFetch(bytesFetch("t", 16), plan.RoleTraceID, "trace_id"),
+				hiddenFetch(bytesFetch("p", 8), plan.RoleParentSpanID, "parent_span_id"),
 			}, nil),
-			cdRPCText: site(cdRPCText, []target.Fetch{
-				hiddenFetch(strFetch("t", 64), target.RoleTraceID, "trace_id"),
-				hiddenFetch(strFetch("p", 64), target.RoleParentSpanID, "parent_span_id"),
+			cdRPCText: site(cdRPCText, []plan.Fetch{
+				hiddenFetch(strFetch("t", 64), plan.RoleTraceID, "trace_id"),
+				hiddenFetch(strFetch("p", 64), plan.RoleParentSpanID, "parent_span_id"),
 				strFetch("method", 32),
 			}, nil),
-			cdLib: site(cdLib, []target.Fetch{intFetch("x", xType(8))}, nil),
-			cdStatus: site(cdStatus, nil, []target.Fetch{
+			cdLib: site(cdLib, []plan.Fetch{intFetch("x", xType(8))}, nil),
+			cdStatus: site(cdStatus, nil, []plan.Fetch{
 				intFetch("ret", sType(8)),
-				hiddenFetch(intFetch("s", sType(8)), target.RoleStatus, "status_error"),
+				hiddenFetch(intFetch("s", sType(8)), plan.RoleStatus, "status_error"),
 			}),
-			cdExitCarrier: site(cdExitCarrier, nil, []target.Fetch{strFetch("reply", 128)}),
+			cdExitCarrier: site(cdExitCarrier, nil, []plan.Fetch{strFetch("reply", 128)}),
 		},
 	}
 	require.Len(t, p.Spans, cdCount)
@@ -113,7 +113,7 @@ type clock struct{ t time.Time }
 func (c *clock) Now() time.Time          { return c.t }
 func (c *clock) Advance(d time.Duration) { c.t = c.t.Add(d) }
 func newClock() *clock                   { return &clock{t: time.Unix(1_700_000_000, 0)} }
-func ctxSettings(p *target.Plan, c *clock) Settings {
+func ctxSettings(p *plan.Plan, c *clock) Settings {
 	s := goldenSettings(p)
 	s.Now = c.Now
 	return s

@@ -13,11 +13,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
+	"github.com/otel-uprobe/uprobereceiver/internal/planner"
 	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 )
 
 // openFacts opens a tracer that sends process facts, naming the cgroup v1
@@ -28,9 +28,9 @@ func openFacts(t *testing.T, controller string) *Tracer {
 	b := testutil.BuildDemo(t, "-O2")
 	targets := []config.Target{{Path: b.Program, Counters: config.CountersOf("uprobe:inner")}}
 	require.NoError(t, config.Validate(targets))
-	plan, err := target.Resolve(targets)
+	pl, err := planner.Resolve(targets)
 	require.NoError(t, err)
-	tr, err := Open(plan, Options{RingBufferSize: testRing, ProcessFacts: true, Cgroup1Controller: controller})
+	tr, err := Open(pl.Plan, Options{RingBufferSize: testRing, ProcessFacts: true, Cgroup1Controller: controller})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, tr.Close()) })
 	return tr

@@ -19,7 +19,8 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
+	"github.com/otel-uprobe/uprobereceiver/internal/planner"
 )
 
 // Options size the engine's kernel objects.
@@ -91,7 +92,7 @@ const DefaultMaxGoroutines = 4096
 
 // AttachFailure is one attachment the kernel refused.
 type AttachFailure struct {
-	Attachment target.Attachment
+	Attachment plan.Attachment
 	// Probe is the probe reference as configured.
 	Probe string
 	// Path is the file's path as the receiver opened it.
@@ -128,7 +129,7 @@ func (e *AttachError) Unwrap() []error {
 // and the process methods may run beside each other); SetProbeAttached,
 // ProbeHits and ProgramRuns may run beside the plan's owner too.
 type Tracer struct {
-	plan     *target.Plan
+	plan     *plan.Plan
 	multi    bool
 	control  bool // Options.ProbeControl
 	coll     *ebpf.Collection
@@ -165,8 +166,8 @@ type Tracer struct {
 // meanwhile, so SetProbesAttached reads only this copy.
 type fileLinks struct {
 	path        string
-	id          target.FileID
-	attachments []target.Attachment
+	id          plan.FileID
+	attachments []plan.Attachment
 	// byProbe holds the links by probe id, or all of them under -1
 	// without Options.ProbeControl.
 	byProbe map[int][]link.Link
@@ -175,7 +176,7 @@ type fileLinks struct {
 	fh *os.File
 	// attached is the identity of the descriptor the kernel was last
 	// given (/proc/self/fd/N), zero before.
-	attached target.FileID
+	attached plan.FileID
 }
 
 // allProbes is the key of fileLinks.byProbe without Options.ProbeControl.
@@ -185,7 +186,7 @@ const allProbes = -1
 // every attachment of the plan. Either everything is attached or nothing is:
 // on error every link made so far is closed (which also lowers every USDT
 // semaphore it raised) and the engine is unloaded.
-func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
+func Open(plan *plan.Plan, opts Options) (_ *Tracer, err error) {
 	page := os.Getpagesize()
 	size := opts.RingBufferSize
 	if size < page || size&(size-1) != 0 {
@@ -368,12 +369,12 @@ func (t *Tracer) AttachFile(fi int) error {
 
 // AttachedFileID returns the identity (fstat) of the descriptor file fi
 // of the plan was attached through, and whether it is attached.
-func (t *Tracer) AttachedFileID(fi int) (target.FileID, bool) {
+func (t *Tracer) AttachedFileID(fi int) (plan.FileID, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	fl := t.files[fi]
-	if fl == nil || fl.attached == (target.FileID{}) {
-		return target.FileID{}, false
+	if fl == nil || fl.attached == (plan.FileID{}) {
+		return plan.FileID{}, false
 	}
 	return fl.attached, true
 }
@@ -560,7 +561,7 @@ func (t *Tracer) attachProbe(probe int) error {
 		if fl.fh == nil {
 			continue
 		}
-		failures = append(failures, t.attach(fl, func(a target.Attachment) bool { return a.Probe == probe })...)
+		failures = append(failures, t.attach(fl, func(a plan.Attachment) bool { return a.Probe == probe })...)
 	}
 	if len(failures) > 0 {
 		var errs []error
@@ -611,14 +612,14 @@ type ProgramRun struct {
 }
 
 // ProgramRuns returns the run time and runs so far of the programs probes
-// run (by target.Program), and false when BPF run-time statistics are off
+// run (by plan.Program), and false when BPF run-time statistics are off
 // (see Options.ProgramStats): their counts then stay 0.
-func (t *Tracer) ProgramRuns() (map[target.Program]ProgramRun, bool, error) {
-	out := map[target.Program]ProgramRun{}
+func (t *Tracer) ProgramRuns() (map[plan.Program]ProgramRun, bool, error) {
+	out := map[plan.Program]ProgramRun{}
 	if !t.statsOn() {
 		return out, false, nil
 	}
-	for _, p := range []target.Program{target.ProgramCount, target.ProgramSite} {
+	for _, p := range []plan.Program{plan.ProgramCount, plan.ProgramSite} {
 		st, err := t.program(p).Stats()
 		if err != nil {
 			return out, false, fmt.Errorf("reading BPF run-time statistics: %w", err)
@@ -629,12 +630,12 @@ func (t *Tracer) ProgramRuns() (map[target.Program]ProgramRun, bool, error) {
 }
 
 // program returns the loaded program an attachment runs.
-func (t *Tracer) program(p target.Program) *ebpf.Program {
+func (t *Tracer) program(p plan.Program) *ebpf.Program {
 	name := bpfobj.ProgramSiteHit
 	switch p {
-	case target.ProgramCount:
+	case plan.ProgramCount:
 		name = bpfobj.ProgramCountHit
-	case target.ProgramCountPerProcess:
+	case plan.ProgramCountPerProcess:
 		name = bpfobj.ProgramCountHitProc
 	}
 	if t.multi {
@@ -673,8 +674,8 @@ func (t *Tracer) openFile(fi int) (*os.File, error) {
 
 // checkFile checks that an open file is still the very file a plan was
 // read from, whose identity was want.
-func checkFile(f *os.File, want target.FileID) error {
-	id, err := target.StatFileID(f)
+func checkFile(f *os.File, want plan.FileID) error {
+	id, err := planner.StatFileID(f)
 	if err == nil && id != want {
 		err = fmt.Errorf("%w (read: inode %d, %d bytes; now: inode %d, %d bytes)", ErrFileChanged, want.Inode, want.Size, id.Inode, id.Size)
 	}
@@ -715,11 +716,11 @@ func (t *Tracer) attachFile(fi int) []AttachFailure {
 			defer func() { fh.Close(); fl.fh = nil }() // attached uprobes hold the inode, not the descriptor
 		}
 	}
-	return t.attach(fl, func(a target.Attachment) bool { return !t.off[a.Probe] })
+	return t.attach(fl, func(a plan.Attachment) bool { return !t.off[a.Probe] })
 }
 
 // failure describes an attachment of file fl the kernel refused.
-func (t *Tracer) failure(fl *fileLinks, a target.Attachment, err error) AttachFailure {
+func (t *Tracer) failure(fl *fileLinks, a plan.Attachment, err error) AttachFailure {
 	if errors.Is(err, os.ErrPermission) {
 		err = fmt.Errorf("%w (%w)", ErrPermission, err)
 	}
@@ -729,8 +730,8 @@ func (t *Tracer) failure(fl *fileLinks, a target.Attachment, err error) AttachFa
 // attach attaches the attachments of file fl that keep selects, through
 // its open file fl.fh, and returns the ones the kernel refused; the links
 // made are kept in fl either way.
-func (t *Tracer) attach(fl *fileLinks, keep func(target.Attachment) bool) []AttachFailure {
-	var attachments []target.Attachment
+func (t *Tracer) attach(fl *fileLinks, keep func(plan.Attachment) bool) []AttachFailure {
+	var attachments []plan.Attachment
 	for _, a := range fl.attachments {
 		if keep(a) {
 			attachments = append(attachments, a)
@@ -740,8 +741,8 @@ func (t *Tracer) attach(fl *fileLinks, keep func(target.Attachment) bool) []Atta
 		return nil
 	}
 	var failures []AttachFailure
-	fail := func(a target.Attachment, err error) { failures = append(failures, t.failure(fl, a, err)) }
-	key := func(a target.Attachment) int {
+	fail := func(a plan.Attachment, err error) { failures = append(failures, t.failure(fl, a, err)) }
+	key := func(a plan.Attachment) int {
 		if t.control {
 			return a.Probe
 		}
@@ -768,7 +769,7 @@ func (t *Tracer) attach(fl *fileLinks, keep func(target.Attachment) bool) []Atta
 			}
 			// Find which locations the kernel refuses, one link each.
 			for _, a := range g {
-				l, err := t.attachMulti(ex, []target.Attachment{a})
+				l, err := t.attachMulti(ex, []plan.Attachment{a})
 				if err != nil {
 					fail(a, err)
 					continue
@@ -801,7 +802,7 @@ func (t *Tracer) attach(fl *fileLinks, keep func(target.Attachment) bool) []Atta
 
 // attachMulti attaches locations that share a file, process filter,
 // direction and program through one uprobe_multi link.
-func (t *Tracer) attachMulti(ex *link.Executable, g []target.Attachment) (link.Link, error) {
+func (t *Tracer) attachMulti(ex *link.Executable, g []plan.Attachment) (link.Link, error) {
 	opts := &link.UprobeMultiOptions{}
 	for _, a := range g {
 		opts.Addresses = append(opts.Addresses, a.FileOffset)
@@ -817,15 +818,15 @@ func (t *Tracer) attachMulti(ex *link.Executable, g []target.Attachment) (link.L
 // groupAttachments splits attachments into the groups one uprobe_multi link
 // can carry, in order of first appearance; byProbe keeps each group to
 // one probe.
-func groupAttachments(all []target.Attachment, byProbe bool) [][]target.Attachment {
+func groupAttachments(all []plan.Attachment, byProbe bool) [][]plan.Attachment {
 	type key struct {
 		file    int
 		ret     bool
-		program target.Program
+		program plan.Program
 		probe   int
 	}
 	index := map[key]int{}
-	var groups [][]target.Attachment
+	var groups [][]plan.Attachment
 	for _, a := range all {
 		k := key{a.File, a.Return, a.Program, allProbes}
 		if byProbe {

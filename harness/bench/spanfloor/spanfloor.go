@@ -1,5 +1,5 @@
 // Package spanfloor is the pdata floor of the uprobe receiver's benchmark
-// (internal/bench): Build makes spans of the shape the receiver delivers in
+// (harness/bench): Build makes spans of the shape the receiver delivers in
 // the benchmark's collector measurement with pdata alone, and the spanfloor
 // receiver delivers them into a collector pipeline at a set rate, with no
 // eBPF, ring buffer or decoding. The benchmark times Build in a process of

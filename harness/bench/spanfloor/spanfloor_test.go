@@ -38,7 +38,7 @@ func TestReceiverDeliversAtItsRate(t *testing.T) {
 }
 
 // TestBuildMatchesGolden checks that Build builds what the benchmark's
-// standalone floor builds (internal/bench checks its own against the same
+// standalone floor builds (harness/bench checks its own against the same
 // file).
 func TestBuildMatchesGolden(t *testing.T) {
 	got, err := (&ptrace.JSONMarshaler{}).MarshalTraces(Build(7, 3))

@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/otel-uprobe/uprobereceiver/internal/budgetrun"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+	"github.com/otel-uprobe/uprobereceiver/harness/budgetrun"
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 )
 
 const (

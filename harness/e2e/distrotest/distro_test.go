@@ -21,7 +21,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 )
 
 // sink is an OTLP/HTTP endpoint that keeps what it receives.

@@ -2,7 +2,7 @@
 // end-to-end tests: Start gives it in-memory storage and free 127.0.0.1
 // ports, Trace and WaitTrace read traces back through its query API, and
 // BuildTraceapp and RunTraceapp build and run the instrumented application
-// of internal/traceapp against it.
+// of harness/traceapp against it.
 package jaegertest
 
 import (
@@ -22,7 +22,7 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 )
 
 const (

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 )
 
-// TraceappResult is what internal/traceapp reports about the request it
+// TraceappResult is what harness/traceapp reports about the request it
 // handled: its SERVER span "GET /checkout", the root of the trace.
 type TraceappResult struct {
 	TraceID       string `json:"trace_id"`
@@ -23,16 +23,16 @@ type TraceappResult struct {
 	DemoPID int `json:"demo_pid"`
 }
 
-// BuildTraceapp builds internal/traceapp with go build into a temporary
+// BuildTraceapp builds harness/traceapp with go build into a temporary
 // directory and returns the executable's path.
 func BuildTraceapp(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "traceapp")
 	// go test puts its own toolchain's go first in PATH.
-	cmd := exec.Command("go", "build", "-o", bin, "./internal/traceapp")
+	cmd := exec.Command("go", "build", "-o", bin, "./harness/traceapp")
 	cmd.Dir = testutil.RepoRoot()
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("jaegertest: go build ./internal/traceapp: %v\n%s", err, out)
+		t.Fatalf("jaegertest: go build ./harness/traceapp: %v\n%s", err, out)
 	}
 	return bin
 }

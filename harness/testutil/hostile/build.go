@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 )
 
 // Program builds testdata/hostile without debuginfo into a temporary

@@ -4,8 +4,8 @@
 package testconfig
 
 import (
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 )
 
 // DemoTargets is a configuration with every kind of probe the demo has.

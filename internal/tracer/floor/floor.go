@@ -1,6 +1,6 @@
 // Package floor holds the benchmark's floor: the cheapest useful uprobe
 // program, one per-CPU counter (bpf/floor.bpf.c, bpf2go output committed
-// here). internal/bench attaches it through tracer.OpenCounter, and
+// here). harness/bench attaches it through tracer.OpenCounter, and
 // tracer.Calibrate times probe hits with it when an overhead budget is set.
 package floor
 

@@ -1,11 +1,11 @@
 // Command armvm runs Go test binaries on an arm64 Linux kernel in
-// qemu-system-aarch64 (see package internal/armvm) and exits non-zero when
+// qemu-system-aarch64 (see package harness/armvm) and exits non-zero when
 // a test fails or the VM does not finish in time. make test-arm64 runs it
 // from the repository's root:
 //
-//	go run ./internal/armvm/cmd/armvm [flags] [package ...]
+//	go run ./harness/armvm/cmd/armvm [flags] [package ...]
 //
-// Without packages it runs armvm.DefaultSuite (internal/distrotest only
+// Without packages it runs armvm.DefaultSuite (harness/e2e/distrotest only
 // with -distro, the arm64 collector distribution). It installs missing
 // Debian packages and downloads the kernel and busybox into the cache on
 // first use (as root).
@@ -23,7 +23,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/otel-uprobe/uprobereceiver/internal/armvm"
+	"github.com/otel-uprobe/uprobereceiver/harness/armvm"
 )
 
 func main() {
@@ -48,7 +48,7 @@ func run() error {
 		refresh     = flag.Bool("refresh", false, "ask apt for a newer kernel even when one is cached")
 		noDeps      = flag.Bool("no-deps", false, "do not install missing Debian packages")
 		run         = flag.String("run", "", "-test.run of the packages named on the command line")
-		distro      = flag.String("distro", "", "the collector distribution built for arm64 (make build-arm64), for internal/distrotest")
+		distro      = flag.String("distro", "", "the collector distribution built for arm64 (make build-arm64), for harness/e2e/distrotest")
 	)
 	flag.Parse()
 
