@@ -71,7 +71,7 @@ type fileWatcher struct {
 	// planned, with their size and modification time: one is read again
 	// only once it changed (it may have been half written), not at every
 	// exec of a process that has it.
-	failed   map[int]map[plan.FileID]bool
+	failed   map[int]map[procfs.FileVersion]bool
 	current  map[string]procfs.FileID // SeenAs path → file attached for it
 	replaced map[procfs.FileID]string // files replaced at their path
 	// stamps holds the identity (with size and modification time) of
@@ -98,7 +98,7 @@ func newFileWatcher(log *zap.Logger, pl *planner.Planner, targets []config.Targe
 		changes:  make(chan fileChange, 64),
 		requests: make(chan int, maxFileRequests),
 		known:    map[int]map[procfs.FileID]bool{},
-		failed:   map[int]map[plan.FileID]bool{},
+		failed:   map[int]map[procfs.FileVersion]bool{},
 		current:  map[string]procfs.FileID{},
 		replaced: map[procfs.FileID]string{},
 		stamps:   map[string]fileStamp{},
@@ -111,13 +111,13 @@ func newFileWatcher(log *zap.Logger, pl *planner.Planner, targets []config.Targe
 	w.matchers = make([]*procfs.Matcher, len(targets))
 	for ti, t := range targets {
 		w.known[ti] = map[procfs.FileID]bool{}
-		w.failed[ti] = map[plan.FileID]bool{}
+		w.failed[ti] = map[procfs.FileVersion]bool{}
 		if t.Process != nil {
 			w.matchers[ti], _ = t.Process.Compile() // valid: Start compiled it
 		}
 	}
 	for _, f := range pl.Files {
-		id := procfs.FileID{Dev: f.ID.Device, Ino: f.ID.Inode}
+		id := f.ID.FileID
 		w.known[f.Target][id] = true
 		w.current[f.SeenAs] = id
 		w.stamp(f)
@@ -127,7 +127,7 @@ func newFileWatcher(log *zap.Logger, pl *planner.Planner, targets []config.Targe
 
 // fileStamp is what an attached file was when it was read.
 type fileStamp struct {
-	id     plan.FileID
+	id     procfs.FileVersion
 	target int
 }
 
@@ -156,7 +156,7 @@ func (w *fileWatcher) checkWritten(ctx context.Context, dir string) []int {
 			continue // gone or renamed: the replacement is found by locating
 		}
 		id := procfs.IDOf(fi)
-		if id.Dev != st.id.Device || id.Ino != st.id.Inode {
+		if id != st.id.FileID {
 			continue // another file at the path: an upgrade by rename
 		}
 		if fi.Size() == st.id.Size && fi.ModTime().UnixNano() == st.id.ModTimeNs {
@@ -354,7 +354,7 @@ func (w *fileWatcher) relocate(ctx context.Context, ti int) {
 // seen, and hands it on. It takes c: its identity is that of the file the
 // locator opened, and that very file is read and, if it is new, attached.
 func (w *fileWatcher) consider(ctx context.Context, ti int, c planner.Candidate) {
-	id := procfs.FileID{Dev: c.ID.Device, Ino: c.ID.Inode}
+	id := c.ID.FileID
 	if w.known[ti][id] {
 		c.Close()
 		return

@@ -24,6 +24,7 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/plan"
+	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadata"
 	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadatatest"
 )
@@ -76,7 +77,7 @@ func TestFileReplacedBeforeAttach(t *testing.T) {
 	s := created(t, []config.Target{{Path: path, Spans: []config.Span{{
 		Name: "work", Function: "work", Attributes: map[string]string{"n": "arg0", "label": "arg1:string"},
 	}}}})
-	var read []plan.FileID
+	var read []procfs.FileVersion
 	s.rcv.beforeAttach = func(plan *plan.Plan) {
 		read = append(read, plan.Files[0].ID)
 		if len(read) == 1 {

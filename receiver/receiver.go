@@ -680,7 +680,7 @@ func (r *uprobeReceiver) applyFileChanges(ctx context.Context) {
 			}
 		case ch.detach != (procfs.FileID{}):
 			for fi, f := range r.plan.Files {
-				if f.ID.Device == ch.detach.Dev && f.ID.Inode == ch.detach.Ino {
+				if f.ID.FileID == ch.detach {
 					if err := r.tracer.DetachFile(fi); err == nil {
 						r.set.Logger.Info("File detached", zap.String("path", describe(f)), zap.String("why", ch.how))
 						change("detached")
@@ -721,7 +721,7 @@ func (r *uprobeReceiver) reportFiles(pl *planner.Planner) {
 			maps := false
 			for _, m := range mapped {
 				for _, f := range files[ti] {
-					maps = maps || (m.ID.Dev == f.ID.Device && m.ID.Ino == f.ID.Inode)
+					maps = maps || m.ID == f.ID.FileID
 				}
 			}
 			if !maps {

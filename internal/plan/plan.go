@@ -177,7 +177,7 @@ type File struct {
 	SeenAs string
 	// ID is the identity of the file the plan was read from: the tracer
 	// attaches only that file.
-	ID FileID
+	ID procfs.FileVersion
 	// Executable is true for a program, false for a shared library.
 	Executable bool
 	// Arch is the file's architecture (its ELF machine): register numbers
@@ -206,15 +206,6 @@ type File struct {
 	// Sites and Attachments are the ranges [Start, End) of the plan's
 	// sites and attachments that belong to the file.
 	Sites, Attachments Range
-}
-
-// FileID identifies the exact file a plan was read from: a file replaced at
-// its path (a package upgrade writes a new inode) or changed in place has
-// another FileID, and the offsets of the plan do not apply to it.
-type FileID struct {
-	Device, Inode uint64
-	Size          int64
-	ModTimeNs     int64
 }
 
 // Range is a half-open range of indexes [Start, End).

@@ -124,7 +124,7 @@ type Candidate struct {
 	// read-only, non-blocking, a regular file.
 	File *os.File
 	// ID is File's identity (fstat) when it was opened.
-	ID plan.FileID
+	ID procfs.FileVersion
 	// Root is the root of the process the file was found through (a
 	// container's), opened once: the file's separate debug files are
 	// looked for inside it. Nil for a file of the collector's own view.

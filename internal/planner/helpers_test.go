@@ -9,6 +9,7 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/harness/testutil/testconfig"
 	"github.com/otel-uprobe/uprobereceiver/internal/plan"
+	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
 )
 
@@ -91,12 +92,12 @@ func fetchByKey(t *testing.T, fs []plan.Fetch, key string) plan.Fetch {
 }
 
 // idOf returns the identity of the file at path, as the resolver records it.
-func idOf(t *testing.T, path string) plan.FileID {
+func idOf(t *testing.T, path string) procfs.FileVersion {
 	t.Helper()
 	f, err := os.Open(path)
 	require.NoError(t, err)
 	defer f.Close()
-	id, err := StatFileID(f)
+	id, err := procfs.VersionOf(f)
 	require.NoError(t, err)
 	return id
 }

@@ -47,7 +47,7 @@ func (l HostLocator) Locate(t config.Target) (_ []Candidate, err error) {
 	}()
 	seen := map[procfs.FileID]bool{}
 	add := func(c *Candidate) {
-		id := procfs.FileID{Dev: c.ID.Device, Ino: c.ID.Inode}
+		id := c.ID.FileID
 		if seen[id] {
 			c.Close()
 			return
@@ -138,7 +138,7 @@ func openCandidate(host *procfs.Dir, path, how string) (*Candidate, error) {
 	case err != nil:
 		return nil, notRegular(err)
 	}
-	id, err := StatFileID(f)
+	id, err := procfs.VersionOf(f)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -221,7 +221,7 @@ func (l HostLocator) inProcess(pid int, path string, name bool) (_ *Candidate, e
 	case err != nil:
 		return nil, readError(err)
 	}
-	id, err := StatFileID(f)
+	id, err := procfs.VersionOf(f)
 	if err != nil {
 		f.Close()
 		return nil, err

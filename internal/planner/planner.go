@@ -17,9 +17,6 @@ package planner
 import (
 	"errors"
 	"fmt"
-	"os"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
@@ -65,21 +62,9 @@ func (pl *Planner) Replaced() error {
 			continue
 		}
 		_, id, err := host.Stat(f.SeenAs)
-		if err == nil && (id.Dev != f.ID.Device || id.Ino != f.ID.Inode) {
-			errs = append(errs, fmt.Errorf("%s: %w (read: inode %d; now: inode %d)", f.Path, ErrReplaced, f.ID.Inode, id.Ino))
+		if err == nil && id != f.ID.FileID {
+			errs = append(errs, fmt.Errorf("%s: %w (read: inode %d; now: inode %d)", f.Path, ErrReplaced, f.ID.Ino, id.Ino))
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// StatFileID returns the identity of an open file.
-func StatFileID(f *os.File) (plan.FileID, error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return plan.FileID{}, fmt.Errorf("stat %s: %w", f.Name(), err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return plan.FileID{}, fmt.Errorf("%s: not a regular file", f.Name())
-	}
-	return plan.FileID{Device: st.Dev, Inode: st.Ino, Size: st.Size, ModTimeNs: st.Mtim.Nano()}, nil
 }

@@ -42,7 +42,7 @@ type file struct {
 	root      *procfs.Dir // the tree it was found in (a container's root), nil for the collector's view
 	opts      Options
 	raw       *os.File
-	id        plan.FileID
+	id        procfs.FileVersion
 	arch      regs.Arch // from the file's machine
 	isGo      bool
 	goVersion string
@@ -97,7 +97,7 @@ func openFile(c Candidate, opts Options) (_ *file, err error) {
 		c.Close()
 		return nil, fmt.Errorf("target %s: the file is not open", path)
 	}
-	id, err := StatFileID(raw)
+	id, err := procfs.VersionOf(raw)
 	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("target %s: %w", path, err)

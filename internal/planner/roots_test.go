@@ -102,7 +102,7 @@ func TestContainerSwapsItsEntry(t *testing.T) {
 			continue
 		}
 		for _, f := range pl.Files {
-			switch (procfs.FileID{Dev: f.ID.Device, Ino: f.ID.Inode}) {
+			switch f.ID.FileID {
 			case hostID:
 				hostFiles++
 			case ownID:

@@ -20,7 +20,7 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
 	"github.com/otel-uprobe/uprobereceiver/internal/plan"
-	"github.com/otel-uprobe/uprobereceiver/internal/planner"
+	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 )
 
 // Options size the engine's kernel objects.
@@ -166,7 +166,7 @@ type Tracer struct {
 // meanwhile, so SetProbesAttached reads only this copy.
 type fileLinks struct {
 	path        string
-	id          plan.FileID
+	id          procfs.FileVersion
 	attachments []plan.Attachment
 	// byProbe holds the links by probe id, or all of them under -1
 	// without Options.ProbeControl.
@@ -176,7 +176,7 @@ type fileLinks struct {
 	fh *os.File
 	// attached is the identity of the descriptor the kernel was last
 	// given (/proc/self/fd/N), zero before.
-	attached plan.FileID
+	attached procfs.FileVersion
 }
 
 // allProbes is the key of fileLinks.byProbe without Options.ProbeControl.
@@ -369,12 +369,12 @@ func (t *Tracer) AttachFile(fi int) error {
 
 // AttachedFileID returns the identity (fstat) of the descriptor file fi
 // of the plan was attached through, and whether it is attached.
-func (t *Tracer) AttachedFileID(fi int) (plan.FileID, bool) {
+func (t *Tracer) AttachedFileID(fi int) (procfs.FileVersion, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	fl := t.files[fi]
-	if fl == nil || fl.attached == (plan.FileID{}) {
-		return plan.FileID{}, false
+	if fl == nil || fl.attached == (procfs.FileVersion{}) {
+		return procfs.FileVersion{}, false
 	}
 	return fl.attached, true
 }
@@ -674,10 +674,10 @@ func (t *Tracer) openFile(fi int) (*os.File, error) {
 
 // checkFile checks that an open file is still the very file a plan was
 // read from, whose identity was want.
-func checkFile(f *os.File, want plan.FileID) error {
-	id, err := planner.StatFileID(f)
+func checkFile(f *os.File, want procfs.FileVersion) error {
+	id, err := procfs.VersionOf(f)
 	if err == nil && id != want {
-		err = fmt.Errorf("%w (read: inode %d, %d bytes; now: inode %d, %d bytes)", ErrFileChanged, want.Inode, want.Size, id.Inode, id.Size)
+		err = fmt.Errorf("%w (read: inode %d, %d bytes; now: inode %d, %d bytes)", ErrFileChanged, want.Ino, want.Size, id.Ino, id.Size)
 	}
 	return err
 }
