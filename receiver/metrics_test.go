@@ -25,7 +25,7 @@ var update = flag.Bool("update", false, "rewrite golden files")
 
 func metricsPlan() *plan.Plan {
 	return &plan.Plan{
-		Targets: []plan.Target{
+		Targets: []plan.PlannedTarget{
 			{Path: "/usr/bin/app", ServiceName: "app", Executable: true},
 			{Path: "/usr/lib/libx.so", ServiceName: "libx.so"},
 		},
@@ -36,7 +36,7 @@ func metricsPlan() *plan.Plan {
 			{Target: 1, Ref: "uprobe:lib", Kind: config.KindUprobe, Locations: 1},
 			{Target: 1, Ref: "uretprobe:lib", Kind: config.KindUretprobe, Locations: 1},
 		},
-		Spans: []plan.Span{
+		Spans: []plan.SpanDef{
 			{Target: 0, Name: "request", Entry: 0, Exit: 1},
 			{Target: 1, Name: "lib", Entry: 3, Exit: 4},
 		},

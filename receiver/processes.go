@@ -369,7 +369,7 @@ func (c *chooser) chosen(ti int, mask uint64) bool {
 // process was decided and chose the span's target. known is false when the
 // process's decision is not known (its exec record was lost, or the
 // decisions were dropped for their bound).
-func (c *chooser) keep(ev *event.Span) (keep, known bool) {
+func (c *chooser) keep(ev *event.SpanRecord) (keep, known bool) {
 	if !ev.Pending {
 		return true, true
 	}

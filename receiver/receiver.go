@@ -588,7 +588,7 @@ type drainRecords struct {
 // Span builds a span that counts: one of a pending process counts only if
 // the process was chosen for its target. One whose choice is no longer
 // known is dropped and counted.
-func (d *drainRecords) Span(ev *event.Span) {
+func (d *drainRecords) Span(ev *event.SpanRecord) {
 	d.read++
 	if d.r.traces == nil {
 		return
@@ -619,8 +619,8 @@ func (r *uprobeReceiver) dropped(ctx context.Context, def uint32, reason metadat
 // without building them.
 type countingRecords struct{ spans map[uint32]int64 }
 
-func (c *countingRecords) Span(ev *event.Span)    { c.spans[ev.Def]++ }
-func (c *countingRecords) Process(*event.Process) {}
+func (c *countingRecords) Span(ev *event.SpanRecord) { c.spans[ev.Def]++ }
+func (c *countingRecords) Process(*event.Process)    {}
 
 // Process follows process events for the chooser, the file watcher and
 // the caches of process facts.

@@ -186,7 +186,7 @@ func parsePattern(p string) (selection, error) {
 			return selection{kind: selectLine, ref: pr.String()}, nil
 		}
 	}
-	g, err := glob.CompileGlob(p)
+	g, err := glob.Compile(p)
 	if err != nil {
 		return selection{}, err
 	}

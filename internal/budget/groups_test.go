@@ -15,7 +15,7 @@ func pl(refs []string, spans [][2]int, attachments []plan.Attachment) *plan.Plan
 		p.Probes = append(p.Probes, plan.Probe{Ref: r})
 	}
 	for _, s := range spans {
-		p.Spans = append(p.Spans, plan.Span{Entry: s[0], Exit: s[1]})
+		p.Spans = append(p.Spans, plan.SpanDef{Entry: s[0], Exit: s[1]})
 	}
 	return p
 }

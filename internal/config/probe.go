@@ -49,8 +49,8 @@ func (k ProbeKind) String() string {
 	return "unknown"
 }
 
-// Probe is a parsed probe reference.
-type Probe struct {
+// ProbeRef is a parsed probe reference.
+type ProbeRef struct {
 	Kind     ProbeKind
 	Provider string // KindUSDT
 	Name     string // KindUSDT
@@ -69,7 +69,7 @@ const MaxLine = 1<<31 - 1
 // String returns the canonical reference: "usdt:p:n", "uprobe:f", "uprobe:f+0x10", "uretprobe:f", "ret:f",
 // "line:f.c:12".
 // Two references that name the same probe have the same canonical form.
-func (p Probe) String() string {
+func (p ProbeRef) String() string {
 	switch p.Kind {
 	case KindUSDT:
 		return "usdt:" + p.Provider + ":" + p.Name
@@ -92,99 +92,99 @@ func (p Probe) String() string {
 }
 
 // Returns says whether the probe fires where a function returns.
-func (p Probe) Returns() bool { return p.Kind == KindUretprobe || p.Kind == KindRet }
+func (p ProbeRef) Returns() bool { return p.Kind == KindUretprobe || p.Kind == KindRet }
 
 // ParseProbe parses a probe reference as written in the configuration.
 // A reference, as written and in its canonical form (which may write an
 // offset longer, in hex), is at most MaxProbeRefBytes: it becomes the
 // probe.name attribute.
-func ParseProbe(ref string) (Probe, error) {
+func ParseProbe(ref string) (ProbeRef, error) {
 	if len(ref) > MaxProbeRefBytes {
-		return Probe{}, fmt.Errorf("probe reference is %d bytes, at most %d", len(ref), MaxProbeRefBytes)
+		return ProbeRef{}, fmt.Errorf("probe reference is %d bytes, at most %d", len(ref), MaxProbeRefBytes)
 	}
 	p, err := parseProbe(ref)
 	if n := len(p.String()); err == nil && n > MaxProbeRefBytes {
-		return Probe{}, fmt.Errorf("probe reference is %d bytes with its offset in hex, at most %d", n, MaxProbeRefBytes)
+		return ProbeRef{}, fmt.Errorf("probe reference is %d bytes with its offset in hex, at most %d", n, MaxProbeRefBytes)
 	}
 	return p, err
 }
 
-func parseProbe(ref string) (Probe, error) {
+func parseProbe(ref string) (ProbeRef, error) {
 	kind, rest, ok := strings.Cut(ref, ":")
 	if !ok {
-		return Probe{}, fmt.Errorf("probe %q: want usdt:PROVIDER:NAME, uprobe:SYMBOL[+OFFSET], uretprobe:SYMBOL, ret:SYMBOL or line:FILE:LINE", ref)
+		return ProbeRef{}, fmt.Errorf("probe %q: want usdt:PROVIDER:NAME, uprobe:SYMBOL[+OFFSET], uretprobe:SYMBOL, ret:SYMBOL or line:FILE:LINE", ref)
 	}
 	switch kind {
 	case "usdt":
 		provider, name, ok := strings.Cut(rest, ":")
 		if !ok || provider == "" || name == "" || strings.Contains(name, ":") {
-			return Probe{}, fmt.Errorf("probe %q: want usdt:PROVIDER:NAME", ref)
+			return ProbeRef{}, fmt.Errorf("probe %q: want usdt:PROVIDER:NAME", ref)
 		}
 		if err := checkName(provider); err != nil {
-			return Probe{}, fmt.Errorf("probe %q: provider: %w", ref, err)
+			return ProbeRef{}, fmt.Errorf("probe %q: provider: %w", ref, err)
 		}
 		if err := checkName(name); err != nil {
-			return Probe{}, fmt.Errorf("probe %q: name: %w", ref, err)
+			return ProbeRef{}, fmt.Errorf("probe %q: name: %w", ref, err)
 		}
-		return Probe{Kind: KindUSDT, Provider: provider, Name: name}, nil
+		return ProbeRef{Kind: KindUSDT, Provider: provider, Name: name}, nil
 	case "uprobe":
 		if a, ok := strings.CutPrefix(rest, "0x"); ok {
 			if strings.Contains(a, "+") {
-				return Probe{}, fmt.Errorf("probe %q: an address takes no offset: write the instruction's own address", ref)
+				return ProbeRef{}, fmt.Errorf("probe %q: an address takes no offset: write the instruction's own address", ref)
 			}
 			v, err := strconv.ParseUint(a, 16, 64)
 			if err != nil {
-				return Probe{}, fmt.Errorf("probe %q: address %q is not a hex number (want e.g. uprobe:0x401a2c)", ref, rest)
+				return ProbeRef{}, fmt.Errorf("probe %q: address %q is not a hex number (want e.g. uprobe:0x401a2c)", ref, rest)
 			}
 			if v == 0 {
-				return Probe{}, fmt.Errorf("probe %q: address 0 is no instruction: give the virtual address of an instruction inside a function (e.g. uprobe:0x401a2c)", ref)
+				return ProbeRef{}, fmt.Errorf("probe %q: address 0 is no instruction: give the virtual address of an instruction inside a function (e.g. uprobe:0x401a2c)", ref)
 			}
-			return Probe{Kind: KindUprobe, Address: v}, nil
+			return ProbeRef{Kind: KindUprobe, Address: v}, nil
 		}
 		sym, off, hasOff := strings.Cut(rest, "+")
 		if err := checkSymbol(sym); err != nil {
-			return Probe{}, fmt.Errorf("probe %q: %w", ref, err)
+			return ProbeRef{}, fmt.Errorf("probe %q: %w", ref, err)
 		}
-		p := Probe{Kind: KindUprobe, Symbol: sym}
+		p := ProbeRef{Kind: KindUprobe, Symbol: sym}
 		if hasOff {
 			v, err := parseOffset(off)
 			if err != nil {
-				return Probe{}, fmt.Errorf("probe %q: offset %q is not a number (want e.g. +0x10 or +16)", ref, off)
+				return ProbeRef{}, fmt.Errorf("probe %q: offset %q is not a number (want e.g. +0x10 or +16)", ref, off)
 			}
 			p.Offset = v
 		}
 		return p, nil
 	case "uretprobe", "ret":
 		if strings.Contains(rest, "+") {
-			return Probe{}, fmt.Errorf("probe %q: a return probe takes no offset", ref)
+			return ProbeRef{}, fmt.Errorf("probe %q: a return probe takes no offset", ref)
 		}
 		if err := checkSymbol(rest); err != nil {
-			return Probe{}, fmt.Errorf("probe %q: %w", ref, err)
+			return ProbeRef{}, fmt.Errorf("probe %q: %w", ref, err)
 		}
 		if kind == "ret" {
-			return Probe{Kind: KindRet, Symbol: rest}, nil
+			return ProbeRef{Kind: KindRet, Symbol: rest}, nil
 		}
-		return Probe{Kind: KindUretprobe, Symbol: rest}, nil
+		return ProbeRef{Kind: KindUretprobe, Symbol: rest}, nil
 	case "line":
 		return parseLine(ref, rest)
 	}
-	return Probe{}, fmt.Errorf("probe %q: unknown probe kind %q (want usdt, uprobe, uretprobe, ret or line)", ref, kind)
+	return ProbeRef{}, fmt.Errorf("probe %q: unknown probe kind %q (want usdt, uprobe, uretprobe, ret or line)", ref, kind)
 }
 
 // parseLine parses the FILE:LINE of a line: reference: the last colon
 // separates them, so FILE may hold colons; LINE is a decimal number from 1
 // to MaxLine without leading zeros.
-func parseLine(ref, rest string) (Probe, error) {
+func parseLine(ref, rest string) (ProbeRef, error) {
 	i := strings.LastIndexByte(rest, ':')
 	if i < 0 {
-		return Probe{}, fmt.Errorf("probe %q: want line:FILE:LINE (e.g. line:server.c:120)", ref)
+		return ProbeRef{}, fmt.Errorf("probe %q: want line:FILE:LINE (e.g. line:server.c:120)", ref)
 	}
 	file, num := rest[:i], rest[i+1:]
 	if file == "" {
-		return Probe{}, fmt.Errorf("probe %q: empty file name (want line:FILE:LINE)", ref)
+		return ProbeRef{}, fmt.Errorf("probe %q: empty file name (want line:FILE:LINE)", ref)
 	}
 	if err := checkName(file); err != nil {
-		return Probe{}, fmt.Errorf("probe %q: file: %w", ref, err)
+		return ProbeRef{}, fmt.Errorf("probe %q: file: %w", ref, err)
 	}
 	bad := num == "" || num[0] == '0' || len(num) > 10
 	for i := 0; i < len(num) && !bad; i++ {
@@ -197,9 +197,9 @@ func parseLine(ref, rest string) (Probe, error) {
 		n = int(v)
 	}
 	if bad {
-		return Probe{}, fmt.Errorf("probe %q: line %q is not a line number (want 1 to %d, decimal)", ref, num, MaxLine)
+		return ProbeRef{}, fmt.Errorf("probe %q: line %q is not a line number (want 1 to %d, decimal)", ref, num, MaxLine)
 	}
-	return Probe{Kind: KindLine, File: file, Line: n}, nil
+	return ProbeRef{Kind: KindLine, File: file, Line: n}, nil
 }
 
 // parseOffset reads a decimal number without leading zeros, or a 0x hex

@@ -506,7 +506,7 @@ func ParseSelector(text string) (Selector, error) {
 	rest := strings.TrimSpace(text)
 	if after, ok := strings.CutPrefix(rest, "source_file:"); ok {
 		src, name, _ := strings.Cut(strings.TrimSpace(after), " ")
-		g, err := glob.CompileGlob(src)
+		g, err := glob.Compile(src)
 		if err != nil {
 			return Selector{}, err
 		}
@@ -519,7 +519,7 @@ func ParseSelector(text string) (Selector, error) {
 	if rest == "" {
 		return Selector{}, fmt.Errorf("function selector %q: empty", text)
 	}
-	g, err := glob.CompileGlob(rest)
+	g, err := glob.Compile(rest)
 	if err != nil {
 		return Selector{}, err
 	}

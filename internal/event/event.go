@@ -8,9 +8,9 @@ import (
 	"math/bits"
 )
 
-// Span is one completed span as the engine recorded it. Times are
+// SpanRecord is one completed span as the engine recorded it. Times are
 // CLOCK_MONOTONIC nanoseconds; ids index the Plan the tracer was opened with.
-type Span struct {
+type SpanRecord struct {
 	StartNs, EndNs uint64
 	// ParentStartNs is the start of the enclosing open span on the same
 	// thread, 0 for a root; RootStartNs the start of the outermost one.
@@ -110,7 +110,7 @@ type Facts struct {
 // process events read among them, each in the order it was recorded. A
 // process's exec or fork comes before its spans, its exit after them.
 type Batch struct {
-	Spans     []Span
+	Spans     []SpanRecord
 	Processes []Process
 	chunks    [][]byte
 	cur       int

@@ -135,7 +135,7 @@ func TestCopyLargerThanChunk(t *testing.T) {
 
 func TestResetEmpties(t *testing.T) {
 	var b Batch
-	b.Spans = append(b.Spans, Span{StartNs: 1, Entry: b.Copy([]byte{1, 2, 3})})
+	b.Spans = append(b.Spans, SpanRecord{StartNs: 1, Entry: b.Copy([]byte{1, 2, 3})})
 	b.Copy(record(0, arenaChunk))
 	chunks := len(b.chunks)
 	b.Reset()
@@ -156,7 +156,7 @@ func fill(b *Batch, recs [][]byte) {
 	for i, r := range recs {
 		data := b.Copy(r)
 		n := len(data) / 2
-		b.Spans = append(b.Spans, Span{
+		b.Spans = append(b.Spans, SpanRecord{
 			StartNs: uint64(i), PID: 1, TID: 1,
 			Entry: data[:n:n], Exit: data[n:],
 		})

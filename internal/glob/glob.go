@@ -49,8 +49,8 @@ type globTok struct {
 	ranges [][2]rune
 }
 
-// GlobError says where a pattern went wrong.
-type GlobError struct {
+// Error says where a pattern went wrong.
+type Error struct {
 	Pattern string
 	// Column is the 1-based byte column of the problem.
 	Column int
@@ -58,17 +58,17 @@ type GlobError struct {
 }
 
 // Error formats the error as `pattern "[x" at column 1: unterminated "["`.
-func (e *GlobError) Error() string {
+func (e *Error) Error() string {
 	return fmt.Sprintf("pattern %q at column %d: %s", e.Pattern, e.Column, e.Msg)
 }
 
 // maxGlobLen bounds a pattern's length in bytes.
 const maxGlobLen = 4096
 
-// CompileGlob compiles a pattern; its errors are *GlobError.
-func CompileGlob(pattern string) (*Glob, error) {
+// Compile compiles a pattern; its errors are *Error.
+func Compile(pattern string) (*Glob, error) {
 	if len(pattern) > maxGlobLen {
-		return nil, &GlobError{pattern, maxGlobLen + 1, fmt.Sprintf("longer than %d bytes", maxGlobLen)}
+		return nil, &Error{pattern, maxGlobLen + 1, fmt.Sprintf("longer than %d bytes", maxGlobLen)}
 	}
 	g := &Glob{text: pattern, plain: true}
 	var lit strings.Builder
@@ -83,7 +83,7 @@ func CompileGlob(pattern string) (*Glob, error) {
 		switch {
 		case c == '\\':
 			if i+1 >= len(pattern) {
-				return nil, &GlobError{pattern, i + 1, `trailing "\"`}
+				return nil, &Error{pattern, i + 1, `trailing "\"`}
 			}
 			_, n := utf8.DecodeRuneInString(pattern[i+1:])
 			lit.WriteString(pattern[i+1 : i+1+n])
@@ -141,12 +141,12 @@ func parseClass(p string, i int) (globTok, int, error) {
 	}
 	readChar := func() (rune, error) {
 		if j >= len(p) {
-			return 0, &GlobError{p, i + 1, `unterminated "["`}
+			return 0, &Error{p, i + 1, `unterminated "["`}
 		}
 		if p[j] == '\\' {
 			j++
 			if j >= len(p) {
-				return 0, &GlobError{p, j, `trailing "\"`}
+				return 0, &Error{p, j, `trailing "\"`}
 			}
 		}
 		r, n := utf8.DecodeRuneInString(p[j:])
@@ -156,14 +156,14 @@ func parseClass(p string, i int) (globTok, int, error) {
 	first := true
 	for {
 		if j >= len(p) {
-			return globTok{}, 0, &GlobError{p, i + 1, `unterminated "["`}
+			return globTok{}, 0, &Error{p, i + 1, `unterminated "["`}
 		}
 		if p[j] == ']' && !first {
 			j++
 			break
 		}
 		if p[j] == ']' && first {
-			return globTok{}, 0, &GlobError{p, j + 1, `empty character class`}
+			return globTok{}, 0, &Error{p, j + 1, `empty character class`}
 		}
 		first = false
 		lo, err := readChar()
@@ -177,7 +177,7 @@ func parseClass(p string, i int) (globTok, int, error) {
 				return globTok{}, 0, err
 			}
 			if hi < lo {
-				return globTok{}, 0, &GlobError{p, j, fmt.Sprintf("range %q-%q is backwards", lo, hi)}
+				return globTok{}, 0, &Error{p, j, fmt.Sprintf("range %q-%q is backwards", lo, hi)}
 			}
 		}
 		tok.ranges = append(tok.ranges, [2]rune{lo, hi})

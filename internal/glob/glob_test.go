@@ -34,7 +34,7 @@ func TestGlob(t *testing.T) {
 		{"*", []string{"", "x.y.z", "a/b"}, nil},
 	}
 	for _, c := range cases {
-		g, err := CompileGlob(c.pattern)
+		g, err := Compile(c.pattern)
 		require.NoError(t, err, c.pattern)
 		for _, s := range c.match {
 			assert.True(t, g.Match(s), "%q should match %q", c.pattern, s)
@@ -44,12 +44,12 @@ func TestGlob(t *testing.T) {
 		}
 	}
 	for _, lit := range []string{"handle_request", `main.(\*Server).Handle`, "main.(*Server).Handle", "srv::x(int)"} {
-		g, err := CompileGlob(lit)
+		g, err := Compile(lit)
 		require.NoError(t, err)
 		assert.True(t, g.Literal(), "%q is literal", lit)
 	}
 	for _, pat := range []string{"a*", "a?", "[ab]"} {
-		g, err := CompileGlob(pat)
+		g, err := Compile(pat)
 		require.NoError(t, err)
 		assert.False(t, g.Literal(), "%q is a pattern", pat)
 	}
@@ -62,8 +62,8 @@ func TestGlobErrors(t *testing.T) {
 	}{
 		{"abc\\", 4}, {"[abc", 1}, {"a[]", 3}, {"[z-a]", 4}, {"x[a-", 2}, {strings.Repeat("a", maxGlobLen+1), maxGlobLen + 1},
 	} {
-		_, err := CompileGlob(c.pattern)
-		var ge *GlobError
+		_, err := Compile(c.pattern)
+		var ge *Error
 		if assert.ErrorAs(t, err, &ge, c.pattern) {
 			assert.Equal(t, c.column, ge.Column, c.pattern)
 		}
@@ -83,7 +83,7 @@ func TestGlobMatchPath(t *testing.T) {
 		{"app/*.c", "/src/app/server.c", false},
 		{"*/app/*.c", "/src/app/server.c", true},
 	} {
-		g, err := CompileGlob(c.pattern)
+		g, err := Compile(c.pattern)
 		require.NoError(t, err)
 		assert.Equal(t, c.want, g.MatchPath(c.path), "%q on %q", c.pattern, c.path)
 	}
@@ -97,7 +97,7 @@ func FuzzGlob(f *testing.F) {
 		f.Add(s[0], s[1])
 	}
 	f.Fuzz(func(t *testing.T, pattern, name string) {
-		g, err := CompileGlob(pattern)
+		g, err := Compile(pattern)
 		if err != nil {
 			return
 		}

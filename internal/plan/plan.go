@@ -27,10 +27,10 @@ import (
 // receiver runs (a container started, a file upgraded): see the
 // planner's ReadFile, and Append.
 type Plan struct {
-	Targets     []Target
+	Targets     []PlannedTarget
 	Files       []File
 	Probes      []Probe
-	Spans       []Span
+	Spans       []SpanDef
 	Sites       []Site
 	Attachments []Attachment
 	// Histograms are the value histograms of counters (histogram:); a
@@ -132,9 +132,10 @@ func (plan *Plan) Append(spec *FileSpec) int {
 // FileOf returns the file of a site.
 func (plan *Plan) FileOf(site int) *File { return &plan.Files[plan.Sites[site].File] }
 
-// Target is one configured target: a path or name, and the processes it
-// traces.
-type Target struct {
+// PlannedTarget is one configured target (config.Target, at the same
+// index) as the plan holds it: a path or name, the processes it traces,
+// and what the planner decided about it.
+type PlannedTarget struct {
 	// Path is the target's path or name as configured.
 	Path string
 	// PID restricts the target to one process; 0 means every process.
@@ -238,8 +239,10 @@ type Histogram struct {
 	Expr string
 }
 
-// Span is one span definition.
-type Span struct {
+// SpanDef is one span definition: a configured span (config.Span), or
+// one function a configured function pattern matched. Span records
+// (event.SpanRecord) name it by its index, their Def.
+type SpanDef struct {
 	Target int
 	Name   string
 	// Entry and Exit are probe ids.

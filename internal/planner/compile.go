@@ -31,7 +31,7 @@ var u64 = fetch.Type{Kind: fetch.KindUnsigned, Size: 8}
 // argument of the C calling convention (SysV x86-64, AAPCS64) or of Go's
 // register ABI, retval the register of the return value at a return probe,
 // %REG a register of the file's architecture.
-func compile(a config.Attribute, p config.Probe, loc location, r role) (plan.Fetch, error) {
+func compile(a config.Attribute, p config.ProbeRef, loc location, r role) (plan.Fetch, error) {
 	e := a.Expr
 	f := plan.Fetch{Key: a.Key, Text: e.Text, Base: plan.BaseRegister}
 	arch := regs.ArchAMD64

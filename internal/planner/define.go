@@ -216,7 +216,7 @@ func Resolve(targets []config.Target, opts ...Options) (*Planner, error) {
 		if err == nil && len(cands) == 0 && !t.Optional {
 			errs = append(errs, fmt.Errorf("target %s: no such file on this host or in any process's root (optional: true waits for it)", t.Path))
 		}
-		tg := plan.Target{
+		tg := plan.PlannedTarget{
 			Path: t.Path, PID: t.PID, Selector: t.Process, Optional: t.Optional, BuildID: t.BuildID,
 			ServiceName: t.ServiceNameOrDefault(), Executable: true,
 		}
@@ -408,7 +408,7 @@ type probeDef struct {
 	id    int // -1 until it is in the plan
 	key   string
 	ref   string
-	probe config.Probe
+	probe config.ProbeRef
 	// fns restricts a function probe to the functions of these names (a
 	// pattern's match); nil means every function of the probe's symbol.
 	fns []string

@@ -122,7 +122,7 @@ type Location struct {
 	USDT *usdt.Location
 
 	loc   location
-	probe config.Probe
+	probe config.ProbeRef
 }
 
 // Locate resolves one probe reference as Resolve would, with every check.

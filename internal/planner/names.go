@@ -17,7 +17,7 @@ import (
 // each block holding it, one per inlined or duplicated copy), each checked
 // as uprobe:SYMBOL+0xOFF is: inside a known function, on an instruction
 // boundary, on an instruction the kernel runs correctly.
-func (fl *file) lineSites(p config.Probe) ([]location, error) {
+func (fl *file) lineSites(p config.ProbeRef) ([]location, error) {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("target %s: %s: "+format, append([]any{fl.path, p}, args...)...)
 	}
@@ -46,7 +46,7 @@ func (fl *file) lineSites(p config.Probe) ([]location, error) {
 
 // siteOf says what a location is to the debuginfo: the kind of site, the
 // pc whose variables are read, and an address inside the function.
-func siteOf(p config.Probe, loc location) (site debuginfo.Site, pc, inside uint64) {
+func siteOf(p config.ProbeRef, loc location) (site debuginfo.Site, pc, inside uint64) {
 	switch {
 	case loc.Return:
 		// A kernel return probe fires in the caller: only the
@@ -65,7 +65,7 @@ func siteOf(p config.Probe, loc location) (site debuginfo.Site, pc, inside uint6
 }
 
 // scopeAt returns what can be named at a location.
-func (fl *file) scopeAt(p config.Probe, loc location) (*debuginfo.Scope, error) {
+func (fl *file) scopeAt(p config.ProbeRef, loc location) (*debuginfo.Scope, error) {
 	dbg, err := fl.debug()
 	if err != nil {
 		return nil, fmt.Errorf("$names need the file's debuginfo: %w", err)
@@ -86,7 +86,7 @@ func (fl *file) scopeAt(p config.Probe, loc location) (*debuginfo.Scope, error) 
 // compiler compiles the fetches of one end of a span at one location.
 type compiler struct {
 	file  *file
-	probe config.Probe
+	probe config.ProbeRef
 	loc   location
 	role  role
 	// lenient is set for a span expanded from a function pattern: an

@@ -66,13 +66,13 @@ func (fl *file) expand(s config.Span, note func(string, ...any)) ([]spanJob, err
 	if s.SourceFile != "" {
 		what += fmt.Sprintf(" in source_file %q", s.SourceFile)
 	}
-	name, err := glob.CompileGlob(s.Function)
+	name, err := glob.Compile(s.Function)
 	if err != nil {
 		return nil, fmt.Errorf("function: %w", err)
 	}
 	var src *glob.Glob
 	if s.SourceFile != "" {
-		if src, err = glob.CompileGlob(s.SourceFile); err != nil {
+		if src, err = glob.Compile(s.SourceFile); err != nil {
 			return nil, fmt.Errorf("source_file: %w", err)
 		}
 	}

@@ -415,12 +415,12 @@ type ReturnsChoice struct {
 }
 
 // spanDef builds the plan's span definition of a configured span.
-func spanDef(ti int, s config.Span, entryRef, exitRef string, entry, exit int) (plan.Span, error) {
+func spanDef(ti int, s config.Span, entryRef, exitRef string, entry, exit int) (plan.SpanDef, error) {
 	kind, err := config.ParseSpanKind(s.Kind)
 	if err != nil {
-		return plan.Span{}, err
+		return plan.SpanDef{}, err
 	}
-	def := plan.Span{
+	def := plan.SpanDef{
 		Target: ti, Name: s.SpanName(""), Entry: entry, Exit: exit,
 		MinDurationNs: uint64(s.MinDuration.Nanoseconds()), SampleRatio: s.Ratio(), Kind: kind,
 	}
@@ -438,7 +438,7 @@ func spanDef(ti int, s config.Span, entryRef, exitRef string, entry, exit int) (
 	if s.StatusError != "" {
 		c, err := config.ParseComparison(s.StatusError)
 		if err != nil {
-			return plan.Span{}, err
+			return plan.SpanDef{}, err
 		}
 		def.Status = &c
 	}
@@ -471,7 +471,7 @@ func addresses(fns []function) string {
 // safe, and as cheap as possible, place for a uprobe. A function probe is
 // placed in every function of its symbol's name, or only in fns when fns
 // is not nil.
-func (fl *file) locate(p config.Probe, only []function) ([]location, error) {
+func (fl *file) locate(p config.ProbeRef, only []function) ([]location, error) {
 	locs, err := fl.locateAll(p, only)
 	if max := fl.opts.maxSitesPerProbe(); err == nil && len(locs) > max {
 		return nil, fmt.Errorf("target %s: %s: %d locations in this file, over max_sites_per_probe (%d): %w", fl.path, p, len(locs), max, ErrTooManySites)
@@ -483,7 +483,7 @@ func (fl *file) locate(p config.Probe, only []function) ([]location, error) {
 // max_sites_per_probe or max_sites_per_file allow.
 var ErrTooManySites = errors.New("too many probe sites")
 
-func (fl *file) locateAll(p config.Probe, only []function) ([]location, error) {
+func (fl *file) locateAll(p config.ProbeRef, only []function) ([]location, error) {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("target %s: %s: "+format, append([]any{fl.path, p}, args...)...)
 	}
@@ -539,7 +539,7 @@ func (fl *file) locateAll(p config.Probe, only []function) ([]location, error) {
 // functionSites places the uprobes of p in function fn: at a checked
 // instruction boundary offset bytes in, at the cheapest entry instruction,
 // or, for the return of a Go function, on every RET.
-func (fl *file) functionSites(p config.Probe, fn function, offset uint64) ([]location, error) {
+func (fl *file) functionSites(p config.ProbeRef, fn function, offset uint64) ([]location, error) {
 	if fn.Size != 0 && offset >= fn.Size {
 		return nil, fmt.Errorf("offset %#x is beyond the end of %s (%d bytes)", offset, fn.Name, fn.Size)
 	}
@@ -923,7 +923,7 @@ func (fl *file) checkedLoneNop(addr uint64, mismatch string) (insn.Inst, error) 
 
 // notFound names the file and the closest names it does have. For a name
 // written demangled (C++, Rust), it names the mangled symbols it stands for.
-func (fl *file) notFound(p config.Probe) error {
+func (fl *file) notFound(p config.ProbeRef) error {
 	var want string
 	var have []string
 	what := "function"

@@ -43,7 +43,7 @@ func TestResolveDemoPlan(t *testing.T) {
 			pl, err := Resolve(demoTargets(b))
 			require.NoError(t, err)
 
-			assert.Equal(t, []plan.Target{
+			assert.Equal(t, []plan.PlannedTarget{
 				{Path: b.Program, ServiceName: "demo", Executable: true},
 				{Path: b.Library, ServiceName: "libdemo.so", Executable: false},
 			}, pl.Targets)
@@ -80,7 +80,7 @@ func TestResolveDemoPlan(t *testing.T) {
 				{Target: 1, Ref: "usdt:demolib:call", Kind: config.KindUSDT, Locations: 1},
 			}, pl.Probes)
 
-			assert.Equal(t, []plan.Span{
+			assert.Equal(t, []plan.SpanDef{
 				{Target: 0, Name: "query", Entry: 0, Exit: 1, SampleRatio: 1, Kind: config.KindInternal},
 				{Target: 0, Name: "work", Entry: 2, Exit: 3, SampleRatio: 1, Kind: config.KindInternal, Function: true},
 				{Target: 0, Name: "recurse", Entry: 4, Exit: 5, SampleRatio: 1, Kind: config.KindInternal, Function: true},
@@ -205,7 +205,7 @@ func TestResolvePID(t *testing.T) {
 	b := testutil.BuildDemo(t, "-O2")
 	pl, err := Resolve([]config.Target{{Path: b.Program, PID: 4242, Counters: config.CountersOf("usdt:demo:tick", "uprobe:main")}})
 	require.NoError(t, err)
-	assert.Equal(t, []plan.Target{{Path: b.Program, PID: 4242, Chosen: true, ServiceName: "demo", Executable: true}}, pl.Targets)
+	assert.Equal(t, []plan.PlannedTarget{{Path: b.Program, PID: 4242, Chosen: true, ServiceName: "demo", Executable: true}}, pl.Targets)
 	require.Len(t, pl.Attachments, 3)
 	for _, a := range pl.Attachments {
 		// The process is chosen in the kernel, by the site's target:

@@ -20,8 +20,8 @@ func BenchmarkBuildWithContext(b *testing.B) {
 		group = 8
 	)
 	plan := withFiles(&plan.Plan{
-		Targets: []plan.Target{{Path: "/usr/bin/app", ServiceName: "app", Executable: true}},
-		Spans: []plan.Span{
+		Targets: []plan.PlannedTarget{{Path: "/usr/bin/app", ServiceName: "app", Executable: true}},
+		Spans: []plan.SpanDef{
 			{Target: 0, Name: "request", Entry: 0, Exit: 1},
 			{Target: 0, Name: "query", Entry: 2, Exit: 3, Kind: config.KindServer, Carrier: plan.CarrierText, CarrierKey: "sql"},
 		},
@@ -52,12 +52,12 @@ func BenchmarkBuildWithContext(b *testing.B) {
 	if len(order) != group {
 		b.Fatal("want groups of 8")
 	}
-	in := make([]event.Span, 0, batch)
+	in := make([]event.SpanRecord, 0, batch)
 	for g := 0; len(in) < batch; g++ {
 		base := uint64(1_000_000 + 2000*g)
 		pid, tid := 100+uint32(g%4), 100+uint32(g%16)
 		for _, n := range order {
-			ev := event.Span{
+			ev := event.SpanRecord{
 				StartNs: base + n.start, EndNs: base + n.end, RootStartNs: base,
 				PID: pid, TID: tid, Depth: 1,
 			}

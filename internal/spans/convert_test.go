@@ -201,12 +201,12 @@ func TestDecodeUnpaddedLastValue(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			plan := withFiles(&plan.Plan{
-				Targets: []plan.Target{{Path: "/bin/x", ServiceName: "x", Executable: true}},
-				Spans:   []plan.Span{{Target: 0, Name: "s"}},
+				Targets: []plan.PlannedTarget{{Path: "/bin/x", ServiceName: "x", Executable: true}},
+				Spans:   []plan.SpanDef{{Target: 0, Name: "s"}},
 				Sites:   []plan.Site{{EntrySpan: 0, ExitSpan: 0, Entry: []plan.Fetch{tt.f}}},
 			})
 			b := NewBuilder(Settings{Plan: plan})
-			in := []event.Span{{StartNs: 1, EndNs: 2, RootStartNs: 1, PID: 1, TID: 1, Entry: tt.entry[:len(tt.entry):len(tt.entry)]}}
+			in := []event.SpanRecord{{StartNs: 1, EndNs: 2, RootStartNs: 1, PID: 1, TID: 1, Entry: tt.entry[:len(tt.entry):len(tt.entry)]}}
 			require.NotPanics(t, func() { b.Build(in) })
 			assert.Equal(t, Counts{Malformed: 1}, b.Counts())
 		})
@@ -219,7 +219,7 @@ func TestResourceWithoutExecutableOrHost(t *testing.T) {
 	s.Executable = nil
 	s.HostName = ""
 	b := NewBuilder(s)
-	td := b.Build([]event.Span{
+	td := b.Build([]event.SpanRecord{
 		{StartNs: 1, EndNs: 2, RootStartNs: 1, PID: 7, TID: 8, Def: defLibCall, EntrySite: 6, ExitSite: 7,
 			Entry: rec{}.int(1).str("a"), Exit: rec{}.int(0)},
 		{StartNs: 3, EndNs: 4, RootStartNs: 3, PID: 7, TID: 8, Def: defQuery, EntrySite: 4, ExitSite: 5,
@@ -262,11 +262,11 @@ func TestExecutableFollowsImages(t *testing.T) {
 		return paths[image]
 	}
 	b := NewBuilder(s)
-	span := func(image event.Image) event.Span {
-		return event.Span{StartNs: 1, EndNs: 2, RootStartNs: 1, PID: 7, TID: 7, Def: defLibCall, EntrySite: 6, ExitSite: 7,
+	span := func(image event.Image) event.SpanRecord {
+		return event.SpanRecord{StartNs: 1, EndNs: 2, RootStartNs: 1, PID: 7, TID: 7, Def: defLibCall, EntrySite: 6, ExitSite: 7,
 			Image: image, Entry: rec{}.int(1).str("a"), Exit: rec{}.int(0)}
 	}
-	td := b.Build([]event.Span{span(event.Image{StartNs: 10}), span(event.Image{StartNs: 10, ExecID: 1}), span(event.Image{StartNs: 99}), span(event.Image{StartNs: 10})})
+	td := b.Build([]event.SpanRecord{span(event.Image{StartNs: 10}), span(event.Image{StartNs: 10, ExecID: 1}), span(event.Image{StartNs: 99}), span(event.Image{StartNs: 10})})
 	require.Equal(t, 3, td.ResourceSpans().Len())
 	var got []string
 	for i := range td.ResourceSpans().Len() {

@@ -92,7 +92,7 @@ const (
 // span definitions, and sites whose fetches cover every Value conversion.
 func goldenPlan() *plan.Plan {
 	return withFiles(&plan.Plan{
-		Targets: []plan.Target{
+		Targets: []plan.PlannedTarget{
 			{Path: testAppPath, ServiceName: "app", Executable: true},
 			{Path: "/usr/lib/libfoo.so.1", ServiceName: "libfoo", Executable: false},
 		},
@@ -106,7 +106,7 @@ func goldenPlan() *plan.Plan {
 			{Target: 1, Ref: "uprobe:foo_call", Kind: config.KindUprobe, Locations: 1},
 			{Target: 1, Ref: "uretprobe:foo_call", Kind: config.KindUretprobe, Locations: 1},
 		},
-		Spans: []plan.Span{
+		Spans: []plan.SpanDef{
 			defRequest: {Target: 0, Name: "request", Entry: 0, Exit: 1},
 			defHandle:  {Target: 0, Name: "handle", Entry: 2, Exit: 3},
 			defQuery:   {Target: 0, Name: "query", Entry: 4, Exit: 5},
@@ -209,11 +209,11 @@ const (
 )
 
 // goldenSpans are the engine's records for goldenPlan, in completion order.
-func goldenSpans() []event.Span {
+func goldenSpans() []event.SpanRecord {
 	handleExit := func(retval uint64) []byte {
 		return rec{}.str("ok\xff\xfe-end").int(retval).bytes(blob16, 16).str("")
 	}
-	return []event.Span{
+	return []event.SpanRecord{
 		evGrandchild: {
 			StartNs: 3000, EndNs: 4000, ParentStartNs: 2000, RootStartNs: 1000,
 			PID: 100, TID: 100, Def: defQuery, EntrySite: 4, ExitSite: 5, Depth: 2,
@@ -340,7 +340,7 @@ func TestBuildGolden(t *testing.T) {
 }
 
 // spanByID finds the output span of each input, by its expected span id.
-func spansByEvent(t *testing.T, b *Builder, td ptrace.Traces, in []event.Span) ([]ptrace.Span, []pcommon.Resource) {
+func spansByEvent(t *testing.T, b *Builder, td ptrace.Traces, in []event.SpanRecord) ([]ptrace.Span, []pcommon.Resource) {
 	t.Helper()
 	byID := map[pcommon.SpanID]ptrace.Span{}
 	resOf := map[pcommon.SpanID]pcommon.Resource{}

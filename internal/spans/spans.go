@@ -1,4 +1,4 @@
-// Package spans turns completed spans from the engine (event.Span) into
+// Package spans turns completed spans from the engine (event.SpanRecord) into
 // OpenTelemetry traces: wall-clock times from one matched clock pair, trace,
 // span and parent ids derived from the thread and the start times of the open
 // spans below, attributes decoded as the plan compiled them, and one resource
@@ -247,7 +247,7 @@ func (b *Builder) finish(sp ptrace.Span, key resourceKey, def uint32, sampled bo
 // (target, process), in order of first appearance. Spans that wait for an
 // enclosing carrier span's trace context stay in the Builder until it
 // arrives (or ContextWait passes); they then leave with a later Build.
-func (b *Builder) Build(in []event.Span) ptrace.Traces {
+func (b *Builder) Build(in []event.SpanRecord) ptrace.Traces {
 	b.Begin(len(in))
 	for i := range in {
 		b.Add(&in[i])
@@ -258,7 +258,7 @@ func (b *Builder) Build(in []event.Span) ptrace.Traces {
 // Add converts one span into the output started by Begin, or holds it for
 // the trace context of an enclosing carrier span. It keeps no reference to
 // ev or its values: they may be reused once it returns.
-func (b *Builder) Add(ev *event.Span) {
+func (b *Builder) Add(ev *event.SpanRecord) {
 	def := &b.s.Plan.Spans[ev.Def]
 	key := resourceKey{b.s.Plan.Sites[ev.EntrySite].File, ev.PID, ev.Image}
 	if b.expect > 0 {
@@ -332,7 +332,7 @@ var spanKinds = [...]ptrace.SpanKind{
 
 // span fills sp from ev with the derived ids and returns the trace context
 // its carrier holds, if the definition has one.
-func (b *Builder) span(sp ptrace.Span, ev *event.Span, def *plan.Span) (traceContext, Outcome) {
+func (b *Builder) span(sp ptrace.Span, ev *event.SpanRecord, def *plan.SpanDef) (traceContext, Outcome) {
 	sp.SetName(def.Name)
 	kind := ptrace.SpanKindInternal
 	if int(def.Kind) < len(spanKinds) && def.Kind != 0 {
@@ -620,7 +620,7 @@ func fmix(h uint64) uint64 {
 }
 
 // ownerOf returns what paired a span: its goroutine, or its thread.
-func ownerOf(ev *event.Span) uint64 {
+func ownerOf(ev *event.SpanRecord) uint64 {
 	if ev.Owner != 0 {
 		return ev.Owner
 	}

@@ -157,7 +157,7 @@ type Tracer struct {
 
 	// The record Read passes on, reused: passing a new one through the
 	// Records interface would allocate it.
-	ev   event.Span
+	ev   event.SpanRecord
 	proc event.Process
 }
 
@@ -868,7 +868,7 @@ type Records interface {
 	// Span is a completed span. ev and the bytes of its Entry and Exit
 	// belong to the Tracer and the ring buffer: they are valid only
 	// during the call.
-	Span(ev *event.Span)
+	Span(ev *event.SpanRecord)
 	// Process is a process event; p is valid only during the call.
 	Process(p *event.Process)
 }
@@ -902,7 +902,7 @@ func (t *Tracer) Read(max int, h Records) (n, malformed int) {
 			malformed++
 			return
 		}
-		t.ev = event.Span{
+		t.ev = event.SpanRecord{
 			StartNs:        r.StartNs,
 			EndNs:          r.EndNs,
 			ParentStartNs:  r.ParentStartNs,
@@ -1074,7 +1074,7 @@ func (t *Tracer) Drain(batch *event.Batch, max int) (n, malformed int) {
 // batchRecords copies records into a Batch.
 type batchRecords struct{ b *event.Batch }
 
-func (r batchRecords) Span(ev *event.Span) {
+func (r batchRecords) Span(ev *event.SpanRecord) {
 	s := *ev
 	s.Entry, s.Exit = r.b.Copy(ev.Entry), r.b.Copy(ev.Exit)
 	r.b.Spans = append(r.b.Spans, s)

@@ -38,9 +38,9 @@ func openDemo(t *testing.T, targets []config.Target, perLocation ...bool) (*Trac
 	return tr, pl
 }
 
-func drainAll(t *testing.T, tr *Tracer) []event.Span {
+func drainAll(t *testing.T, tr *Tracer) []event.SpanRecord {
 	t.Helper()
-	var out []event.Span
+	var out []event.SpanRecord
 	var b event.Batch
 	for {
 		b.Reset()
@@ -185,7 +185,7 @@ func TestOverflow(t *testing.T) {
 	assert.Zero(t, sc.Abandoned)
 	spans := drainAll(t, tr)
 	require.Len(t, spans, bpfobj.MaxDepth+3)
-	byStart := map[uint64]event.Span{}
+	byStart := map[uint64]event.SpanRecord{}
 	for _, s := range spans {
 		byStart[s.StartNs] = s
 	}
