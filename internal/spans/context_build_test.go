@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
@@ -1141,7 +1142,7 @@ func TestContextWaitingSurvivesBatchReuse(t *testing.T) {
 	plan := ctxPlan(t)
 	b := NewBuilder(ctxSettings(plan, newClock()))
 	h := th{10, 11}
-	var batch event.Batch
+	var batch testutil.Batch
 	w := h.ev(cdRPCRaw, 200, 300, 100, 100, 0, nil, nil)
 	// A binary-carrier span nested in a text carrier: it waits only if it
 	// has no context itself; give it none (failed ids) and a method.

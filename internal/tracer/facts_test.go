@@ -119,10 +119,10 @@ func TestProcessRecordsCarryCgroups(t *testing.T) {
 	pid := uint32(cmd.Process.Pid)
 
 	var got []event.Process
-	var b event.Batch
+	var b testutil.Batch
 	for {
 		b.Reset()
-		n, malformed := tr.Drain(&b, 1000)
+		n, malformed := tr.Read(1000, &b)
 		require.Zero(t, malformed)
 		for _, p := range b.Processes {
 			if p.PID == pid {

@@ -51,7 +51,7 @@ type Options struct {
 	// DefaultMaxProcessHits); beyond it, hits count without a process.
 	MaxProcessHits int
 	// SendExecs makes every exec on the host send a process record
-	// (Drain's batch.Processes), for finding targets' files in processes
+	// (Read's Records.Process), for finding targets' files in processes
 	// that start. Targets with a process selector send them anyway.
 	SendExecs bool
 	// ProbeControl groups links by probe, so that SetProbeAttached can
@@ -125,7 +125,7 @@ func (e *AttachError) Unwrap() []error {
 }
 
 // Tracer owns the loaded engine, its links and its ring buffer reader. Its
-// methods are for one goroutine at a time, the plan's owner (Drain, Stats
+// methods are for one goroutine at a time, the plan's owner (Read, Stats
 // and the process methods may run beside each other); SetProbeAttached,
 // ProbeHits and ProgramRuns may run beside the plan's owner too.
 type Tracer struct {
@@ -1062,25 +1062,6 @@ func (t *Tracer) Buffered() int {
 // smallestRecord is the size in the ring of its smallest record, header
 // included.
 const smallestRecord = ringHeaderSize + min(bpfobj.RecordTrailerSize, bpfobj.ProcessTrailerSize)
-
-// Drain moves up to max records from the ring buffer into batch (spans and
-// process events, their values copied into the batch's memory) and returns
-// how many records it read (as Read) and how many were malformed (counted,
-// skipped). Only one goroutine may drain.
-func (t *Tracer) Drain(batch *event.Batch, max int) (n, malformed int) {
-	return t.Read(max, batchRecords{batch})
-}
-
-// batchRecords copies records into a Batch.
-type batchRecords struct{ b *event.Batch }
-
-func (r batchRecords) Span(ev *event.SpanRecord) {
-	s := *ev
-	s.Entry, s.Exit = r.b.Copy(ev.Entry), r.b.Copy(ev.Exit)
-	r.b.Spans = append(r.b.Spans, s)
-}
-
-func (r batchRecords) Process(p *event.Process) { r.b.Processes = append(r.b.Processes, *p) }
 
 // SetProcess tells the engine which chosen targets (by ChosenBit) process
 // pid belongs to, for the image that started at startNs, and that it is no

@@ -41,10 +41,10 @@ func openDemo(t *testing.T, targets []config.Target, perLocation ...bool) (*Trac
 func drainAll(t *testing.T, tr *Tracer) []event.SpanRecord {
 	t.Helper()
 	var out []event.SpanRecord
-	var b event.Batch
+	var b testutil.Batch
 	for {
 		b.Reset()
-		n, malformed := tr.Drain(&b, 1000)
+		n, malformed := tr.Read(1000, &b)
 		require.Zero(t, malformed)
 		for _, s := range b.Spans {
 			s.Entry = append([]byte(nil), s.Entry...)

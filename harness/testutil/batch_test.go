@@ -1,4 +1,4 @@
-package event
+package testutil
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/otel-uprobe/uprobereceiver/internal/event"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -135,7 +136,7 @@ func TestCopyLargerThanChunk(t *testing.T) {
 
 func TestResetEmpties(t *testing.T) {
 	var b Batch
-	b.Spans = append(b.Spans, SpanRecord{StartNs: 1, Entry: b.Copy([]byte{1, 2, 3})})
+	b.Spans = append(b.Spans, event.SpanRecord{StartNs: 1, Entry: b.Copy([]byte{1, 2, 3})})
 	b.Copy(record(0, arenaChunk))
 	chunks := len(b.chunks)
 	b.Reset()
@@ -156,7 +157,7 @@ func fill(b *Batch, recs [][]byte) {
 	for i, r := range recs {
 		data := b.Copy(r)
 		n := len(data) / 2
-		b.Spans = append(b.Spans, SpanRecord{
+		b.Spans = append(b.Spans, event.SpanRecord{
 			StartNs: uint64(i), PID: 1, TID: 1,
 			Entry: data[:n:n], Exit: data[n:],
 		})
