@@ -126,14 +126,15 @@ func goTool() string {
 var crossGoEnv = []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=arm64"}
 
 // TestBinaries builds the test binary of every package with
-// CGO_ENABLED=0 GOARCH=arm64 go test -c, in one go command, and returns
-// their paths in package order.
+// CGO_ENABLED=0 GOARCH=arm64 go test -c -tags e2e (the end-to-end suites
+// under harness/e2e build their tests only with that tag), in one go
+// command, and returns their paths in package order.
 func (b Builder) TestBinaries(ctx context.Context, pkgs []Package) ([]string, error) {
 	dir := filepath.Join(b.WorkDir, "tests")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	args := []string{"test", "-c", "-o", dir + string(filepath.Separator)}
+	args := []string{"test", "-c", "-tags", "e2e", "-o", dir + string(filepath.Separator)}
 	seen := map[string]string{}
 	var bins []string
 	for _, p := range pkgs {

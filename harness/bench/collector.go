@@ -14,9 +14,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	uprobereceiver "github.com/otel-uprobe/uprobereceiver/receiver"
 )
 
@@ -138,11 +138,10 @@ func floorConfig(rate int, flushInterval, pprofAddr string, promPort int) string
 // collectorProc is a running distro.
 type collectorProc struct {
 	receiver string // whose accepted spans count
-	cmd      *exec.Cmd
+	col      *testutil.Collector
 	pid      int
 	pprof    string // host:port of the pprof extension
 	promPort int
-	done     chan struct{}
 }
 
 func freePort() (int, error) {
@@ -172,50 +171,23 @@ func startCollector(distro, dir, cfgName, receiver string, cpu int, cfg func(ppr
 	if err != nil {
 		return nil, err
 	}
-	c := &collectorProc{receiver: receiver, pprof: fmt.Sprintf("127.0.0.1:%d", pp), promPort: prom, done: make(chan struct{})}
+	c := &collectorProc{receiver: receiver, pprof: fmt.Sprintf("127.0.0.1:%d", pp), promPort: prom}
 	path := filepath.Join(dir, cfgName)
 	if err := os.WriteFile(path, []byte(cfg(c.pprof, prom)), 0o644); err != nil {
 		return nil, err
 	}
 	args := pinned(cpu, distro, "--config", path)
-	c.cmd = exec.Command(args[0], args[1:]...)
-	c.cmd.Env = runtimeDefaults()
-	stderr, err := c.cmd.StderrPipe()
-	if err != nil {
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = runtimeDefaults()
+	if c.col, err = testutil.RunCollector(cmd); err != nil {
 		return nil, err
 	}
-	if err := c.cmd.Start(); err != nil {
-		return nil, err
-	}
-	c.pid = c.cmd.Process.Pid
-	ready := make(chan struct{})
-	var once sync.Once
-	go func() {
-		defer close(c.done)
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() { // the debug exporter logs a line per batch: keep reading
-			if strings.Contains(sc.Text(), "Everything is ready") {
-				once.Do(func() { close(ready) })
-			}
-		}
-	}()
-	select {
-	case <-ready:
-		return c, nil
-	case <-c.done:
-		_ = c.cmd.Wait()
-		return nil, errors.New("collector exited before it was ready")
-	case <-time.After(60 * time.Second):
-		c.stop()
-		return nil, errors.New("collector not ready within 60s")
-	}
+	c.pid = c.col.PID()
+	return c, nil
 }
 
 func (c *collectorProc) stop() {
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	<-c.done
-	_ = c.cmd.Wait()
+	_ = c.col.Stop(time.Minute)
 }
 
 // usage is a process's CPU time (every thread, from its scheduler

@@ -23,7 +23,6 @@ import (
 	"runtime/pprof"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -778,37 +777,18 @@ service:
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return err
 	}
-	cmd := exec.Command(s.distro, "--config", cfgPath)
-	stderr, err := cmd.StderrPipe()
+	col, err := testutil.RunCollector(exec.Command(s.distro, "--config", cfgPath))
 	if err != nil {
 		return err
 	}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
-	ready := make(chan struct{})
-	var once sync.Once
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "Everything is ready") {
-				once.Do(func() { close(ready) })
-			}
-		}
-	}()
-	select {
-	case <-ready:
-	case <-time.After(60 * time.Second):
-		return errors.New("collector not ready within 60s")
-	}
+	defer func() { _ = col.Stop(time.Minute) }()
 
 	w, err := startWorkload(workloadPath)
 	if err != nil {
 		return err
 	}
 	defer w.stop()
-	m := &Memory{Seconds: s.memSeconds, RSSStartMiB: rssMiB(cmd.Process.Pid)}
+	m := &Memory{Seconds: s.memSeconds, RSSStartMiB: rssMiB(col.PID())}
 	type paced struct {
 		calls int64
 		err   error
@@ -823,7 +803,7 @@ service:
 	for {
 		select {
 		case <-tick.C:
-			v := rssMiB(cmd.Process.Pid)
+			v := rssMiB(col.PID())
 			m.SamplesMiB = append(m.SamplesMiB, v)
 			m.RSSPeakMiB = max(m.RSSPeakMiB, v)
 			if len(m.SamplesMiB) == min(5, s.memSeconds) {
@@ -834,7 +814,7 @@ service:
 				return p.err
 			}
 			m.Spans = p.calls
-			m.RSSEndMiB = rssMiB(cmd.Process.Pid)
+			m.RSSEndMiB = rssMiB(col.PID())
 			res.Memory = m
 			fmt.Fprintf(os.Stderr, "memory: %d spans in %ds, RSS start %.1f warm %.1f peak %.1f end %.1f MiB\n",
 				m.Spans, m.Seconds, m.RSSStartMiB, m.RSSWarmMiB, m.RSSPeakMiB, m.RSSEndMiB)

@@ -143,7 +143,7 @@ func run(s settings) (_ *Result, err error) {
 	}
 	p, ok := sink.Wait(hitCost, map[string]string{"site.class": "emulated"}, 10*time.Second, func(budgetrun.Point) bool { return true })
 	res.Calibration = calibrationLine(col.Log())
-	if err := errors.Join(col.Stop(), sink.Close()); err != nil {
+	if err := errors.Join(col.Stop(30*time.Second), sink.Close()); err != nil {
 		return nil, err
 	}
 	if !ok {
@@ -182,14 +182,14 @@ func runOne(s settings, hot *budgetrun.Hot, dir, path string, rate int64, name s
 		return r, err
 	}
 	defer sink.Close()
-	var col *budgetrun.Collector
+	var col *testutil.Collector
 	if probed {
 		if col, err = budgetrun.StartCollector(s.distro, dir, budgetrun.Config(path, budget, sink.Addr)); err != nil {
 			return r, err
 		}
 		defer func() {
 			if col != nil {
-				err = errors.Join(err, col.Stop())
+				err = errors.Join(err, col.Stop(30*time.Second))
 			}
 		}()
 	}
@@ -216,7 +216,7 @@ func runOne(s settings, hot *budgetrun.Hot, dir, path string, rate int64, name s
 	if col == nil {
 		return r, nil
 	}
-	err = col.Stop()
+	err = col.Stop(30 * time.Second)
 	col = nil
 	if err != nil {
 		return r, err

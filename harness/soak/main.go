@@ -36,7 +36,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -188,18 +187,11 @@ func run(s settings) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	col := exec.Command(s.distro, "--config", cfgPath)
-	stderr, err := col.StderrPipe()
+	col, err := testutil.RunCollector(exec.Command(s.distro, "--config", cfgPath))
 	if err != nil {
 		return nil, err
 	}
-	if err := col.Start(); err != nil {
-		return nil, fmt.Errorf("starting the collector: %w", err)
-	}
-	defer func() { _ = col.Process.Signal(syscall.SIGTERM); _ = col.Wait() }()
-	if err := waitReady(stderr); err != nil {
-		return nil, err
-	}
+	defer func() { _ = col.Stop(time.Minute) }()
 	goStates, err := newMapsSince(before, "go_states")
 	if err != nil {
 		return nil, err
@@ -228,9 +220,9 @@ func run(s settings) (*Result, error) {
 		return Sample{
 			Seconds:    time.Since(start).Seconds(),
 			Spans:      sk.spans.Load(),
-			RSSMiB:     rssMiB(col.Process.Pid),
+			RSSMiB:     rssMiB(col.PID()),
 			Goroutines: goroutines(pprofAddr),
-			FDs:        fds(col.Process.Pid),
+			FDs:        fds(col.PID()),
 			GoStates:   entries(goStates),
 			Load:       loadAverage(),
 		}
@@ -253,8 +245,7 @@ func run(s settings) (*Result, error) {
 	res.Seconds = time.Since(start).Seconds()
 	res.Processes, res.Threads = processes.Load(), threads.Load()
 	// Stop the collector: it drains the ring and sends its last metrics.
-	_ = col.Process.Signal(syscall.SIGTERM)
-	_ = col.Wait()
+	_ = col.Stop(time.Minute)
 	var errs []error
 	res.End = res.Samples[len(res.Samples)-1]
 	res.Delivered = sk.spans.Load()
@@ -658,34 +649,6 @@ func growth(samples []Sample) (Sample, []string) {
 	check("file descriptors", func(s Sample) float64 { return float64(s.FDs) }, func(x, y float64) bool { return y > x+5 })
 	check("goroutine states", func(s Sample) float64 { return float64(s.GoStates) }, func(x, y float64) bool { return y > x+64 })
 	return warm, out
-}
-
-func waitReady(stderr io.Reader) error {
-	ready := make(chan struct{})
-	var log strings.Builder
-	var mu sync.Mutex
-	go func() {
-		var once sync.Once
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			mu.Lock()
-			if log.Len() < 1<<16 {
-				log.WriteString(sc.Text() + "\n")
-			}
-			mu.Unlock()
-			if strings.Contains(sc.Text(), "Everything is ready") {
-				once.Do(func() { close(ready) })
-			}
-		}
-	}()
-	select {
-	case <-ready:
-		return nil
-	case <-time.After(time.Minute):
-		mu.Lock()
-		defer mu.Unlock()
-		return fmt.Errorf("collector not ready within a minute:\n%s", log.String())
-	}
 }
 
 func freePort() (string, error) {

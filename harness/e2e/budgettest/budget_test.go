@@ -1,3 +1,5 @@
+//go:build e2e
+
 // Package budgettest holds the overhead budget's privileged test: the
 // collector distribution built by make build (otelcol-uprobe) traces a
 // program whose probed function would cost half a CPU, under
@@ -109,7 +111,7 @@ func TestOverheadBudget(t *testing.T) {
 	time.Sleep(3 * time.Second) // fully attached for a while: every call counted
 	calls, err := hot.Stop()
 	require.NoError(t, err)
-	require.NoError(t, col.Stop(), "the collector stops cleanly")
+	require.NoError(t, col.Stop(30*time.Second), "the collector stops cleanly")
 
 	unprobed := (before + after) / 2
 	t.Logf("unprobed speed: %.3g work/CPU-s before the overload, %.3g after (%.1f%% apart)", before, after, 100*math.Abs(after-before)/unprobed)

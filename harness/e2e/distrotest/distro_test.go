@@ -1,3 +1,5 @@
+//go:build e2e
+
 // Package distrotest runs the collector distribution built by make build
 // (otelcol-uprobe) against the demo program and checks what it exports over
 // OTLP/HTTP. make test-distro runs it with OTELCOL_UPROBE_BIN set.
