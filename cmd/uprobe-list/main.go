@@ -42,7 +42,6 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/glob"
 	"github.com/otel-uprobe/uprobereceiver/internal/planner"
 	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
-	"github.com/otel-uprobe/uprobereceiver/internal/tracer"
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
 )
 
@@ -87,7 +86,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	// The kernel's behaviour decides classes and where USDT probes go, as
 	// in the receiver.
-	opts := planner.Options{DebugDirs: debugDirs, OptimizedUprobes: tracer.HaveOptimizedUprobes(), ARM64StepsNop: tracer.ARM64StepsNop()}
+	optimizedUprobes, arm64StepsNop := runningKernel()
+	opts := planner.Options{DebugDirs: debugDirs, OptimizedUprobes: optimizedUprobes, ARM64StepsNop: arm64StepsNop}
 	switch *optimized {
 	case "auto":
 	case "yes":

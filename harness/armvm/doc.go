@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package armvm runs tests on an arm64 Linux kernel without arm64 hardware:
 // it boots the kernel in qemu-system-aarch64 (TCG emulation) with an
 // initramfs that holds busybox, cross-built Go test binaries and fixtures,

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command bench holds the uprobe receiver to the kernel's own cost floor. In
 // one run it measures, side by side and as ratios: the nanoseconds a probe
 // adds per hit (no probe, a bare counting uprobe, the receiver's count-only

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command budgetbench shows what an overhead budget does to a traced
 // program over time: testdata/budget/hot.c, on one CPU, calls a function
 // at a rate that would cost half a CPU if every call were probed, and its

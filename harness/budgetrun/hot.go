@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package budgetrun runs testdata/budget/hot.c under the collector
 // distribution, for the overhead budget's privileged test
 // (harness/e2e/budgettest) and its benchmark (harness/budgetbench): it

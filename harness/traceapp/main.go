@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command traceapp is the instrumented application of the end-to-end tests:
 // a stand-in for a server that handles one request with the OpenTelemetry Go
 // SDK and hands the request's trace context to the program it drives, the

@@ -257,7 +257,7 @@ func (p *pathParser) index() (int64, error) {
 		return 0, p.errAt(start, fmt.Sprintf("bad index %q", s))
 	}
 	if n > MaxIndex {
-		return 0, p.errAt(start, fmt.Sprintf("index over %d", MaxIndex))
+		return 0, p.errAt(start, fmt.Sprintf("index over %d", int64(MaxIndex)))
 	}
 	return int64(n), nil
 }

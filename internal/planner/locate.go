@@ -9,8 +9,6 @@ import (
 	"strings"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 )
@@ -246,11 +244,16 @@ func (l HostLocator) sameRoot(root *procfs.Dir) bool {
 	if l.FS.Root != "" && l.FS.Root != "/" {
 		return false
 	}
-	var theirs, own unix.Stat_t
-	if unix.Fstat(root.Fd(), &theirs) != nil || unix.Stat("/", &own) != nil {
+	theirs, err := root.ID()
+	if err != nil {
 		return false
 	}
-	return theirs.Dev == own.Dev && theirs.Ino == own.Ino
+	fi, err := os.Stat("/")
+	if err != nil {
+		return false
+	}
+	own := procfs.IDOf(fi)
+	return own != procfs.FileID{} && theirs == own
 }
 
 // namespaces returns one process of every mount namespace but the

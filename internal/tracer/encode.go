@@ -210,3 +210,10 @@ func sampleThreshold(ratio float64) uint64 {
 	}
 	return uint64(math.Round(ratio * (1 << 32)))
 }
+
+func boolByte(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -843,13 +843,6 @@ func groupAttachments(all []plan.Attachment, byProbe bool) [][]plan.Attachment {
 	return groups
 }
 
-func boolByte(b bool) uint8 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 // eventName makes a probe reference usable as a tracefs event name, which
 // only the fallback for kernels without the uprobe PMU uses.
 func eventName(ref string) string {

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package jaegertest runs a Jaeger v2 binary (built by make jaeger) for the
 // end-to-end tests: Start gives it in-memory storage and free 127.0.0.1
 // ports, Trace and WaitTrace read traces back through its query API, and

@@ -6,7 +6,7 @@ package floor
 
 import "github.com/cilium/ebpf"
 
-//go:generate go tool bpf2go -cc clang-14 -strip llvm-strip-14 -target bpfel -go-package floor -output-stem floor -no-global-types floor ../../../bpf/floor.bpf.c -- -I/usr/include/x86_64-linux-gnu -O2 -g -Wall -Werror -mcpu=v3
+//go:generate go tool bpf2go -cc clang-14 -strip llvm-strip-14 -target bpfel,bpfeb -go-package floor -output-stem floor -no-global-types floor ../../../bpf/floor.bpf.c -- -I/usr/include/x86_64-linux-gnu -O2 -g -Wall -Werror -mcpu=v3
 
 // Names of the floor's program and map in its collection spec.
 const (

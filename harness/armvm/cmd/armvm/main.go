@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command armvm runs Go test binaries on an arm64 Linux kernel in
 // qemu-system-aarch64 (see package harness/armvm) and exits non-zero when
 // a test fails or the VM does not finish in time. make test-arm64 runs it
