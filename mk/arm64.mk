@@ -24,11 +24,13 @@
 # in the environment, which ocb passes to its go build (ocb has no target
 # flag; CGO_ENABLED=0 comes from the config's default).
 
-# The arm64 cross tools are also needed by make test: internal/usdt and
+# The arm64 cross tools are also needed by the unit tests: internal/usdt and
 # internal/insn cross-build fixtures and compare with aarch64 objdump
 # (TestARM64Fixtures, TestCFixtureARM64, TestGoFixtureARM64), and fail
-# without them when CI=true. deps installs them with the other packages.
-APT_PACKAGES += gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils-aarch64-linux-gnu
+# without them when CI=true. deps-test (and deps) install them with the
+# other test packages; test-arm64 installs what it needs itself
+# (armvm.HostPackages).
+TEST_PACKAGES += gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils-aarch64-linux-gnu
 
 ARM64_CACHE     ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/otel-uprobe/arm64
 ARM64_VM_FLAGS  ?=
