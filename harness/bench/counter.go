@@ -9,11 +9,13 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+
 	"github.com/otel-uprobe/uprobereceiver/internal/tracer"
 )
 
 // Counter is a bare counting program attached by itself: the benchmark's
 // floor, the least any uprobe can cost. It owns its program, map and links.
+// It lives with the benchmark, its only user: the collector never links it.
 type Counter struct {
 	coll  *ebpf.Collection
 	hits  *ebpf.Map

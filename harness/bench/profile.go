@@ -63,7 +63,7 @@ var stages = []struct {
 	name  string
 	funcs []string
 }{
-	{"ring reading and copying", []string{"internal/tracer.(*ringReader)", "internal/tracer.(*Tracer).Drain", "internal/event.(*Batch)", "internal/bpfobj.DecodeRecord", "internal/bpfobj.RecordKind", "internal/tracer.(*Tracer).Read", "internal/tracer.(*Tracer).Buffered"}},
+	{"ring reading and copying", []string{"internal/tracer.(*ringReader)", "internal/bpfobj.DecodeRecord", "internal/bpfobj.RecordKind", "internal/tracer.(*Tracer).Read", "internal/tracer.(*Tracer).Buffered"}},
 	{"value decoding", []string{"internal/spans.(*Builder).decode", "internal/spans.(*Builder).siteOps", "internal/spans.(*valueOp)", "internal/spans.compileOps", "internal/spans.putValue", "internal/spans.putInt", "internal/spans.intValue", "internal/spans.valueSize", "internal/spans.(*hidden)", "internal/bpfobj.ValueSize", "internal/bpfobj.IntValue", "internal/bpfobj.StringValue", "internal/spans.extend", "internal/spans.(*arena)"}},
 	{"id derivation", []string{"internal/spans.(*Builder).SpanID", "internal/spans.(*Builder).TraceID", "internal/spans.threadIDs", "internal/spans.mix", "internal/spans.fmix", "internal/spans.nonZero", "internal/spans.ownerOf", "internal/spans.(*Builder).idsOf", "internal/spans.(*Builder).threadIDs"}},
 	{"attributes (pdata)", []string{"pdata/pcommon.Map.", "pdata/pcommon.Value.", "pdata/pcommon.NewValue", "pdata/internal.NewAnyValue", "pdata/internal.NewKeyValue", "pdata/internal.(*AnyValue)", "pdata/internal.(*KeyValue)", "pdata/internal.CopyKeyValue", "pdata/internal.CopyAnyValue"}},

@@ -1,7 +1,8 @@
-// Package floor holds the benchmark's floor: the cheapest useful uprobe
-// program, one per-CPU counter (bpf/floor.bpf.c, bpf2go output committed
-// here). harness/bench attaches it through tracer.OpenCounter, and
-// tracer.Calibrate times probe hits with it when an overhead budget is set.
+// Package floor holds the floor probe: the cheapest useful uprobe program,
+// one per-CPU counter (bpf/floor.bpf.c, bpf2go output committed here).
+// The tracer times probe hits with it (Calibrate, when an overhead budget
+// is set) and runs the uretprobe canary with it; the benchmark
+// (harness/bench) attaches it by itself as the floor of every cost.
 package floor
 
 import "github.com/cilium/ebpf"
