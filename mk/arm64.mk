@@ -3,19 +3,19 @@
 #
 # test-arm64 runs the arm64 suite (armvm.DefaultSuite) on a Debian arm64
 # kernel (bookworm cloud, Linux 6.1) booted in qemu-system-aarch64, see
-# internal/armvm: internal/regs, internal/usdt, internal/insn, internal/armvm's
+# harness/armvm: internal/regs, internal/usdt, internal/insn, harness/armvm's
 # uprobe smoke tests, the engine's layout (internal/bpfobj), every
 # internal/tracer test (the arm64 engine in the kernel, per-location
 # uprobes: 6.1 has no uprobe_multi), the receiver's end-to-end tests
 # (armvm.ReceiverTests) and the arm64 collector distribution against the
-# demo (internal/distrotest). It builds the distribution first
+# demo (harness/e2e/distrotest). It builds the distribution first
 # (build-arm64), installs qemu-system-arm and the arm64 cross tools when
 # missing (as root), downloads the kernel and busybox-static:arm64 with apt
 # once into $(ARM64_CACHE), cross-builds the test binaries and fixtures
 # (the demo with the arm64 C library, Go programs, static C programs), and
 # fails when a test fails or the VM does not power off within the timeout.
 # CI=true is passed into the VM. A warm run takes three to four minutes on two
-# cores. ARM64_VM_FLAGS adds flags of internal/armvm/cmd/armvm (-smp,
+# cores. ARM64_VM_FLAGS adds flags of harness/armvm/cmd/armvm (-smp,
 # -timeout, -keep, -refresh, -run with packages).
 #
 # build-arm64 builds the collector distribution for linux/arm64 into
@@ -24,11 +24,13 @@
 # in the environment, which ocb passes to its go build (ocb has no target
 # flag; CGO_ENABLED=0 comes from the config's default).
 
-# The arm64 cross tools are also needed by make test: internal/usdt and
+# The arm64 cross tools are also needed by the unit tests: internal/usdt and
 # internal/insn cross-build fixtures and compare with aarch64 objdump
 # (TestARM64Fixtures, TestCFixtureARM64, TestGoFixtureARM64), and fail
-# without them when CI=true. deps installs them with the other packages.
-APT_PACKAGES += gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils-aarch64-linux-gnu
+# without them when CI=true. deps-test (and deps) install them with the
+# other test packages; test-arm64 installs what it needs itself
+# (armvm.HostPackages).
+TEST_PACKAGES += gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils-aarch64-linux-gnu
 
 ARM64_CACHE     ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/otel-uprobe/arm64
 ARM64_VM_FLAGS  ?=
@@ -39,7 +41,7 @@ OCB             := $(BUILD_DIR)/tools/ocb-$(OCB_VERSION)
 .PHONY: test-arm64 build-arm64
 
 test-arm64: build-arm64
-	env -u GOOS -u GOARCH $(GO) run ./internal/armvm/cmd/armvm -cache $(ARM64_CACHE) -distro $(abspath $(ARM64_DISTRO)) $(ARM64_VM_FLAGS)
+	env -u GOOS -u GOARCH $(GO) run ./harness/armvm/cmd/armvm -cache $(ARM64_CACHE) -distro $(abspath $(ARM64_DISTRO)) $(ARM64_VM_FLAGS)
 
 build-arm64: $(ARM64_DISTRO)
 

@@ -1,3 +1,5 @@
+//go:build linux && (amd64 || arm64)
+
 package receiver
 
 import (
@@ -14,7 +16,7 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/budget"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 	"github.com/otel-uprobe/uprobereceiver/internal/tracer"
 	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadata"
 )
@@ -37,8 +39,8 @@ type overheadBudget struct {
 
 	mu        sync.Mutex // guards legs (set by the drain goroutine)
 	legs      [][]budget.Leg
-	programNs map[target.Program]float64
-	lastRuns  map[target.Program]tracer.ProgramRun
+	programNs map[plan.Program]float64
+	lastRuns  map[plan.Program]tracer.ProgramRun
 	statsOn   bool
 
 	// switching holds each group while it is being switched: a detach
@@ -50,7 +52,7 @@ type overheadBudget struct {
 
 // newOverheadBudget calibrates the cost of a hit and makes the controller
 // for the probes of plan, all attached now.
-func newOverheadBudget(log *zap.Logger, tr *tracer.Tracer, plan *target.Plan, fraction float64) (*overheadBudget, error) {
+func newOverheadBudget(log *zap.Logger, tr *tracer.Tracer, pl *plan.Plan, fraction float64) (*overheadBudget, error) {
 	cal, err := tr.Calibrate()
 	if err != nil {
 		return nil, fmt.Errorf("overhead_budget: calibrating what a probe hit costs: %w", err)
@@ -66,10 +68,10 @@ func newOverheadBudget(log *zap.Logger, tr *tracer.Tracer, plan *target.Plan, fr
 		log:       log,
 		tr:        tr,
 		cal:       cal,
-		groups:    budget.Groups(plan),
-		programNs: map[target.Program]float64{},
+		groups:    budget.Groups(pl),
+		programNs: map[plan.Program]float64{},
 	}
-	b.legs = budget.Legs(plan, b.groups)
+	b.legs = budget.Legs(pl, b.groups)
 	b.switching = make([]sync.Mutex, len(b.groups))
 	b.lastRuns, b.statsOn, _ = tr.ProgramRuns()
 	b.ctl, err = budget.New(budget.Settings{
@@ -185,7 +187,7 @@ func (b *overheadBudget) measurePrograms() {
 
 // setPlan takes the legs of a plan that gained files; the plan's owner
 // calls it.
-func (b *overheadBudget) setPlan(plan *target.Plan) {
+func (b *overheadBudget) setPlan(plan *plan.Plan) {
 	legs := budget.Legs(plan, b.groups)
 	b.mu.Lock()
 	b.legs = legs
@@ -203,7 +205,7 @@ func (b *overheadBudget) stop() {
 func (b *overheadBudget) missed(p int) float64 { return b.ctl.Missed(p) }
 
 // register reports the budget's state through self-telemetry.
-func (b *overheadBudget) register(tel *metadata.TelemetryBuilder, plan *target.Plan) error {
+func (b *overheadBudget) register(tel *metadata.TelemetryBuilder, plan *plan.Plan) error {
 	refs := make([]metric.ObserveOption, len(plan.Probes))
 	for i, p := range plan.Probes {
 		refs[i] = metric.WithAttributes(attribute.String("probe.name", p.Ref))

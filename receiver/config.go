@@ -12,7 +12,7 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
+	"github.com/otel-uprobe/uprobereceiver/internal/planner"
 	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadata"
 )
 
@@ -118,7 +118,7 @@ const hazardUretprobeSeccomp = "uretprobe_seccomp"
 
 // hazardUretprobeUnwind is the hazard of kernel return probes on functions
 // an exception may unwind through.
-const hazardUretprobeUnwind = target.HazardUretprobeUnwind
+const hazardUretprobeUnwind = planner.HazardUretprobeUnwind
 
 // kernelHazards are the names accept_kernel_hazards takes.
 var kernelHazards = []string{hazardUretprobeSeccomp, hazardUretprobeUnwind}
@@ -126,8 +126,8 @@ var kernelHazards = []string{hazardUretprobeSeccomp, hazardUretprobeUnwind}
 func createDefaultConfig() *Config {
 	return &Config{
 		MaxDebuginfoBytes:    debuginfo.DefaultMaxBytes,
-		MaxSitesPerProbe:     target.DefaultMaxSitesPerProbe,
-		MaxSitesPerFile:      target.DefaultMaxSitesPerFile,
+		MaxSitesPerProbe:     planner.DefaultMaxSitesPerProbe,
+		MaxSitesPerFile:      planner.DefaultMaxSitesPerFile,
 		MetricsBuilderConfig: metadata.DefaultMetricsBuilderConfig(),
 		FlushInterval:        defaultFlushInterval,
 		CollectionInterval:   defaultCollectionInterval,

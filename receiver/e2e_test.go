@@ -17,10 +17,10 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil/testconfig"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil/testconfig"
 	"github.com/otel-uprobe/uprobereceiver/internal/tracer"
 	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadatatest"
 )

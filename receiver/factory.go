@@ -1,20 +1,17 @@
 package receiver
 
 import (
-	"context"
-
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/receiver"
 
 	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadata"
 )
 
-// receivers holds the one instance of each configuration, shared by the
-// traces and the metrics pipelines.
-var receivers = newSharedInstances()
-
-// NewFactory returns the factory of the uprobe receiver.
+// NewFactory returns the factory of the uprobe receiver. It builds on
+// every platform the collector ships, so that a distribution for several
+// can include it; the receiver runs on Linux on x86-64 and arm64
+// (factory_linux.go), and elsewhere its Start refuses with a sentence
+// saying so (factory_others.go).
 func NewFactory() receiver.Factory {
 	return receiver.NewFactory(
 		metadata.Type,
@@ -22,22 +19,4 @@ func NewFactory() receiver.Factory {
 		receiver.WithTraces(createTraces, metadata.TracesStability),
 		receiver.WithMetrics(createMetrics, metadata.MetricsStability),
 	)
-}
-
-func createTraces(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Traces) (receiver.Traces, error) {
-	r, err := receivers.get(cfg.(*Config), set)
-	if err != nil {
-		return nil, err
-	}
-	r.setTraces(next)
-	return r, nil
-}
-
-func createMetrics(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Metrics) (receiver.Metrics, error) {
-	r, err := receivers.get(cfg.(*Config), set)
-	if err != nil {
-		return nil, err
-	}
-	r.setMetrics(next)
-	return r, nil
 }

@@ -1,3 +1,5 @@
+//go:build linux && (amd64 || arm64)
+
 package receiver
 
 import (
@@ -17,8 +19,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
+	"github.com/otel-uprobe/uprobereceiver/internal/planner"
 	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
 )
 
 // Bounds of the file watcher.
@@ -39,8 +42,8 @@ const (
 
 // fileChange is what the watcher hands the drain goroutine, the plan's owner.
 type fileChange struct {
-	spec   *target.FileSpec // a new file to append and attach
-	detach procfs.FileID    // or a replaced file no process maps any more
+	spec   *plan.FileSpec // a new file to append and attach
+	detach procfs.FileID  // or a replaced file no process maps any more
 	how    string
 }
 
@@ -52,15 +55,15 @@ type fileChange struct {
 // file stays attached until no process maps it.
 type fileWatcher struct {
 	log      *zap.Logger
-	plan     *target.Plan
+	planner  *planner.Planner
 	targets  []config.Target
-	locator  target.HostLocator
+	locator  planner.HostLocator
 	matchers []*procfs.Matcher // by target: the process selector, compiled
 	changes  chan fileChange
 	notify   func()   // after a change is sent; nil for none
 	requests chan int // pids that execed
 	// leftOut says a file could not be read or planned (nil: only logged).
-	leftOut func(ti int, c target.Candidate, err error)
+	leftOut func(ti int, c planner.Candidate, err error)
 
 	ownMounts uint64 // the collector's mount namespace, 0 if unknown
 	ownRoot   string // and its root directory as /proc shows it
@@ -70,7 +73,7 @@ type fileWatcher struct {
 	// planned, with their size and modification time: one is read again
 	// only once it changed (it may have been half written), not at every
 	// exec of a process that has it.
-	failed   map[int]map[target.FileID]bool
+	failed   map[int]map[procfs.FileVersion]bool
 	current  map[string]procfs.FileID // SeenAs path → file attached for it
 	replaced map[procfs.FileID]string // files replaced at their path
 	// stamps holds the identity (with size and modification time) of
@@ -91,13 +94,13 @@ type fileWatcher struct {
 	wg       sync.WaitGroup
 }
 
-func newFileWatcher(log *zap.Logger, plan *target.Plan, targets []config.Target, locator target.HostLocator) *fileWatcher {
+func newFileWatcher(log *zap.Logger, pl *planner.Planner, targets []config.Target, locator planner.HostLocator) *fileWatcher {
 	w := &fileWatcher{
-		log: log, plan: plan, targets: targets, locator: locator,
+		log: log, planner: pl, targets: targets, locator: locator,
 		changes:  make(chan fileChange, 64),
 		requests: make(chan int, maxFileRequests),
 		known:    map[int]map[procfs.FileID]bool{},
-		failed:   map[int]map[target.FileID]bool{},
+		failed:   map[int]map[procfs.FileVersion]bool{},
 		current:  map[string]procfs.FileID{},
 		replaced: map[procfs.FileID]string{},
 		stamps:   map[string]fileStamp{},
@@ -110,13 +113,13 @@ func newFileWatcher(log *zap.Logger, plan *target.Plan, targets []config.Target,
 	w.matchers = make([]*procfs.Matcher, len(targets))
 	for ti, t := range targets {
 		w.known[ti] = map[procfs.FileID]bool{}
-		w.failed[ti] = map[target.FileID]bool{}
+		w.failed[ti] = map[procfs.FileVersion]bool{}
 		if t.Process != nil {
 			w.matchers[ti], _ = t.Process.Compile() // valid: Start compiled it
 		}
 	}
-	for _, f := range plan.Files {
-		id := procfs.FileID{Dev: f.ID.Device, Ino: f.ID.Inode}
+	for _, f := range pl.Files {
+		id := f.ID.FileID
 		w.known[f.Target][id] = true
 		w.current[f.SeenAs] = id
 		w.stamp(f)
@@ -126,13 +129,13 @@ func newFileWatcher(log *zap.Logger, plan *target.Plan, targets []config.Target,
 
 // fileStamp is what an attached file was when it was read.
 type fileStamp struct {
-	id     target.FileID
+	id     procfs.FileVersion
 	target int
 }
 
 // stamp remembers an attached file read at a path of the collector's own
 // view (not through a process's root).
-func (w *fileWatcher) stamp(f target.File) {
+func (w *fileWatcher) stamp(f plan.File) {
 	if !f.ThroughRoot && len(w.stamps) < maxFileRequests {
 		w.stamps[f.Path] = fileStamp{id: f.ID, target: f.Target}
 	}
@@ -155,7 +158,7 @@ func (w *fileWatcher) checkWritten(ctx context.Context, dir string) []int {
 			continue // gone or renamed: the replacement is found by locating
 		}
 		id := procfs.IDOf(fi)
-		if id.Dev != st.id.Device || id.Ino != st.id.Inode {
+		if id != st.id.FileID {
 			continue // another file at the path: an upgrade by rename
 		}
 		if fi.Size() == st.id.Size && fi.ModTime().UnixNano() == st.id.ModTimeNs {
@@ -352,8 +355,8 @@ func (w *fileWatcher) relocate(ctx context.Context, ti int) {
 // consider reads a candidate file of target ti that the receiver has not
 // seen, and hands it on. It takes c: its identity is that of the file the
 // locator opened, and that very file is read and, if it is new, attached.
-func (w *fileWatcher) consider(ctx context.Context, ti int, c target.Candidate) {
-	id := procfs.FileID{Dev: c.ID.Device, Ino: c.ID.Inode}
+func (w *fileWatcher) consider(ctx context.Context, ti int, c planner.Candidate) {
+	id := c.ID.FileID
 	if w.known[ti][id] {
 		c.Close()
 		return
@@ -367,10 +370,10 @@ func (w *fileWatcher) consider(ctx context.Context, ti int, c target.Candidate) 
 	thisDir := filepath.Dir(c.SeenAs)
 	throughRoot := c.ThroughRoot
 	readCtx, cancel := context.WithTimeout(ctx, debuginfodFileBound)
-	spec, err := w.plan.ReadFileContext(readCtx, ti, c)
+	spec, err := w.planner.ReadFileContext(readCtx, ti, c)
 	cancel()
 	switch {
-	case errors.Is(err, target.ErrBuildIDMismatch):
+	case errors.Is(err, planner.ErrBuildIDMismatch):
 		w.log.Warn("File not attached: another build than the target's build_id", zap.String("path", c.Path), zap.Error(err))
 		w.send(ctx, fileChange{how: "refused"})
 		return
@@ -471,7 +474,7 @@ func (w *fileWatcher) watchDirs() {
 	// wake every so often to look at ctx.
 	w.inotifyFile = os.NewFile(uintptr(fd), "inotify")
 	w.events = make(chan int, 256)
-	for _, f := range w.plan.Files {
+	for _, f := range w.planner.Files {
 		if !f.ThroughRoot {
 			w.watchDir(f.Target, filepath.Dir(f.SeenAs))
 		}
@@ -563,7 +566,7 @@ func (w *fileWatcher) readInotify(ctx context.Context) {
 }
 
 // describe names a file change for the log.
-func describe(f target.File) string {
+func describe(f plan.File) string {
 	if f.Path == f.SeenAs {
 		return f.Path
 	}

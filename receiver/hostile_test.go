@@ -22,9 +22,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"golang.org/x/sys/unix"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil/hostile"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil/hostile"
 	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadatatest"
 )
 
@@ -172,7 +172,7 @@ func TestHostileContainerFileAtStart(t *testing.T) {
 			} else {
 				require.Len(t, s.rcv.plan.Files, 1)
 				assert.Equal(t, filepath.Join(dir, "app"), s.rcv.plan.Files[0].Path, "the host's file")
-				require.Len(t, s.rcv.plan.Unplanned, 1)
+				require.Len(t, s.rcv.watcher.planner.Unplanned, 1)
 				assert.Equal(t, map[string]int64{reason: 1}, unplanned(s))
 				require.Len(t, status.recoverable(), 1)
 				assert.Contains(t, status.recoverable()[0], "left out ("+reason+"; the other files are traced)")

@@ -21,9 +21,10 @@ import (
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
+	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadata"
 	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadatatest"
 )
@@ -76,8 +77,8 @@ func TestFileReplacedBeforeAttach(t *testing.T) {
 	s := created(t, []config.Target{{Path: path, Spans: []config.Span{{
 		Name: "work", Function: "work", Attributes: map[string]string{"n": "arg0", "label": "arg1:string"},
 	}}}})
-	var read []target.FileID
-	s.rcv.beforeAttach = func(plan *target.Plan) {
+	var read []procfs.FileVersion
+	s.rcv.beforeAttach = func(plan *plan.Plan) {
 		read = append(read, plan.Files[0].ID)
 		if len(read) == 1 {
 			require.NoError(t, os.Rename(next, path), "a package upgrade: a new inode at the path")

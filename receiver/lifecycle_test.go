@@ -18,9 +18,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadata"
 	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadatatest"
 )
@@ -121,7 +121,7 @@ func TestAttachFailureTelemetry(t *testing.T) {
 	s := created(t, []config.Target{{Path: b.Program, Counters: config.CountersOf("usdt:demo:tick", "uprobe:work")}})
 	st, err := os.Stat(b.Program)
 	require.NoError(t, err)
-	s.rcv.beforeAttach = func(plan *target.Plan) {
+	s.rcv.beforeAttach = func(plan *plan.Plan) {
 		for i := range plan.Attachments {
 			plan.Attachments[i].FileOffset = uint64(st.Size()) + 4096 // the kernel refuses offsets past the file
 			plan.Attachments[i].RefCtrOffset = 0

@@ -1,3 +1,5 @@
+//go:build linux && (amd64 || arm64)
+
 package receiver
 
 import (
@@ -11,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadata"
 )
 
@@ -32,7 +34,7 @@ const (
 // resource per target, cumulative since the receiver started.
 type metricsEmitter struct {
 	mb        *metadata.MetricsBuilder
-	plan      *target.Plan
+	plan      *plan.Plan
 	resources []pcommon.Resource
 	// containers are the resources of a target's hits in one container;
 	// cleared when they outnumber maxContainerSeries.
@@ -46,7 +48,7 @@ type metricsEmitter struct {
 	missed func(probe int) float64
 }
 
-func newMetricsEmitter(cfg metadata.MetricsBuilderConfig, set receiver.Settings, plan *target.Plan, hostName string, start pcommon.Timestamp) *metricsEmitter {
+func newMetricsEmitter(cfg metadata.MetricsBuilderConfig, set receiver.Settings, plan *plan.Plan, hostName string, start pcommon.Timestamp) *metricsEmitter {
 	e := &metricsEmitter{
 		mb:         metadata.NewMetricsBuilder(cfg, set, metadata.WithStartTime(start)),
 		plan:       plan,

@@ -17,26 +17,26 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadata"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
-func metricsPlan() *target.Plan {
-	return &target.Plan{
-		Targets: []target.Target{
+func metricsPlan() *plan.Plan {
+	return &plan.Plan{
+		Targets: []plan.PlannedTarget{
 			{Path: "/usr/bin/app", ServiceName: "app", Executable: true},
 			{Path: "/usr/lib/libx.so", ServiceName: "libx.so"},
 		},
-		Probes: []target.Probe{
+		Probes: []plan.Probe{
 			{Target: 0, Ref: "usdt:app:start", Kind: config.KindUSDT, Locations: 2},
 			{Target: 0, Ref: "usdt:app:done", Kind: config.KindUSDT, Locations: 1},
 			{Target: 0, Ref: "uprobe:tick", Kind: config.KindUprobe, Locations: 1},
 			{Target: 1, Ref: "uprobe:lib", Kind: config.KindUprobe, Locations: 1},
 			{Target: 1, Ref: "uretprobe:lib", Kind: config.KindUretprobe, Locations: 1},
 		},
-		Spans: []target.Span{
+		Spans: []plan.SpanDef{
 			{Target: 0, Name: "request", Entry: 0, Exit: 1},
 			{Target: 1, Name: "lib", Entry: 3, Exit: 4},
 		},
@@ -114,13 +114,13 @@ func TestMetricsWithSumsDisabled(t *testing.T) {
 // A counter's value histogram: kernel bucket 0 (the value 1) is bucket -1
 // of the exponential histogram, kernel bucket i is bucket i-1.
 func TestValueHistogramPoints(t *testing.T) {
-	plan := metricsPlan()
-	plan.Probes = append(plan.Probes, target.Probe{Target: 1, Ref: "uretprobe:lib if retval:s64 != 0", Kind: config.KindUretprobe, Filtered: true})
-	plan.Histograms = []target.Histogram{{Probe: len(plan.Probes) - 1, Expr: "retval:s64"}}
-	e := newMetricsEmitter(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), plan, "", 1)
+	pl := metricsPlan()
+	pl.Probes = append(pl.Probes, plan.Probe{Target: 1, Ref: "uretprobe:lib if retval:s64 != 0", Kind: config.KindUretprobe, Filtered: true})
+	pl.Histograms = []plan.Histogram{{Probe: len(pl.Probes) - 1, Expr: "retval:s64"}}
+	e := newMetricsEmitter(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), pl, "", 1)
 	st := event.Stats{
-		Probes: make([]event.ProbeCounts, len(plan.Probes)),
-		Spans:  make([]event.SpanCounts, len(plan.Spans)),
+		Probes: make([]event.ProbeCounts, len(pl.Probes)),
+		Spans:  make([]event.SpanCounts, len(pl.Spans)),
 		Values: []event.ValueCounts{{
 			Count: 9, Zero: 2, SumLo: 1 + 1 + 4 + 1000 - 1 - 2 - 3,
 			Positive: bucketsWith(map[int]uint64{0: 2, 2: 1, 10: 1}), // 1, 1, 4, 1000

@@ -1,3 +1,5 @@
+//go:build linux && (amd64 || arm64)
+
 package receiver
 
 import (
@@ -9,8 +11,8 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
 	"github.com/otel-uprobe/uprobereceiver/internal/tracer"
 )
 
@@ -39,7 +41,7 @@ const maxDecisions = 1 << 16
 // chosen, dropped otherwise. Only the drain goroutine calls its methods but
 // folded, which collect reads.
 type chooser struct {
-	plan     *target.Plan
+	plan     *plan.Plan
 	engine   engineProcesses
 	fs       procfs.FS
 	matchers []*procfs.Matcher // by target index; nil when no selector
@@ -70,7 +72,7 @@ type chooser struct {
 	undecided uint64
 }
 
-func newChooser(plan *target.Plan, engine engineProcesses, fs procfs.FS) (*chooser, error) {
+func newChooser(plan *plan.Plan, engine engineProcesses, fs procfs.FS) (*chooser, error) {
 	c := &chooser{
 		plan: plan, engine: engine, fs: fs,
 		matchers:  make([]*procfs.Matcher, len(plan.Targets)),
@@ -369,7 +371,7 @@ func (c *chooser) chosen(ti int, mask uint64) bool {
 // process was decided and chose the span's target. known is false when the
 // process's decision is not known (its exec record was lost, or the
 // decisions were dropped for their bound).
-func (c *chooser) keep(ev *event.Span) (keep, known bool) {
+func (c *chooser) keep(ev *event.SpanRecord) (keep, known bool) {
 	if !ev.Pending {
 		return true, true
 	}

@@ -12,10 +12,10 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
 	"github.com/otel-uprobe/uprobereceiver/internal/spans"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 )
 
 // buildHardening builds testdata/hardening (prebuilt in the arm64 VM).

@@ -1,3 +1,5 @@
+//go:build linux && (amd64 || arm64)
+
 package receiver
 
 import (
@@ -29,10 +31,11 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
+	"github.com/otel-uprobe/uprobereceiver/internal/planner"
 	"github.com/otel-uprobe/uprobereceiver/internal/privilege"
 	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 	"github.com/otel-uprobe/uprobereceiver/internal/spans"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
 	"github.com/otel-uprobe/uprobereceiver/internal/tracer"
 	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadata"
 )
@@ -64,7 +67,7 @@ type uprobeReceiver struct {
 	// Seams for tests: beforeAttach runs between resolving the targets and
 	// attaching them; clockOffset measures the CLOCK_MONOTONIC to wall
 	// clock offset; clockEvery is how often the drain loop measures it.
-	beforeAttach func(*target.Plan)
+	beforeAttach func(*plan.Plan)
 	clockOffset  func() (int64, error)
 	clockEvery   time.Duration
 	// drainGate, when set, runs before each drain that has something to
@@ -81,7 +84,7 @@ type uprobeReceiver struct {
 	// byContainer counts hits per container for metrics; the collecting
 	// goroutine's.
 	byContainer *containerCounts
-	plan        *target.Plan
+	plan        *plan.Plan
 	builder     *spans.Builder
 	records     drainRecords
 	emitter     *metricsEmitter
@@ -160,9 +163,9 @@ const (
 func (r *uprobeReceiver) start() error {
 	log := r.set.Logger
 	var (
-		plan *target.Plan
-		tr   *tracer.Tracer
-		err  error
+		pl  *planner.Planner
+		tr  *tracer.Tracer
+		err error
 	)
 	// The receiver's privilege check is the one the Kubernetes manifest
 	// is tested against (internal/privilege): without the attach
@@ -187,7 +190,7 @@ func (r *uprobeReceiver) start() error {
 	// fail, and they are left out or fail Start with that reason).
 	downloads, cancelDownloads := context.WithTimeout(context.Background(), debuginfodStartBound)
 	defer cancelDownloads()
-	locator := target.HostLocator{}
+	locator := planner.HostLocator{}
 	// Every exec is looked at for targets' files (containers of new images,
 	// optional targets), unless every target is one process.
 	for _, t := range r.cfg.Targets {
@@ -203,7 +206,7 @@ func (r *uprobeReceiver) start() error {
 	v1Controller, _ := mounts.PreferredV1()
 	refuseReturns := r.kernelReturnHazard()
 	for attempt := 1; ; attempt++ {
-		plan, err = target.Resolve(r.cfg.Targets, target.Options{
+		pl, err = planner.Resolve(r.cfg.Targets, planner.Options{
 			OptimizedUprobes: tracer.HaveOptimizedUprobes(), ARM64StepsNop: tracer.ARM64StepsNop(),
 			KernelReturnsRefused:  refuseReturns,
 			AcceptUretprobeUnwind: slices.Contains(r.cfg.AcceptKernelHazards, hazardUretprobeUnwind),
@@ -219,21 +222,21 @@ func (r *uprobeReceiver) start() error {
 			return fmt.Errorf("resolving targets: %w", err)
 		}
 		if r.beforeAttach != nil {
-			r.beforeAttach(plan)
+			r.beforeAttach(pl.Plan)
 		}
-		if err := plan.Replaced(); err != nil && attempt < maxResolves {
+		if err := pl.Replaced(); err != nil && attempt < maxResolves {
 			log.Info("A traced file was replaced while it was being read; reading it again", zap.Error(err))
-			plan.Close()
+			pl.Close()
 			continue
 		}
-		tr, err = tracer.Open(plan, tracer.Options{
+		tr, err = tracer.Open(pl.Plan, tracer.Options{
 			RingBufferSize: r.cfg.RingBufferSize, NoRecords: r.traces == nil, MaxGoroutines: r.cfg.MaxGoroutines,
 			SendExecs: r.sendExecs, ProcessFacts: true, Cgroup1Controller: v1Controller,
 			// A budget switches probes one by one and measures programs.
 			ProbeControl: r.cfg.OverheadBudget > 0, ProgramStats: r.cfg.OverheadBudget > 0,
 		})
 		if err != nil {
-			plan.Close() // the files the tracer did not take
+			pl.Close() // the files the tracer did not take
 		}
 		if errors.Is(err, tracer.ErrFileChanged) && attempt < maxResolves {
 			log.Info("A traced file changed while it was being read; reading it again", zap.Error(err))
@@ -259,10 +262,10 @@ func (r *uprobeReceiver) start() error {
 		return errors.Join(fmt.Errorf("reading clocks: %w", err), tr.Close())
 	}
 	if r.cfg.OverheadBudget > 0 {
-		if r.budget, err = newOverheadBudget(log, tr, plan, r.cfg.OverheadBudget); err != nil {
+		if r.budget, err = newOverheadBudget(log, tr, pl.Plan, r.cfg.OverheadBudget); err != nil {
 			return errors.Join(err, tr.Close())
 		}
-		if err := r.budget.register(r.tel, plan); err != nil {
+		if err := r.budget.register(r.tel, pl.Plan); err != nil {
 			return errors.Join(fmt.Errorf("registering budget telemetry: %w", err), tr.Close())
 		}
 	}
@@ -270,8 +273,8 @@ func (r *uprobeReceiver) start() error {
 	var salt [16]byte
 	_, _ = rand.Read(salt[:])
 
-	r.tracer, r.plan = tr, plan
-	if r.chooser, err = newChooser(plan, tr, procfs.FS{}); err != nil {
+	r.tracer, r.plan = tr, pl.Plan
+	if r.chooser, err = newChooser(pl.Plan, tr, procfs.FS{}); err != nil {
 		return errors.Join(err, tr.Close())
 	}
 	if err := r.chooser.chooseRunning(); err != nil {
@@ -280,7 +283,7 @@ func (r *uprobeReceiver) start() error {
 	// process.executable.path is looked up for shared-library targets:
 	// an executable target's is the target's file.
 	needExe := false
-	for _, t := range plan.Targets {
+	for _, t := range pl.Targets {
 		needExe = needExe || !t.Executable
 	}
 	r.ids = newIdentities(procfs.FS{}, mounts, v1Controller, needExe)
@@ -290,7 +293,7 @@ func (r *uprobeReceiver) start() error {
 	}
 	r.byContainer = newContainerCounts(r.ids.identity)
 	r.builder = spans.NewBuilder(spans.Settings{
-		Plan:         plan,
+		Plan:         pl.Plan,
 		WallOffsetNs: offset,
 		Salt:         [2]uint64{binary.LittleEndian.Uint64(salt[:8]), binary.LittleEndian.Uint64(salt[8:])},
 		HostName:     r.hostName,
@@ -299,37 +302,37 @@ func (r *uprobeReceiver) start() error {
 		Executable:   r.ids.Executable,
 		ContainerID:  r.ids.ContainerID,
 	})
-	r.emitter = newMetricsEmitter(r.cfg.MetricsBuilderConfig, r.set, plan, r.hostName, pcommon.NewTimestampFromTime(time.Now()))
+	r.emitter = newMetricsEmitter(r.cfg.MetricsBuilderConfig, r.set, pl.Plan, r.hostName, pcommon.NewTimestampFromTime(time.Now()))
 	if r.budget != nil {
 		r.emitter.missed = r.budget.missed
 	}
 	r.started = true
 
-	for _, f := range plan.Files {
+	for _, f := range pl.Files {
 		if f.DebugInfo != "" {
 			log.Info("Debuginfo read", zap.String("path", f.Path), zap.String("from", f.DebugInfo))
 		}
 	}
-	for _, t := range plan.Targets {
+	for _, t := range pl.Targets {
 		for _, n := range t.Notes {
 			log.Warn("Left out of the plan", zap.String("path", t.Path), zap.String("note", n))
 		}
 	}
-	r.reportLocations(plan, 1)
-	r.reportFiles(plan)
-	for _, u := range plan.Unplanned {
-		r.leftOut(context.Background(), plan.Targets[u.Target].Path, u.Candidate, u.Err)
+	r.reportLocations(pl.Plan, 1)
+	r.reportFiles(pl)
+	for _, u := range pl.Unplanned {
+		r.leftOut(context.Background(), pl.Targets[u.Target].Path, u.Candidate, u.Err)
 	}
-	if len(plan.Unplanned) > 0 {
+	if len(pl.Unplanned) > 0 {
 		// The collector reports the component OK once Start returns: a
 		// file left out at Start is said again at the first collection.
 		r.restatus = r.hosts.lastEvent()
 	}
-	log.Info("Probes attached", zap.Int("targets", len(plan.Targets)), zap.Int("files", len(plan.Files)),
-		zap.Int("probes", len(plan.Probes)), zap.Int("spans", len(plan.Spans)), zap.Int("locations", len(plan.Attachments)))
-	r.watcher = newFileWatcher(log, plan, r.cfg.Targets, locator)
+	log.Info("Probes attached", zap.Int("targets", len(pl.Targets)), zap.Int("files", len(pl.Files)),
+		zap.Int("probes", len(pl.Probes)), zap.Int("spans", len(pl.Spans)), zap.Int("locations", len(pl.Attachments)))
+	r.watcher = newFileWatcher(log, pl, r.cfg.Targets, locator)
 	r.watcher.notify = tr.Interrupt // the drain goroutine may be asleep
-	r.watcher.leftOut = func(ti int, c target.Candidate, err error) {
+	r.watcher.leftOut = func(ti int, c planner.Candidate, err error) {
 		r.leftOut(context.Background(), r.cfg.Targets[ti].Path, c, err)
 	}
 
@@ -435,7 +438,7 @@ func (r *uprobeReceiver) every(ctx context.Context, interval time.Duration, fn f
 
 // reportLocations logs, per probe, where its locations are and how the
 // kernel runs them, and adds sign times their number to self-telemetry.
-func (r *uprobeReceiver) reportLocations(plan *target.Plan, sign int64) {
+func (r *uprobeReceiver) reportLocations(plan *plan.Plan, sign int64) {
 	type key struct {
 		probe int
 		class insn.SiteClass
@@ -587,7 +590,7 @@ type drainRecords struct {
 // Span builds a span that counts: one of a pending process counts only if
 // the process was chosen for its target. One whose choice is no longer
 // known is dropped and counted.
-func (d *drainRecords) Span(ev *event.Span) {
+func (d *drainRecords) Span(ev *event.SpanRecord) {
 	d.read++
 	if d.r.traces == nil {
 		return
@@ -618,8 +621,8 @@ func (r *uprobeReceiver) dropped(ctx context.Context, def uint32, reason metadat
 // without building them.
 type countingRecords struct{ spans map[uint32]int64 }
 
-func (c *countingRecords) Span(ev *event.Span)    { c.spans[ev.Def]++ }
-func (c *countingRecords) Process(*event.Process) {}
+func (c *countingRecords) Span(ev *event.SpanRecord) { c.spans[ev.Def]++ }
+func (c *countingRecords) Process(*event.Process)    {}
 
 // Process follows process events for the chooser, the file watcher and
 // the caches of process facts.
@@ -679,7 +682,7 @@ func (r *uprobeReceiver) applyFileChanges(ctx context.Context) {
 			}
 		case ch.detach != (procfs.FileID{}):
 			for fi, f := range r.plan.Files {
-				if f.ID.Device == ch.detach.Dev && f.ID.Inode == ch.detach.Ino {
+				if f.ID.FileID == ch.detach {
 					if err := r.tracer.DetachFile(fi); err == nil {
 						r.set.Logger.Info("File detached", zap.String("path", describe(f)), zap.String("why", ch.how))
 						change("detached")
@@ -696,21 +699,21 @@ func (r *uprobeReceiver) applyFileChanges(ctx context.Context) {
 // reportFiles logs every target's files and says which targets have nothing
 // to trace yet: an optional target without a file, a pid: target whose
 // process maps none of its files.
-func (r *uprobeReceiver) reportFiles(plan *target.Plan) {
+func (r *uprobeReceiver) reportFiles(pl *planner.Planner) {
 	r.waiting = map[int]bool{}
-	files := map[int][]target.File{}
-	for _, f := range plan.Files {
+	files := map[int][]plan.File{}
+	for _, f := range pl.Files {
 		files[f.Target] = append(files[f.Target], f)
-		r.set.Logger.Info("Target file", zap.String("target", plan.Targets[f.Target].Path), zap.String("path", describe(f)),
+		r.set.Logger.Info("Target file", zap.String("target", pl.Targets[f.Target].Path), zap.String("path", describe(f)),
 			zap.String("build_id", f.BuildID))
 	}
-	r.tel.ReceiverUprobeFiles.Add(context.Background(), int64(len(plan.Files)))
-	for _, err := range plan.Refused {
+	r.tel.ReceiverUprobeFiles.Add(context.Background(), int64(len(pl.Files)))
+	for _, err := range pl.Refused {
 		r.set.Logger.Warn("File not attached", zap.Error(err))
 		r.tel.ReceiverUprobeFileChanges.Add(context.Background(), 1, metric.WithAttributes(attribute.String("change", "refused")))
 	}
 	fs := procfs.FS{}
-	for ti, t := range plan.Targets {
+	for ti, t := range pl.Targets {
 		switch {
 		case len(files[ti]) == 0:
 			r.set.Logger.Warn("Target waiting for its file", zap.String("target", t.Path))
@@ -720,7 +723,7 @@ func (r *uprobeReceiver) reportFiles(plan *target.Plan) {
 			maps := false
 			for _, m := range mapped {
 				for _, f := range files[ti] {
-					maps = maps || (m.ID.Dev == f.ID.Device && m.ID.Ino == f.ID.Inode)
+					maps = maps || m.ID == f.ID.FileID
 				}
 			}
 			if !maps {

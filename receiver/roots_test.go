@@ -18,9 +18,9 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"golang.org/x/sys/unix"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadatatest"
 )
 
@@ -132,7 +132,7 @@ func TestContainerSwapsItsEntryAtStart(t *testing.T) {
 			continue
 		}
 		for fi, f := range s.rcv.plan.Files {
-			switch (procfs.FileID{Dev: f.ID.Device, Ino: f.ID.Inode}) {
+			switch f.ID.FileID {
 			case hostID:
 				hostFiles++
 			case ownID:
@@ -255,7 +255,7 @@ func TestContainerDebuglinksStayInside(t *testing.T) {
 			own := idOf(t, filepath.Join(root, tt.path))
 			found := false
 			for _, f := range s.rcv.plan.Files {
-				found = found || (procfs.FileID{Dev: f.ID.Device, Ino: f.ID.Inode}) == own
+				found = found || f.ID.FileID == own
 			}
 			assert.True(t, found, "the container's file is planned without its debug file")
 			assert.Zero(t, watch.touched(t), "a host canary was opened or read")

@@ -1,3 +1,5 @@
+//go:build linux && (amd64 || arm64)
+
 package receiver
 
 import (
@@ -11,7 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
+	"github.com/otel-uprobe/uprobereceiver/internal/planner"
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
 	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadata"
 )
@@ -19,9 +21,9 @@ import (
 // unplannedReason says why a file was left out, for self-telemetry.
 func unplannedReason(err error) metadata.AttributeUnplannedReason {
 	switch {
-	case errors.Is(err, target.ErrPanic):
+	case errors.Is(err, planner.ErrPanic):
 		return metadata.AttributeUnplannedReasonPanic
-	case errors.Is(err, debuginfo.ErrOverBudget), errors.Is(err, target.ErrTooManySites), errors.Is(err, usdt.ErrTooManySites):
+	case errors.Is(err, debuginfo.ErrOverBudget), errors.Is(err, planner.ErrTooManySites), errors.Is(err, usdt.ErrTooManySites):
 		return metadata.AttributeUnplannedReasonOverLimit
 	case errors.Is(err, debuginfo.ErrMalformed):
 		return metadata.AttributeUnplannedReasonMalformed
@@ -33,7 +35,7 @@ func unplannedReason(err error) metadata.AttributeUnplannedReason {
 // reason, a count by reason, and a recoverable error as the component's
 // status. The receiver goes on tracing every other file: a tenant's file,
 // however hostile, hurts only itself.
-func (r *uprobeReceiver) leftOut(ctx context.Context, targetPath string, c target.Candidate, err error) {
+func (r *uprobeReceiver) leftOut(ctx context.Context, targetPath string, c planner.Candidate, err error) {
 	reason := unplannedReason(err)
 	r.set.Logger.Warn("File left out: it cannot be read or planned; the target's other files are traced",
 		zap.String("target", targetPath), zap.String("path", c.Path), zap.String("seen_as", c.SeenAs),

@@ -14,9 +14,9 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 )
 
 // The symbols of testdata/unwind.
@@ -27,15 +27,15 @@ const (
 )
 
 // exitProbe returns the plan's exit probe of the span named name.
-func exitProbe(t *testing.T, plan *target.Plan, name string) target.Probe {
+func exitProbe(t *testing.T, pl *plan.Plan, name string) plan.Probe {
 	t.Helper()
-	for _, sp := range plan.Spans {
+	for _, sp := range pl.Spans {
 		if sp.Name == name {
-			return plan.Probes[sp.Exit]
+			return pl.Probes[sp.Exit]
 		}
 	}
 	t.Fatalf("no span %q", name)
-	return target.Probe{}
+	return plan.Probe{}
 }
 
 // An exception that unwinds through a function whose return a kernel

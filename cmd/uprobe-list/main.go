@@ -1,6 +1,6 @@
 // Command uprobe-list is the uprobe receiver's probe browser: it lists what
 // the receiver can trace in an ELF file, each item with the configuration
-// line to paste, using the receiver's own readers (package target reads the
+// line to paste, using the receiver's own readers (package planner reads the
 // file exactly as the receiver does; package debuginfo reads its DWARF).
 // It only reads files: it needs no privileges.
 //
@@ -38,9 +38,10 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
+	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
+	"github.com/otel-uprobe/uprobereceiver/internal/glob"
+	"github.com/otel-uprobe/uprobereceiver/internal/planner"
 	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
-	"github.com/otel-uprobe/uprobereceiver/internal/tracer"
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
 )
 
@@ -85,7 +86,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	// The kernel's behaviour decides classes and where USDT probes go, as
 	// in the receiver.
-	opts := target.Options{DebugDirs: debugDirs, OptimizedUprobes: tracer.HaveOptimizedUprobes(), ARM64StepsNop: tracer.ARM64StepsNop()}
+	optimizedUprobes, arm64StepsNop := runningKernel()
+	opts := planner.Options{DebugDirs: debugDirs, OptimizedUprobes: optimizedUprobes, ARM64StepsNop: arm64StepsNop}
 	switch *optimized {
 	case "auto":
 	case "yes":
@@ -117,7 +119,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			path = res.Path
 		}
 	}
-	in, err := target.Inspect(path, opts)
+	in, err := planner.Inspect(path, opts)
 	if err != nil {
 		fmt.Fprintln(stderr, "uprobe-list:", err)
 		return 1
@@ -156,7 +158,7 @@ type selection struct {
 	kind selectKind
 	// ref is the probe reference of selectUSDT and selectLine.
 	ref  string
-	glob *debuginfo.Glob
+	glob *glob.Glob
 }
 
 // parsePattern parses the PATTERN argument: "" lists everything;
@@ -184,7 +186,7 @@ func parsePattern(p string) (selection, error) {
 			return selection{kind: selectLine, ref: pr.String()}, nil
 		}
 	}
-	g, err := debuginfo.CompileGlob(p)
+	g, err := glob.Compile(p)
 	if err != nil {
 		return selection{}, err
 	}
@@ -202,7 +204,7 @@ func isDecimal(s string) bool {
 
 // lister writes the listings of one file.
 type lister struct {
-	in   *target.Inspection
+	in   *planner.Inspection
 	w    io.Writer
 	path string
 }
@@ -252,7 +254,7 @@ func (l *lister) probe(p usdt.Probe, scopes bool) {
 	l.printf("  %s  (%d site%s)\n", ref, len(p.Locations), plural(len(p.Locations)))
 	l.printf("    counters:  - %s\n", ref)
 	l.printf("    entry: %s\n", ref)
-	var locs []target.Location
+	var locs []planner.Location
 	if scopes {
 		locs, _ = l.in.Locate(ref)
 	}
@@ -266,7 +268,7 @@ func (l *lister) probe(p usdt.Probe, scopes bool) {
 		}
 		if scopes && i < len(locs) {
 			l.printf("      placed at %#x, %s (%s)\n", locs[i].Address, locs[i].Class, locs[i].Instruction)
-			l.scope([]target.Location{locs[i]}, "attributes")
+			l.scope([]planner.Location{locs[i]}, "attributes")
 		}
 	}
 }
@@ -294,7 +296,7 @@ func describeArg(a usdt.Arg) string {
 }
 
 // table lists functions with their entry and return sites.
-func (l *lister) table(fns []target.FunctionName) {
+func (l *lister) table(fns []planner.FunctionName) {
 	tw := tabwriter.NewWriter(l.w, 2, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "  FUNCTION\tENTRY\tRETURN\tCONFIG")
 	for _, fn := range fns {
@@ -311,7 +313,7 @@ func (l *lister) table(fns []target.FunctionName) {
 // sites summarizes where a reference's uprobes go.
 func (l *lister) sites(ref string, exit bool) string {
 	locs, err := l.in.Locate(ref)
-	var unwind *target.UnwindHazardError
+	var unwind *planner.UnwindHazardError
 	switch {
 	case errors.As(err, &unwind) && unwind.Instead == "":
 		return "not probeable: exceptions may unwind through it, and it has no RET"
@@ -385,14 +387,14 @@ func (l *lister) line(ref string) error {
 	l.printf("  counters:  - %s\n", ref)
 	for _, loc := range locs {
 		l.printf("  site %#x %s+%#x, %s (%s)\n", loc.Address, loc.Function, loc.FunctionOffset, loc.Class, loc.Instruction)
-		l.scope([]target.Location{loc}, "attributes")
+		l.scope([]planner.Location{loc}, "attributes")
 	}
 	return nil
 }
 
 // functions lists the functions a glob matches: the table, then each in
 // detail with its parameters and return value.
-func (l *lister) functions(g *debuginfo.Glob) error {
+func (l *lister) functions(g *glob.Glob) error {
 	fns := l.in.Functions(g)
 	if len(fns) == 0 {
 		return fmt.Errorf("%s: no function matches %q", l.path, g)
@@ -451,7 +453,7 @@ func (l *lister) functions(g *debuginfo.Glob) error {
 // probe (a function's returns: every RET), with the attribute line for
 // each (one level into structs behind pointers). A name is offered only
 // when it reads at every location, as the receiver requires.
-func (l *lister) scope(locs []target.Location, field string) {
+func (l *lister) scope(locs []planner.Location, field string) {
 	loc := locs[0]
 	sc, err := l.in.Scope(loc)
 	if err != nil {
@@ -486,7 +488,7 @@ func (l *lister) scope(locs []target.Location, field string) {
 		}
 	}
 	for _, p := range reverseVars(paths, sc) {
-		path, err := debuginfo.ParsePath(p)
+		path, err := fetch.ParsePath(p)
 		if err != nil {
 			continue
 		}

@@ -16,9 +16,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+	"github.com/otel-uprobe/uprobereceiver/internal/planner"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/names/golden/uprobe-list.golden")
@@ -333,11 +333,11 @@ func TestExceptionReturns(t *testing.T) {
 		assert.Regexp(t, re, masked)
 	}
 
-	plan, err := target.Resolve([]config.Target{{Path: bin, Spans: []config.Span{{Function: "_ZN3app*"}}}}, target.Options{DebugDirs: []string{}})
+	pl, err := planner.Resolve([]config.Target{{Path: bin, Spans: []config.Span{{Function: "_ZN3app*"}}}}, planner.Options{DebugDirs: []string{}})
 	require.NoError(t, err)
-	require.NotEmpty(t, plan.Spans)
-	for _, sp := range plan.Spans {
-		exit := plan.Probes[sp.Exit]
+	require.NotEmpty(t, pl.Spans)
+	for _, sp := range pl.Spans {
+		exit := pl.Probes[sp.Exit]
 		assert.Regexp(t, `(?m)^  exit `+regexp.QuoteMeta(exit.Ref)+` at `, out, "%s: the listing shows the exit Resolve plans", sp.Name)
 		if strings.HasPrefix(exit.Ref, "ret:") {
 			assert.Contains(t, out, "  "+exit.Why+"\n", sp.Name)

@@ -24,7 +24,7 @@ import (
 	"strings"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 )
 
 // Group is one throttle group: probes that are attached and detached
@@ -42,7 +42,7 @@ type Group struct {
 // Groups returns the throttle groups of a plan, ordered by their first
 // probe id: probes linked by a span (its entry and exit) are in one group,
 // transitively; every other probe is a group of its own.
-func Groups(plan *target.Plan) []Group {
+func Groups(plan *plan.Plan) []Group {
 	parent := make([]int, len(plan.Probes))
 	for i := range parent {
 		parent[i] = i
@@ -108,7 +108,7 @@ type Costs struct {
 	ReturnNs float64
 	// ProgramNs is what each engine program costs per run beyond the
 	// calibration's counter (from BPF run-time statistics); 0 when unknown.
-	ProgramNs map[target.Program]float64
+	ProgramNs map[plan.Program]float64
 }
 
 // Leg is one way a hit of a probe is paid for: at a location of a site
@@ -120,11 +120,11 @@ type Leg struct {
 	// group sits at the same function, so the uretprobe adds only its
 	// return leg.
 	Return, SharedTrap bool
-	Program            target.Program
+	Program            plan.Program
 }
 
 // Legs returns the distinct legs of each probe's locations, by probe id.
-func Legs(plan *target.Plan, groups []Group) [][]Leg {
+func Legs(plan *plan.Plan, groups []Group) [][]Leg {
 	groupOf := make([]int, len(plan.Probes))
 	for gi, g := range groups {
 		for _, p := range g.Probes {
@@ -184,6 +184,6 @@ func (c Costs) ProbeCosts(legs [][]Leg) []float64 {
 
 // ProbeCosts returns what one hit of each probe of a plan costs (see
 // Costs.ProbeCosts and Legs).
-func ProbeCosts(plan *target.Plan, groups []Group, c Costs) []float64 {
+func ProbeCosts(plan *plan.Plan, groups []Group, c Costs) []float64 {
 	return c.ProbeCosts(Legs(plan, groups))
 }

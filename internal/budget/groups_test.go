@@ -6,16 +6,16 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 )
 
-func plan(refs []string, spans [][2]int, attachments []target.Attachment) *target.Plan {
-	p := &target.Plan{Attachments: attachments}
+func pl(refs []string, spans [][2]int, attachments []plan.Attachment) *plan.Plan {
+	p := &plan.Plan{Attachments: attachments}
 	for _, r := range refs {
-		p.Probes = append(p.Probes, target.Probe{Ref: r})
+		p.Probes = append(p.Probes, plan.Probe{Ref: r})
 	}
 	for _, s := range spans {
-		p.Spans = append(p.Spans, target.Span{Entry: s[0], Exit: s[1]})
+		p.Spans = append(p.Spans, plan.SpanDef{Entry: s[0], Exit: s[1]})
 	}
 	return p
 }
@@ -39,7 +39,7 @@ func TestGroups(t *testing.T) {
 			[]Group{{Probes: []int{0, 1}, Name: "a1, a2"}, {Probes: []int{3, 2}, Name: "b2, b1"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, Groups(plan(tc.refs, tc.spans, nil)))
+			assert.Equal(t, tc.want, Groups(pl(tc.refs, tc.spans, nil)))
 		})
 	}
 }
@@ -48,49 +48,49 @@ func TestProbeCosts(t *testing.T) {
 	costs := Costs{
 		HitNs:     [3]float64{1400, 5500, 20000},
 		ReturnNs:  1500,
-		ProgramNs: map[target.Program]float64{target.ProgramCount: 10, target.ProgramSite: 300},
+		ProgramNs: map[plan.Program]float64{plan.ProgramCount: 10, plan.ProgramSite: 300},
 	}
-	at := func(probe int, off uint64, class insn.SiteClass, ret bool, prog target.Program) target.Attachment {
-		return target.Attachment{Probe: probe, FileOffset: off, Class: class, Return: ret, Program: prog}
+	at := func(probe int, off uint64, class insn.SiteClass, ret bool, prog plan.Program) plan.Attachment {
+		return plan.Attachment{Probe: probe, FileOffset: off, Class: class, Return: ret, Program: prog}
 	}
 	for _, tc := range []struct {
 		name        string
 		refs        []string
 		spans       [][2]int
-		attachments []target.Attachment
+		attachments []plan.Attachment
 		want        []float64
 	}{
 		{"a counter on each class",
 			[]string{"opt", "emu", "ss"}, nil,
-			[]target.Attachment{
-				at(0, 0x10, insn.Optimizable, false, target.ProgramCount),
-				at(1, 0x20, insn.Emulated, false, target.ProgramCount),
-				at(2, 0x30, insn.SingleStepped, false, target.ProgramCount),
+			[]plan.Attachment{
+				at(0, 0x10, insn.Optimizable, false, plan.ProgramCount),
+				at(1, 0x20, insn.Emulated, false, plan.ProgramCount),
+				at(2, 0x30, insn.SingleStepped, false, plan.ProgramCount),
 			},
 			[]float64{1410, 5510, 20010}},
 		{"function span: the uretprobe shares the entry's trap",
 			[]string{"uprobe:f", "uretprobe:f"}, [][2]int{{0, 1}},
-			[]target.Attachment{
-				at(0, 0x10, insn.Emulated, false, target.ProgramSite),
-				at(1, 0x10, insn.Emulated, true, target.ProgramSite),
+			[]plan.Attachment{
+				at(0, 0x10, insn.Emulated, false, plan.ProgramSite),
+				at(1, 0x10, insn.Emulated, true, plan.ProgramSite),
 			},
 			[]float64{5800, 1800}},
 		{"a uretprobe alone pays the entry trap too",
 			[]string{"uretprobe:f"}, nil,
-			[]target.Attachment{at(0, 0x10, insn.Emulated, true, target.ProgramCount)},
+			[]plan.Attachment{at(0, 0x10, insn.Emulated, true, plan.ProgramCount)},
 			[]float64{7010}},
 		{"an entry of another group does not share its trap",
 			[]string{"uprobe:f", "uretprobe:f"}, nil,
-			[]target.Attachment{
-				at(0, 0x10, insn.Emulated, false, target.ProgramCount),
-				at(1, 0x10, insn.Emulated, true, target.ProgramCount),
+			[]plan.Attachment{
+				at(0, 0x10, insn.Emulated, false, plan.ProgramCount),
+				at(1, 0x10, insn.Emulated, true, plan.ProgramCount),
 			},
 			[]float64{5510, 7010}},
 		{"several locations: the costliest",
 			[]string{"usdt:p:n"}, nil,
-			[]target.Attachment{
-				at(0, 0x10, insn.Optimizable, false, target.ProgramCount),
-				at(0, 0x20, insn.SingleStepped, false, target.ProgramCount),
+			[]plan.Attachment{
+				at(0, 0x10, insn.Optimizable, false, plan.ProgramCount),
+				at(0, 0x20, insn.SingleStepped, false, plan.ProgramCount),
 			},
 			[]float64{20010}},
 		{"a probe without locations costs nothing",
@@ -98,7 +98,7 @@ func TestProbeCosts(t *testing.T) {
 			[]float64{0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := plan(tc.refs, tc.spans, tc.attachments)
+			p := pl(tc.refs, tc.spans, tc.attachments)
 			assert.Equal(t, tc.want, ProbeCosts(p, Groups(p), costs))
 		})
 	}

@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
-	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
+	"github.com/otel-uprobe/uprobereceiver/internal/glob"
 	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 )
 
@@ -132,11 +132,11 @@ const DefaultMaxFunctions = 1000
 
 // FunctionIsPattern reports whether a function: value is a glob rather than
 // a name: it holds "*", "?" or "[" (a "*" right after "(" is literal, as in
-// Go's "main.(*Server).Handle", and "\" escapes; see debuginfo.Glob). The
+// Go's "main.(*Server).Handle", and "\" escapes; see glob.Glob). The
 // resolver still takes a pattern that is exactly a symbol of the file as
 // that symbol.
 func FunctionIsPattern(name string) bool {
-	g, err := debuginfo.CompileGlob(name)
+	g, err := glob.Compile(name)
 	return err != nil || !g.Literal()
 }
 
@@ -473,7 +473,7 @@ func (c Counter) validate(where string) (key string, errs []error) {
 
 // checkConditions parses the conditions of a filter evaluated at end r of
 // probe p, reporting every problem (prefixed with field).
-func checkConditions(field string, list []string, r role, p Probe, pOK, counter bool) ([]Condition, []error) {
+func checkConditions(field string, list []string, r role, p ProbeRef, pOK, counter bool) ([]Condition, []error) {
 	var out []Condition
 	var errs []error
 	for i, item := range list {
@@ -501,7 +501,7 @@ func checkConditions(field string, list []string, r role, p Probe, pOK, counter 
 
 // advise replaces the advice of err, about expression e read at end r of
 // probe p, with what a filter (counter unset) or a counter can do instead.
-func advise(err error, e fetch.Expr, r role, p Probe, counter bool) error {
+func advise(err error, e fetch.Expr, r role, p ProbeRef, counter bool) error {
 	returned := e.Root == fetch.RootRetval || e.Root == fetch.RootName && e.Path == "$return"
 	gone := e.Root == fetch.RootArg && p.Returns()
 	switch {
@@ -540,7 +540,7 @@ func (s Span) validate(where string) (entry, exit string, errs []error) {
 		}
 	}
 	pattern := s.IsPattern()
-	var entryProbe, exitProbe Probe
+	var entryProbe, exitProbe ProbeRef
 	var entryOK, exitOK bool
 	switch {
 	case s.Function != "" && (s.Entry != "" || s.Exit != ""):
@@ -553,12 +553,12 @@ func (s Span) validate(where string) (entry, exit string, errs []error) {
 		} else if strings.Contains(s.Function, "+") {
 			add("function: %q: a function name takes no offset; use entry: uprobe:SYMBOL+OFFSET with an exit", s.Function)
 		} else if pattern {
-			if _, err := debuginfo.CompileGlob(s.Function); err != nil {
+			if _, err := glob.Compile(s.Function); err != nil {
 				add("function: %v", err)
 			}
 		}
-		entryProbe = Probe{Kind: KindUprobe, Symbol: s.Function}
-		exitProbe = Probe{Kind: KindUretprobe, Symbol: s.Function}
+		entryProbe = ProbeRef{Kind: KindUprobe, Symbol: s.Function}
+		exitProbe = ProbeRef{Kind: KindUretprobe, Symbol: s.Function}
 		if s.Returns == ReturnsRet {
 			exitProbe.Kind = KindRet
 		}
@@ -594,7 +594,7 @@ func (s Span) validate(where string) (entry, exit string, errs []error) {
 			add("source_file: only a function: span selects functions by source file")
 		} else if err := checkName(s.SourceFile); err != nil {
 			add("source_file: %v", err)
-		} else if _, err := debuginfo.CompileGlob(s.SourceFile); err != nil {
+		} else if _, err := glob.Compile(s.SourceFile); err != nil {
 			add("source_file: %v", err)
 		}
 	}
@@ -623,7 +623,7 @@ func (s Span) validate(where string) (entry, exit string, errs []error) {
 	}
 
 	entryFetches, exitFetches := s.Fetches()
-	checkAttrs := func(field string, m map[string]string, r role, p Probe, pOK bool) {
+	checkAttrs := func(field string, m map[string]string, r role, p ProbeRef, pOK bool) {
 		if n := map[role]int{atEntry: entryFetches, atExit: exitFetches}[r]; n > bpfobj.MaxFetches {
 			add("%s: %d values to fetch, at most %d per span end (carrier ids and status_error count too)", field, n, bpfobj.MaxFetches)
 		}
@@ -675,21 +675,21 @@ func (s Span) validate(where string) (entry, exit string, errs []error) {
 // checkExpr checks what can be checked of one expression before the traced
 // file is read: where retval, argN and $return make sense, the grammar of a
 // $name path, and the engine's limits.
-func checkExpr(e fetch.Expr, r role, p Probe, pOK bool) error {
+func checkExpr(e fetch.Expr, r role, p ProbeRef, pOK bool) error {
 	if e.Root == fetch.RootName {
 		if err := checkName(e.Path); err != nil {
 			return fmt.Errorf("%q: %w", e.Text, err)
 		}
-		path, err := debuginfo.ParsePath(e.Path)
+		path, err := fetch.ParsePath(e.Path)
 		if err != nil {
 			return err
 		}
 		switch path.Kind {
-		case debuginfo.PathParams:
+		case fetch.PathParams:
 			if e.Typed {
 				return fmt.Errorf("%q: $$params takes no type: each parameter gets the default of its own type", e.Text)
 			}
-		case debuginfo.PathReturn:
+		case fetch.PathReturn:
 			if r == atEntry {
 				return fmt.Errorf("%q: $return is only known at exit", e.Text)
 			}

@@ -110,7 +110,7 @@ func (c Comparison) String() string {
 
 // checkContext checks kind:, trace_context:, trace_id:/parent_span_id: and
 // status_error: of a span.
-func (s Span) checkContext(exitProbe Probe, exitOK bool) []error {
+func (s Span) checkContext(exitProbe ProbeRef, exitOK bool) []error {
 	var errs []error
 	if _, err := ParseSpanKind(s.Kind); err != nil {
 		errs = append(errs, err)
@@ -155,7 +155,7 @@ func (s Span) checkContext(exitProbe Probe, exitOK bool) []error {
 		if !binary && e.Type.Kind != fetch.KindString && e.Type.Kind != fetch.KindGoString {
 			errs = append(errs, fmt.Errorf("%s %q: want bytes[%d] (raw id) or a string (%d hex digits)", id.field, id.expr, id.bytes, 2*id.bytes))
 		}
-		if err := checkExpr(e, atEntry, Probe{}, false); err != nil {
+		if err := checkExpr(e, atEntry, ProbeRef{}, false); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", id.field, err))
 		}
 	}

@@ -87,7 +87,7 @@ func TestValidateEngineLimits(t *testing.T) {
 		})
 	}
 	assert.Equal(t, "5 conditions at one location (its spans' filter and exit_filter, or its counter's), at most 4", ConditionsAtOneLocation(5),
-		"the resolver's sentence (internal/target)")
+		"the resolver's sentence (internal/planner)")
 }
 
 // TestValidateNames: what becomes telemetry (service.name, span names,

@@ -49,8 +49,8 @@ func (k ProbeKind) String() string {
 	return "unknown"
 }
 
-// Probe is a parsed probe reference.
-type Probe struct {
+// ProbeRef is a parsed probe reference.
+type ProbeRef struct {
 	Kind     ProbeKind
 	Provider string // KindUSDT
 	Name     string // KindUSDT
@@ -69,7 +69,7 @@ const MaxLine = 1<<31 - 1
 // String returns the canonical reference: "usdt:p:n", "uprobe:f", "uprobe:f+0x10", "uretprobe:f", "ret:f",
 // "line:f.c:12".
 // Two references that name the same probe have the same canonical form.
-func (p Probe) String() string {
+func (p ProbeRef) String() string {
 	switch p.Kind {
 	case KindUSDT:
 		return "usdt:" + p.Provider + ":" + p.Name
@@ -92,99 +92,99 @@ func (p Probe) String() string {
 }
 
 // Returns says whether the probe fires where a function returns.
-func (p Probe) Returns() bool { return p.Kind == KindUretprobe || p.Kind == KindRet }
+func (p ProbeRef) Returns() bool { return p.Kind == KindUretprobe || p.Kind == KindRet }
 
 // ParseProbe parses a probe reference as written in the configuration.
 // A reference, as written and in its canonical form (which may write an
 // offset longer, in hex), is at most MaxProbeRefBytes: it becomes the
 // probe.name attribute.
-func ParseProbe(ref string) (Probe, error) {
+func ParseProbe(ref string) (ProbeRef, error) {
 	if len(ref) > MaxProbeRefBytes {
-		return Probe{}, fmt.Errorf("probe reference is %d bytes, at most %d", len(ref), MaxProbeRefBytes)
+		return ProbeRef{}, fmt.Errorf("probe reference is %d bytes, at most %d", len(ref), MaxProbeRefBytes)
 	}
 	p, err := parseProbe(ref)
 	if n := len(p.String()); err == nil && n > MaxProbeRefBytes {
-		return Probe{}, fmt.Errorf("probe reference is %d bytes with its offset in hex, at most %d", n, MaxProbeRefBytes)
+		return ProbeRef{}, fmt.Errorf("probe reference is %d bytes with its offset in hex, at most %d", n, MaxProbeRefBytes)
 	}
 	return p, err
 }
 
-func parseProbe(ref string) (Probe, error) {
+func parseProbe(ref string) (ProbeRef, error) {
 	kind, rest, ok := strings.Cut(ref, ":")
 	if !ok {
-		return Probe{}, fmt.Errorf("probe %s: want usdt:PROVIDER:NAME, uprobe:SYMBOL[+OFFSET], uretprobe:SYMBOL, ret:SYMBOL or line:FILE:LINE", quoteShort(ref))
+		return ProbeRef{}, fmt.Errorf("probe %s: want usdt:PROVIDER:NAME, uprobe:SYMBOL[+OFFSET], uretprobe:SYMBOL, ret:SYMBOL or line:FILE:LINE", quoteShort(ref))
 	}
 	switch kind {
 	case "usdt":
 		provider, name, ok := strings.Cut(rest, ":")
 		if !ok || provider == "" || name == "" || strings.Contains(name, ":") {
-			return Probe{}, fmt.Errorf("probe %s: want usdt:PROVIDER:NAME", quoteShort(ref))
+			return ProbeRef{}, fmt.Errorf("probe %s: want usdt:PROVIDER:NAME", quoteShort(ref))
 		}
 		if err := checkName(provider); err != nil {
-			return Probe{}, fmt.Errorf("probe %s: provider: %w", quoteShort(ref), err)
+			return ProbeRef{}, fmt.Errorf("probe %s: provider: %w", quoteShort(ref), err)
 		}
 		if err := checkName(name); err != nil {
-			return Probe{}, fmt.Errorf("probe %s: name: %w", quoteShort(ref), err)
+			return ProbeRef{}, fmt.Errorf("probe %s: name: %w", quoteShort(ref), err)
 		}
-		return Probe{Kind: KindUSDT, Provider: provider, Name: name}, nil
+		return ProbeRef{Kind: KindUSDT, Provider: provider, Name: name}, nil
 	case "uprobe":
 		if a, ok := strings.CutPrefix(rest, "0x"); ok {
 			if strings.Contains(a, "+") {
-				return Probe{}, fmt.Errorf("probe %s: an address takes no offset: write the instruction's own address", quoteShort(ref))
+				return ProbeRef{}, fmt.Errorf("probe %s: an address takes no offset: write the instruction's own address", quoteShort(ref))
 			}
 			v, err := strconv.ParseUint(a, 16, 64)
 			if err != nil {
-				return Probe{}, fmt.Errorf("probe %s: address %s is not a hex number (want e.g. uprobe:0x401a2c)", quoteShort(ref), quoteShort(rest))
+				return ProbeRef{}, fmt.Errorf("probe %s: address %s is not a hex number (want e.g. uprobe:0x401a2c)", quoteShort(ref), quoteShort(rest))
 			}
 			if v == 0 {
-				return Probe{}, fmt.Errorf("probe %s: address 0 is no instruction: give the virtual address of an instruction inside a function (e.g. uprobe:0x401a2c)", quoteShort(ref))
+				return ProbeRef{}, fmt.Errorf("probe %s: address 0 is no instruction: give the virtual address of an instruction inside a function (e.g. uprobe:0x401a2c)", quoteShort(ref))
 			}
-			return Probe{Kind: KindUprobe, Address: v}, nil
+			return ProbeRef{Kind: KindUprobe, Address: v}, nil
 		}
 		sym, off, hasOff := strings.Cut(rest, "+")
 		if err := checkSymbol(sym); err != nil {
-			return Probe{}, fmt.Errorf("probe %s: %w", quoteShort(ref), err)
+			return ProbeRef{}, fmt.Errorf("probe %s: %w", quoteShort(ref), err)
 		}
-		p := Probe{Kind: KindUprobe, Symbol: sym}
+		p := ProbeRef{Kind: KindUprobe, Symbol: sym}
 		if hasOff {
 			v, err := parseOffset(off)
 			if err != nil {
-				return Probe{}, fmt.Errorf("probe %s: offset %s is not a number (want e.g. +0x10 or +16)", quoteShort(ref), quoteShort(off))
+				return ProbeRef{}, fmt.Errorf("probe %s: offset %s is not a number (want e.g. +0x10 or +16)", quoteShort(ref), quoteShort(off))
 			}
 			p.Offset = v
 		}
 		return p, nil
 	case "uretprobe", "ret":
 		if strings.Contains(rest, "+") {
-			return Probe{}, fmt.Errorf("probe %s: a return probe takes no offset", quoteShort(ref))
+			return ProbeRef{}, fmt.Errorf("probe %s: a return probe takes no offset", quoteShort(ref))
 		}
 		if err := checkSymbol(rest); err != nil {
-			return Probe{}, fmt.Errorf("probe %s: %w", quoteShort(ref), err)
+			return ProbeRef{}, fmt.Errorf("probe %s: %w", quoteShort(ref), err)
 		}
 		if kind == "ret" {
-			return Probe{Kind: KindRet, Symbol: rest}, nil
+			return ProbeRef{Kind: KindRet, Symbol: rest}, nil
 		}
-		return Probe{Kind: KindUretprobe, Symbol: rest}, nil
+		return ProbeRef{Kind: KindUretprobe, Symbol: rest}, nil
 	case "line":
 		return parseLine(ref, rest)
 	}
-	return Probe{}, fmt.Errorf("probe %s: unknown probe kind %s (want usdt, uprobe, uretprobe, ret or line)", quoteShort(ref), quoteShort(kind))
+	return ProbeRef{}, fmt.Errorf("probe %s: unknown probe kind %s (want usdt, uprobe, uretprobe, ret or line)", quoteShort(ref), quoteShort(kind))
 }
 
 // parseLine parses the FILE:LINE of a line: reference: the last colon
 // separates them, so FILE may hold colons; LINE is a decimal number from 1
 // to MaxLine without leading zeros.
-func parseLine(ref, rest string) (Probe, error) {
+func parseLine(ref, rest string) (ProbeRef, error) {
 	i := strings.LastIndexByte(rest, ':')
 	if i < 0 {
-		return Probe{}, fmt.Errorf("probe %s: want line:FILE:LINE (e.g. line:server.c:120)", quoteShort(ref))
+		return ProbeRef{}, fmt.Errorf("probe %s: want line:FILE:LINE (e.g. line:server.c:120)", quoteShort(ref))
 	}
 	file, num := rest[:i], rest[i+1:]
 	if file == "" {
-		return Probe{}, fmt.Errorf("probe %s: empty file name (want line:FILE:LINE)", quoteShort(ref))
+		return ProbeRef{}, fmt.Errorf("probe %s: empty file name (want line:FILE:LINE)", quoteShort(ref))
 	}
 	if err := checkName(file); err != nil {
-		return Probe{}, fmt.Errorf("probe %s: file: %w", quoteShort(ref), err)
+		return ProbeRef{}, fmt.Errorf("probe %s: file: %w", quoteShort(ref), err)
 	}
 	bad := num == "" || num[0] == '0' || len(num) > 10
 	for i := 0; i < len(num) && !bad; i++ {
@@ -197,9 +197,9 @@ func parseLine(ref, rest string) (Probe, error) {
 		n = int(v)
 	}
 	if bad {
-		return Probe{}, fmt.Errorf("probe %s: line %s is not a line number (want 1 to %d, decimal)", quoteShort(ref), quoteShort(num), MaxLine)
+		return ProbeRef{}, fmt.Errorf("probe %s: line %s is not a line number (want 1 to %d, decimal)", quoteShort(ref), quoteShort(num), MaxLine)
 	}
-	return Probe{Kind: KindLine, File: file, Line: n}, nil
+	return ProbeRef{Kind: KindLine, File: file, Line: n}, nil
 }
 
 // parseOffset reads a decimal number without leading zeros, or a 0x hex

@@ -11,29 +11,29 @@ import (
 func TestParseProbeValid(t *testing.T) {
 	for _, c := range []struct {
 		in        string
-		want      Probe
+		want      ProbeRef
 		canonical string
 	}{
-		{"usdt:p:n", Probe{Kind: KindUSDT, Provider: "p", Name: "n"}, "usdt:p:n"},
-		{"usdt:postgresql:query__start", Probe{Kind: KindUSDT, Provider: "postgresql", Name: "query__start"}, "usdt:postgresql:query__start"},
-		{"usdt:python:function__entry", Probe{Kind: KindUSDT, Provider: "python", Name: "function__entry"}, "usdt:python:function__entry"},
-		{"uprobe:f", Probe{Kind: KindUprobe, Symbol: "f"}, "uprobe:f"},
-		{"uprobe:palloc", Probe{Kind: KindUprobe, Symbol: "palloc"}, "uprobe:palloc"},
-		{"uprobe:f+0x10", Probe{Kind: KindUprobe, Symbol: "f", Offset: 16}, "uprobe:f+0x10"},
-		{"uprobe:f+0X10", Probe{Kind: KindUprobe, Symbol: "f", Offset: 16}, "uprobe:f+0x10"},
-		{"uprobe:f+16", Probe{Kind: KindUprobe, Symbol: "f", Offset: 16}, "uprobe:f+0x10"},
-		{"uprobe:f+0", Probe{Kind: KindUprobe, Symbol: "f"}, "uprobe:f"},
-		{"uprobe:f+0x0", Probe{Kind: KindUprobe, Symbol: "f"}, "uprobe:f"},
-		{"uprobe:f+0xffffffffffffffff", Probe{Kind: KindUprobe, Symbol: "f", Offset: ^uint64(0)}, "uprobe:f+0xffffffffffffffff"},
-		{"uprobe:_ZN3foo3barEv", Probe{Kind: KindUprobe, Symbol: "_ZN3foo3barEv"}, "uprobe:_ZN3foo3barEv"},
-		{"uprobe:memcpy@GLIBC_2.2.5", Probe{Kind: KindUprobe, Symbol: "memcpy@GLIBC_2.2.5"}, "uprobe:memcpy@GLIBC_2.2.5"},
-		{"uprobe:recurse.part.0+0x4", Probe{Kind: KindUprobe, Symbol: "recurse.part.0", Offset: 4}, "uprobe:recurse.part.0+0x4"},
-		{"uretprobe:f", Probe{Kind: KindUretprobe, Symbol: "f"}, "uretprobe:f"},
-		{"ret:f", Probe{Kind: KindRet, Symbol: "f"}, "ret:f"},
-		{"uretprobe:palloc", Probe{Kind: KindUretprobe, Symbol: "palloc"}, "uretprobe:palloc"},
-		{"line:prog.c:12", Probe{Kind: KindLine, File: "prog.c", Line: 12}, "line:prog.c:12"},
-		{"line:src/net/server.c:1", Probe{Kind: KindLine, File: "src/net/server.c", Line: 1}, "line:src/net/server.c:1"},
-		{"line:/abs/a:b.c:2147483647", Probe{Kind: KindLine, File: "/abs/a:b.c", Line: 2147483647}, "line:/abs/a:b.c:2147483647"},
+		{"usdt:p:n", ProbeRef{Kind: KindUSDT, Provider: "p", Name: "n"}, "usdt:p:n"},
+		{"usdt:postgresql:query__start", ProbeRef{Kind: KindUSDT, Provider: "postgresql", Name: "query__start"}, "usdt:postgresql:query__start"},
+		{"usdt:python:function__entry", ProbeRef{Kind: KindUSDT, Provider: "python", Name: "function__entry"}, "usdt:python:function__entry"},
+		{"uprobe:f", ProbeRef{Kind: KindUprobe, Symbol: "f"}, "uprobe:f"},
+		{"uprobe:palloc", ProbeRef{Kind: KindUprobe, Symbol: "palloc"}, "uprobe:palloc"},
+		{"uprobe:f+0x10", ProbeRef{Kind: KindUprobe, Symbol: "f", Offset: 16}, "uprobe:f+0x10"},
+		{"uprobe:f+0X10", ProbeRef{Kind: KindUprobe, Symbol: "f", Offset: 16}, "uprobe:f+0x10"},
+		{"uprobe:f+16", ProbeRef{Kind: KindUprobe, Symbol: "f", Offset: 16}, "uprobe:f+0x10"},
+		{"uprobe:f+0", ProbeRef{Kind: KindUprobe, Symbol: "f"}, "uprobe:f"},
+		{"uprobe:f+0x0", ProbeRef{Kind: KindUprobe, Symbol: "f"}, "uprobe:f"},
+		{"uprobe:f+0xffffffffffffffff", ProbeRef{Kind: KindUprobe, Symbol: "f", Offset: ^uint64(0)}, "uprobe:f+0xffffffffffffffff"},
+		{"uprobe:_ZN3foo3barEv", ProbeRef{Kind: KindUprobe, Symbol: "_ZN3foo3barEv"}, "uprobe:_ZN3foo3barEv"},
+		{"uprobe:memcpy@GLIBC_2.2.5", ProbeRef{Kind: KindUprobe, Symbol: "memcpy@GLIBC_2.2.5"}, "uprobe:memcpy@GLIBC_2.2.5"},
+		{"uprobe:recurse.part.0+0x4", ProbeRef{Kind: KindUprobe, Symbol: "recurse.part.0", Offset: 4}, "uprobe:recurse.part.0+0x4"},
+		{"uretprobe:f", ProbeRef{Kind: KindUretprobe, Symbol: "f"}, "uretprobe:f"},
+		{"ret:f", ProbeRef{Kind: KindRet, Symbol: "f"}, "ret:f"},
+		{"uretprobe:palloc", ProbeRef{Kind: KindUretprobe, Symbol: "palloc"}, "uretprobe:palloc"},
+		{"line:prog.c:12", ProbeRef{Kind: KindLine, File: "prog.c", Line: 12}, "line:prog.c:12"},
+		{"line:src/net/server.c:1", ProbeRef{Kind: KindLine, File: "src/net/server.c", Line: 1}, "line:src/net/server.c:1"},
+		{"line:/abs/a:b.c:2147483647", ProbeRef{Kind: KindLine, File: "/abs/a:b.c", Line: 2147483647}, "line:/abs/a:b.c:2147483647"},
 	} {
 		t.Run(c.in, func(t *testing.T) {
 			p, err := ParseProbe(c.in)
@@ -127,7 +127,7 @@ func TestParseProbeInvalid(t *testing.T) {
 			require.Error(t, err, "parsed as %#v", p)
 			assert.Contains(t, err.Error(), c.want)
 			assert.Contains(t, err.Error(), "probe ", "the error names the reference")
-			assert.Equal(t, Probe{}, p)
+			assert.Equal(t, ProbeRef{}, p)
 		})
 	}
 }
@@ -140,7 +140,7 @@ func TestProbeKindString(t *testing.T) {
 	assert.Equal(t, "line", KindLine.String())
 	assert.Equal(t, "unknown", ProbeKind(0).String())
 	assert.Equal(t, "unknown", ProbeKind(99).String())
-	assert.Equal(t, "", Probe{}.String())
+	assert.Equal(t, "", ProbeRef{}.String())
 }
 
 func FuzzParseProbe(f *testing.F) {
@@ -158,7 +158,7 @@ func FuzzParseProbe(f *testing.F) {
 	f.Fuzz(func(t *testing.T, ref string) {
 		p, err := ParseProbe(ref)
 		if err != nil {
-			if p != (Probe{}) {
+			if p != (ProbeRef{}) {
 				t.Fatalf("ParseProbe(%q) failed (%v) but returned %#v", ref, err, p)
 			}
 			if len(err.Error()) > 2*len(ref)+512 || len(ref) > MaxProbeRefBytes && len(err.Error()) > 512 {
@@ -222,7 +222,7 @@ func TestParseProbeOffsetNotOctal(t *testing.T) {
 func TestParseProbeAddress(t *testing.T) {
 	p, err := ParseProbe("uprobe:0x401a2c")
 	require.NoError(t, err)
-	assert.Equal(t, Probe{Kind: KindUprobe, Address: 0x401a2c}, p)
+	assert.Equal(t, ProbeRef{Kind: KindUprobe, Address: 0x401a2c}, p)
 	assert.Equal(t, "uprobe:0x401a2c", p.String())
 	for bad, want := range map[string]string{
 		"uprobe:0x0":  `probe "uprobe:0x0": address 0 is no instruction: give the virtual address of an instruction inside a function (e.g. uprobe:0x401a2c)`,

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/arch/arm64/arm64asm"
@@ -49,7 +50,7 @@ func TestARM64Go(t *testing.T) {
 		"$r.ID":       "+72(%x1):s64",
 		"$tag":        "%x2,len=%x3:gostring",
 	} {
-		p, err := ParsePath(path)
+		p, err := fetch.ParsePath(path)
 		require.NoError(t, err)
 		a, err := s.Compile(p)
 		if assert.NoError(t, err, path) {
@@ -62,7 +63,7 @@ func TestARM64Go(t *testing.T) {
 		s, err := f.Scope(fn, pc, SiteReturn)
 		require.NoError(t, err)
 		for path, want := range map[string]string{"$return": "%x0:s64", "$err": "%x1:x64"} {
-			p, _ := ParsePath(path)
+			p, _ := fetch.ParsePath(path)
 			a, err := s.Compile(p)
 			if assert.NoError(t, err, path) {
 				assert.Equal(t, want, a.String(), path)

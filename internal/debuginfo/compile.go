@@ -11,7 +11,7 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
 )
 
-// Access is a compiled path in the engine's terms (those of target.Fetch):
+// Access is a compiled path in the engine's terms (those of plan.Fetch):
 //
 //	v = Register (or 0 when Register is regs.None) + Disp
 //	for each d in Derefs: v = *(u64 *)(v + d)   (the last reads ReadSize bytes
@@ -48,7 +48,7 @@ type Access struct {
 	Type fetch.Type
 	// Enum is the value-to-name table of an enum type, nil otherwise (the
 	// Type is then the enum's integer type); FormatEnum uses it.
-	Enum []Enumerator
+	Enum []fetch.Enumerator
 	// TypeName is the declared type, e.g. "const char *", "enum flags".
 	TypeName string
 	// Note says what the value is when the type is not shown as itself:
@@ -104,7 +104,7 @@ type place struct {
 
 // Compile compiles a path at the scope into one Access with the default
 // kind of its type. $$params needs CompileParams.
-func (s *Scope) Compile(p *Path) (Access, error) {
+func (s *Scope) Compile(p *fetch.Path) (Access, error) {
 	return s.compile(p, nil)
 }
 
@@ -114,7 +114,7 @@ func (s *Scope) Compile(p *Path) (Access, error) {
 // points to, or that an array or struct in memory holds; bytes[N] reads N
 // bytes at what a pointer points to or where an object lies; gostring
 // reads a Go string or []byte.
-func (s *Scope) CompileAs(p *Path, t fetch.Type) (Access, error) {
+func (s *Scope) CompileAs(p *fetch.Path, t fetch.Type) (Access, error) {
 	return s.compile(p, &t)
 }
 
@@ -127,7 +127,7 @@ func (s *Scope) CompileParams() ([]Access, error) {
 	var out []Access
 	var errs []error
 	for _, v := range s.Params() {
-		p := &Path{Text: "$" + v.Name, Kind: PathVariable, Root: v.Name}
+		p := &fetch.Path{Text: "$" + v.Name, Kind: fetch.PathVariable, Root: v.Name}
 		a, err := s.compileVar(p, v, p.Steps, nil)
 		if err != nil {
 			errs = append(errs, err)
@@ -138,11 +138,11 @@ func (s *Scope) CompileParams() ([]Access, error) {
 	return out, errors.Join(errs...)
 }
 
-func (s *Scope) compile(p *Path, want *fetch.Type) (Access, error) {
+func (s *Scope) compile(p *fetch.Path, want *fetch.Type) (Access, error) {
 	switch p.Kind {
-	case PathParams:
+	case fetch.PathParams:
 		return Access{}, fmt.Errorf("%s: $$params stands for several values: use CompileParams", s.where())
-	case PathReturn:
+	case fetch.PathReturn:
 		if s.Site != SiteReturn {
 			return Access{}, fmt.Errorf("%s: $return is only known at a return: %w", s.where(), ErrNotFound)
 		}
@@ -160,7 +160,7 @@ func (s *Scope) compile(p *Path, want *fetch.Type) (Access, error) {
 
 // root finds the variable a path starts from; a Go global's dotted name
 // ("$main.counter") takes the field steps it is spelled with.
-func (s *Scope) root(p *Path) (*Variable, []Step, error) {
+func (s *Scope) root(p *fetch.Path) (*Variable, []fetch.Step, error) {
 	v, err := s.Lookup(p.Root)
 	if err == nil {
 		return v, p.Steps, nil
@@ -169,7 +169,7 @@ func (s *Scope) root(p *Path) (*Variable, []Step, error) {
 		return nil, nil, err
 	}
 	n := 0
-	for n < len(p.Steps) && p.Steps[n].Kind == StepField && !p.Steps[n].Arrow {
+	for n < len(p.Steps) && p.Steps[n].Kind == fetch.StepField && !p.Steps[n].Arrow {
 		n++
 	}
 	for ; n > 0; n-- {
@@ -185,7 +185,7 @@ func (s *Scope) root(p *Path) (*Variable, []Step, error) {
 }
 
 // compileVar compiles steps from variable v.
-func (s *Scope) compileVar(p *Path, v *Variable, steps []Step, want *fetch.Type) (Access, error) {
+func (s *Scope) compileVar(p *fetch.Path, v *Variable, steps []fetch.Step, want *fetch.Type) (Access, error) {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("%s: %s: "+format, append([]any{s.where(), p.Text}, args...)...)
 	}
@@ -200,14 +200,14 @@ func (s *Scope) compileVar(p *Path, v *Variable, steps []Step, want *fetch.Type)
 		return Access{}, fail("%s %s: %w", v.Kind, v.Name, err)
 	}
 	walked := "$" + v.Name
-	if p.Kind == PathReturn {
+	if p.Kind == fetch.PathReturn {
 		walked = "$return"
 	}
 	for _, st := range steps {
 		if pl, err = s.step(pl, st); err != nil {
 			return Access{}, fail("%s: %w", walked, err)
 		}
-		if st.Kind == StepIndex {
+		if st.Kind == fetch.StepIndex {
 			walked += fmt.Sprintf("[%d]", st.Index)
 		} else if st.Arrow {
 			walked += "->" + st.Field
@@ -220,7 +220,7 @@ func (s *Scope) compileVar(p *Path, v *Variable, steps []Step, want *fetch.Type)
 		return Access{}, fail("%s (%s): %w", walked, describeType(pl.typ), err)
 	}
 	a.Path, a.Name, a.Via = p.Text, v.Name, v.How
-	if p.Kind == PathReturn {
+	if p.Kind == fetch.PathReturn {
 		a.Name = "$return"
 	}
 	return a, nil
@@ -342,10 +342,10 @@ func selectBytes(pl place, off, size int64, t dwarf.Type) (place, error) {
 }
 
 // step applies one step of a path.
-func (s *Scope) step(pl place, st Step) (place, error) {
+func (s *Scope) step(pl place, st fetch.Step) (place, error) {
 	t := resolve(pl.typ)
 	switch st.Kind {
-	case StepField:
+	case fetch.StepField:
 		if ptr, ok := t.(*dwarf.PtrType); ok {
 			target := resolve(ptr.Type)
 			if _, isStruct := target.(*dwarf.StructType); !isStruct {
@@ -374,7 +374,7 @@ func (s *Scope) step(pl place, st Step) (place, error) {
 			return place{}, fmt.Errorf("field %q is a bit-field: %w", st.Field, ErrNotFetchable)
 		}
 		return selectBytes(pl, off, typeSize(f.Type), f.Type)
-	case StepIndex:
+	case fetch.StepIndex:
 		switch x := t.(type) {
 		case *dwarf.ArrayType:
 			if x.Count >= 0 && st.Index >= x.Count {

@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of testdata/debuginfo/golden")
@@ -171,9 +171,9 @@ func goldenText(t *testing.T, bin string, cases []goldenCase, src string) string
 			}
 			b.WriteString("\n")
 			for _, p := range gc.paths {
-				pp, err := ParsePath(p)
+				pp, err := fetch.ParsePath(p)
 				require.NoError(t, err, p)
-				if pp.Kind == PathParams {
+				if pp.Kind == fetch.PathParams {
 					as, err := s.CompileParams()
 					for _, a := range as {
 						fmt.Fprintf(&b, "%s: %s = %s\n", p, a.Path, describe(a))
@@ -230,7 +230,7 @@ func TestCompileErrors(t *testing.T) {
 		{ret, "$req", ErrOptimizedOut, []string{"uretprobe", "read them at its entry"}},
 		{ret, "$global_counter", ErrTooComplex, []string{"position-independent", "load address"}},
 	} {
-		p, err := ParsePath(c.path)
+		p, err := fetch.ParsePath(c.path)
 		require.NoError(t, err)
 		_, err = c.scope.Compile(p)
 		require.Error(t, err, c.path)
@@ -239,7 +239,7 @@ func TestCompileErrors(t *testing.T) {
 			assert.Contains(t, err.Error(), s, c.path)
 		}
 	}
-	p, _ := ParsePath("$$params")
+	p, _ := fetch.ParsePath("$$params")
 	_, err = entry.Compile(p)
 	assert.ErrorContains(t, err, "CompileParams")
 }
@@ -268,7 +268,7 @@ func TestCompileAs(t *testing.T) {
 		{"$fl", "string", "", ErrNotFetchable},
 		{"$req->path", "gostring", "", ErrNotFetchable},
 	} {
-		p, err := ParsePath(c.path)
+		p, err := fetch.ParsePath(c.path)
 		require.NoError(t, err)
 		typ, err := fetch.Parse("%ax:" + c.typ)
 		require.NoError(t, err)
@@ -303,7 +303,7 @@ func TestGlobals(t *testing.T) {
 		require.NoError(t, err)
 		s, err := f.Scope(fn, 0, SiteEntry)
 		require.NoError(t, err)
-		p, err := ParsePath("$" + global)
+		p, err := fetch.ParsePath("$" + global)
 		require.NoError(t, err)
 		a, err := s.Compile(p)
 		require.NoError(t, err, name)

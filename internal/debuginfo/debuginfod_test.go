@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil/hostile"
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil/hostile"
 )
 
 // debuginfodServer serves body for every request and counts them.

@@ -1,7 +1,7 @@
 // Package debuginfo turns names into fetches: it reads a traced file's
 // DWARF and compiles paths such as $req->hdr->name, $r.URL.Path or
 // $return, at a function's entry, at a return or at a source line, into
-// the engine's terms (those of target.Fetch: a base register or constant,
+// the engine's terms (those of plan.Fetch: a base register or constant,
 // a displacement, dereference offsets, a last read size, and how to store
 // and show the value). It is pure Go: it opens files, and debuginfod when
 // asked, but never touches the kernel.

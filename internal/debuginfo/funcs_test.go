@@ -12,7 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
+	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 )
 
 // declLine returns the line of src whose text starts with prefix.
@@ -208,12 +209,12 @@ func TestLinesErrors(t *testing.T) {
 }
 
 func TestFormatEnum(t *testing.T) {
-	table := []Enumerator{{"FLAG_NONE", 0}, {"FLAG_READ", 1}, {"FLAG_WRITE", 2}, {"FLAG_SYNC", 4}}
-	assert.Equal(t, "FLAG_NONE", FormatEnum(table, 0))
-	assert.Equal(t, "FLAG_WRITE", FormatEnum(table, 2))
-	assert.Equal(t, "FLAG_READ|FLAG_WRITE", FormatEnum(table, 3))
-	assert.Equal(t, "9", FormatEnum(table, 9))
-	assert.Equal(t, "-1", FormatEnum(table, -1))
+	table := []fetch.Enumerator{{Name: "FLAG_NONE", Value: 0}, {Name: "FLAG_READ", Value: 1}, {Name: "FLAG_WRITE", Value: 2}, {Name: "FLAG_SYNC", Value: 4}}
+	assert.Equal(t, "FLAG_NONE", fetch.FormatEnum(table, 0))
+	assert.Equal(t, "FLAG_WRITE", fetch.FormatEnum(table, 2))
+	assert.Equal(t, "FLAG_READ|FLAG_WRITE", fetch.FormatEnum(table, 3))
+	assert.Equal(t, "9", fetch.FormatEnum(table, 9))
+	assert.Equal(t, "-1", fetch.FormatEnum(table, -1))
 
 	// The table of a compiled enum parameter.
 	f := open(t, fixture(t, "c-O2"))
@@ -221,7 +222,7 @@ func TestFormatEnum(t *testing.T) {
 	require.NoError(t, err)
 	s, err := f.Scope(fn, 0, SiteEntry)
 	require.NoError(t, err)
-	p, _ := ParsePath("$fl")
+	p, _ := fetch.ParsePath("$fl")
 	a, err := s.Compile(p)
 	require.NoError(t, err)
 	assert.Equal(t, table, a.Enum)

@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 )
 
 // gdbExpr writes what the engine computes for a as gdb expressions: the
@@ -276,7 +276,7 @@ func TestRuntimeAgainstGDB(t *testing.T) {
 				byPC := map[uint64][]Access{}
 				for _, s := range scopes {
 					for _, p := range paths {
-						pp, err := ParsePath(p)
+						pp, err := fetch.ParsePath(p)
 						require.NoError(t, err)
 						a, err := s.Compile(pp)
 						if err != nil {

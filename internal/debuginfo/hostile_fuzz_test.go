@@ -9,7 +9,7 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil/hostile"
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil/hostile"
 )
 
 // typeGraph writes types from spec, two bytes per type: its kind

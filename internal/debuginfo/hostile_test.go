@@ -11,7 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil/hostile"
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil/hostile"
+	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 )
 
 // compileX opens a file made by hostile.WithType and compiles $x at the
@@ -29,7 +30,7 @@ func compileX(t *testing.T, path string) (Access, error) {
 	if err != nil {
 		return Access{}, err
 	}
-	p, err := ParsePath("$x")
+	p, err := fetch.ParsePath("$x")
 	require.NoError(t, err)
 	return s.Compile(p)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ianlancetaylor/demangle"
+	"github.com/otel-uprobe/uprobereceiver/internal/glob"
 )
 
 // Language is a compile unit's source language, as DW_AT_language gives it.
@@ -494,8 +495,8 @@ func (f *File) FunctionsByName(name string) ([]*Function, error) {
 // when Source is set, on their source file (Function.CU or DeclFile, with
 // Glob.MatchPath). A nil Name matches every name.
 type Selector struct {
-	Name   *Glob
-	Source *Glob
+	Name   *glob.Glob
+	Source *glob.Glob
 }
 
 // ParseSelector parses "NAME_GLOB", "source_file:PATH_GLOB" or
@@ -505,7 +506,7 @@ func ParseSelector(text string) (Selector, error) {
 	rest := strings.TrimSpace(text)
 	if after, ok := strings.CutPrefix(rest, "source_file:"); ok {
 		src, name, _ := strings.Cut(strings.TrimSpace(after), " ")
-		g, err := CompileGlob(src)
+		g, err := glob.Compile(src)
 		if err != nil {
 			return Selector{}, err
 		}
@@ -518,7 +519,7 @@ func ParseSelector(text string) (Selector, error) {
 	if rest == "" {
 		return Selector{}, fmt.Errorf("function selector %q: empty", text)
 	}
-	g, err := CompileGlob(rest)
+	g, err := glob.Compile(rest)
 	if err != nil {
 		return Selector{}, err
 	}
@@ -551,7 +552,7 @@ func (f *File) Select(s Selector) ([]*Function, error) {
 	}
 	cands := idx.funcs
 	if s.Name != nil && s.Name.Literal() {
-		cands = idx.byName[unescape(s.Name.text)]
+		cands = idx.byName[unescape(s.Name.String())]
 	}
 	var out []*Function
 	for _, fn := range cands {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -74,7 +75,7 @@ func checkUsable(t *testing.T, f *File) {
 	require.NoError(t, err)
 	s, err := f.Scope(fn, 0, SiteEntry)
 	require.NoError(t, err)
-	p, err := ParsePath("$req->hdr->name")
+	p, err := fetch.ParsePath("$req->hdr->name")
 	require.NoError(t, err)
 	a, err := s.Compile(p)
 	require.NoError(t, err)

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 )
 
 // maxTypeHops bounds chains of typedefs and qualifiers.
@@ -187,45 +189,14 @@ func findField(s *dwarf.StructType, name string, depth int) (*dwarf.StructField,
 	return nil, 0, false
 }
 
-// Enumerator is one named value of an enum type.
-type Enumerator struct {
-	Name  string
-	Value int64
-}
-
 // enumerators returns an enum's values sorted by value.
-func enumerators(e *dwarf.EnumType) []Enumerator {
-	out := make([]Enumerator, 0, len(e.Val))
+func enumerators(e *dwarf.EnumType) []fetch.Enumerator {
+	out := make([]fetch.Enumerator, 0, len(e.Val))
 	for _, v := range e.Val {
-		out = append(out, Enumerator{Name: v.Name, Value: v.Val})
+		out = append(out, fetch.Enumerator{Name: v.Name, Value: v.Val})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Value < out[j].Value })
 	return out
-}
-
-// FormatEnum names value v by an enum's table: the enumerator's name when
-// one has that value, else the names of single-bit (flag) enumerators
-// joined by "|" when their bits make up v exactly, else the number.
-func FormatEnum(table []Enumerator, v int64) string {
-	for _, e := range table {
-		if e.Value == v {
-			return e.Name
-		}
-	}
-	if v > 0 {
-		var parts []string
-		rest := v
-		for _, e := range table {
-			if e.Value > 0 && e.Value&(e.Value-1) == 0 && rest&e.Value != 0 {
-				parts = append(parts, e.Name)
-				rest &^= e.Value
-			}
-		}
-		if rest == 0 && len(parts) > 0 {
-			return strings.Join(parts, "|")
-		}
-	}
-	return strconv.FormatInt(v, 10)
 }
 
 // enumSigned reports whether an enum's values are read as signed: when

@@ -12,8 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil/hostile"
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil/hostile"
+	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 )
 
 // srcBuilds are the type-unit fixtures: typeunits.c by gcc (as C), g++
@@ -134,7 +135,7 @@ func compileXWith(t *testing.T, path string, opts Options) (Access, error) {
 	if err != nil {
 		return Access{}, err
 	}
-	p, err := ParsePath("$x->f0->f0->f0")
+	p, err := fetch.ParsePath("$x->f0->f0->f0")
 	require.NoError(t, err)
 	return s.Compile(p)
 }

@@ -1,6 +1,6 @@
 // Package event holds the plain Go values the tracer hands to the rest of the
-// receiver: completed spans as the engine recorded them, in batches, and
-// snapshots of the engine's counters. It has no BPF or pdata types.
+// receiver: completed spans and process events as the engine recorded them,
+// and snapshots of the engine's counters. It has no BPF or pdata types.
 package event
 
 import (
@@ -8,9 +8,9 @@ import (
 	"math/bits"
 )
 
-// Span is one completed span as the engine recorded it. Times are
+// SpanRecord is one completed span as the engine recorded it. Times are
 // CLOCK_MONOTONIC nanoseconds; ids index the Plan the tracer was opened with.
-type Span struct {
+type SpanRecord struct {
 	StartNs, EndNs uint64
 	// ParentStartNs is the start of the enclosing open span on the same
 	// thread, 0 for a root; RootStartNs the start of the outermost one.
@@ -39,7 +39,8 @@ type Span struct {
 	// stored nothing (unreadable memory).
 	EntryFailed, ExitFailed uint8
 	// Entry and Exit are the stored values of each end, in fetch order. They
-	// belong to the Batch and are valid until it is reset.
+	// belong to whoever passed the record on (the tracer's Read: valid only
+	// during the call).
 	Entry, Exit []byte
 }
 
@@ -104,50 +105,6 @@ type Facts struct {
 	// ExeIno and ExeDev are the inode number and device (as stat(2) gives
 	// st_dev) of its executable; 0 for none.
 	ExeIno, ExeDev uint64
-}
-
-// Batch is a bounded, reusable set of spans read in one drain, with the
-// process events read among them, each in the order it was recorded. A
-// process's exec or fork comes before its spans, its exit after them.
-type Batch struct {
-	Spans     []Span
-	Processes []Process
-	chunks    [][]byte
-	cur       int
-}
-
-// arenaChunk is the size of each block of stored values a Batch keeps.
-const arenaChunk = 256 << 10
-
-// Reset empties the batch, keeping its memory.
-func (b *Batch) Reset() {
-	b.Spans = b.Spans[:0]
-	b.Processes = b.Processes[:0]
-	for i := range b.chunks {
-		b.chunks[i] = b.chunks[i][:0]
-	}
-	b.cur = 0
-}
-
-// Copy stores a copy of p in the batch's memory and returns it. Earlier
-// copies stay valid until Reset.
-func (b *Batch) Copy(p []byte) []byte {
-	if len(p) == 0 {
-		return nil
-	}
-	for {
-		if b.cur == len(b.chunks) {
-			b.chunks = append(b.chunks, make([]byte, 0, max(arenaChunk, len(p))))
-		}
-		c := b.chunks[b.cur]
-		if cap(c)-len(c) >= len(p) {
-			n := len(c)
-			c = append(c, p...)
-			b.chunks[b.cur] = c
-			return c[n:len(c):len(c)]
-		}
-		b.cur++
-	}
 }
 
 // ProbeCounts are the engine's counters of one probe, summed over CPUs.

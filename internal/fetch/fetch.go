@@ -30,7 +30,7 @@
 // A name ($req->hdr->len, $return, $$params) is a path through the traced
 // file's debuginfo in SystemTap's syntax; this package only separates it
 // from its type (everything up to the first ":" is the path) and leaves its
-// grammar to package debuginfo (debuginfo.ParsePath). A name stands alone:
+// grammar to package debuginfo (fetch.ParsePath). A name stands alone:
 // it cannot be wrapped in OFF(...), and its type is optional (the default
 // comes from the variable's declared type).
 //

@@ -1,7 +1,6 @@
 package procfs
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,9 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // CgroupMount is one mounted cgroup hierarchy.
@@ -193,29 +189,6 @@ func CgroupPath(m CgroupMount, id uint64) (string, error) {
 	return cgroupPathByWalk(m, id)
 }
 
-func cgroupPathByHandle(m CgroupMount, id uint64) (string, error) {
-	mount, err := unix.Open(m.dir(), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return "", fmt.Errorf("opening cgroup mount %s: %w", m.dir(), err)
-	}
-	defer unix.Close(mount)
-	var h [8]byte
-	binary.NativeEndian.PutUint64(h[:], id)
-	fd, err := unix.OpenByHandleAt(mount, unix.NewFileHandle(fileIDKernfs, h[:]), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC)
-	if err != nil {
-		if errors.Is(err, unix.ESTALE) || errors.Is(err, unix.ENOENT) {
-			return "", fmt.Errorf("cgroup %d in %s: %w", id, m.Point, fs.ErrNotExist)
-		}
-		return "", fmt.Errorf("opening cgroup %d in %s: %w", id, m.Point, err)
-	}
-	defer unix.Close(fd)
-	p, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
-	if err != nil {
-		return "", fmt.Errorf("reading the path of cgroup %d in %s: %w", id, m.Point, err)
-	}
-	return relativeCgroup(m, p)
-}
-
 // relativeCgroup turns the path of a directory under m's mount point (as
 // the namespace of the mount sees it, or through m.Dir) into its cgroup's
 // path.
@@ -247,7 +220,7 @@ func cgroupPathByWalk(m CgroupMount, id uint64) (string, error) {
 		if err != nil {
 			return nil
 		}
-		if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Ino == id {
+		if IDOf(info).Ino == id { // a directory's inode number is its kernfs id
 			found = p
 			return stop
 		}

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil/ci"
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil/ci"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

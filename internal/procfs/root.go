@@ -208,6 +208,16 @@ func (d *Dir) Display(name string) string { return d.name.display(name) }
 // Fd returns the directory's descriptor, valid until Close.
 func (d *Dir) Fd() int { return int(d.fd.Fd()) }
 
+// ID returns the identity of the directory itself (fstat of its
+// descriptor).
+func (d *Dir) ID() (FileID, error) {
+	fi, err := d.fd.Stat()
+	if err != nil {
+		return FileID{}, err
+	}
+	return IDOf(fi), nil
+}
+
 // Open opens the file name (absolute or relative, both taken from the root)
 // for reading, without blocking (O_NONBLOCK, O_NOCTTY: a FIFO or a device
 // found where a directory or file was expected cannot hold the caller).

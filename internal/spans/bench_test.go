@@ -10,22 +10,22 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 )
 
 // BenchmarkBuild converts a batch of 1024 spans with three attributes each
 // (an int, a 40-byte string and a hex value).
 func BenchmarkBuild(b *testing.B) {
 	const batch = 1024
-	plan := withFiles(&target.Plan{
-		Targets: []target.Target{{Path: "/usr/bin/app", ServiceName: "app", Executable: true}},
-		Spans:   []target.Span{{Target: 0, Name: "request", Entry: 0, Exit: 1}},
-		Sites: []target.Site{
-			{Probe: 0, EntrySpan: 0, ExitSpan: -1, Entry: []target.Fetch{
+	plan := withFiles(&plan.Plan{
+		Targets: []plan.PlannedTarget{{Path: "/usr/bin/app", ServiceName: "app", Executable: true}},
+		Spans:   []plan.SpanDef{{Target: 0, Name: "request", Entry: 0, Exit: 1}},
+		Sites: []plan.Site{
+			{Probe: 0, EntrySpan: 0, ExitSpan: -1, Entry: []plan.Fetch{
 				intFetch("id", sType(8)),
 				strFetch("path", 64),
 			}},
-			{Probe: 1, EntrySpan: -1, ExitSpan: 0, Exit: []target.Fetch{
+			{Probe: 1, EntrySpan: -1, ExitSpan: 0, Exit: []plan.Fetch{
 				intFetch("ret", xType(8)),
 			}},
 		},
@@ -34,10 +34,10 @@ func BenchmarkBuild(b *testing.B) {
 	if len(str40) != 40 {
 		b.Fatal("want a 40-byte string")
 	}
-	in := make([]event.Span, batch)
+	in := make([]event.SpanRecord, batch)
 	for i := range in {
 		start := uint64(1000 + 10*i)
-		in[i] = event.Span{
+		in[i] = event.SpanRecord{
 			StartNs: start, EndNs: start + 5, RootStartNs: start,
 			PID: 100 + uint32(i%4), TID: 100 + uint32(i%16), Def: 0, EntrySite: 0, ExitSite: 1,
 			Entry: rec{}.int(uint64(i)).str(str40),
@@ -59,21 +59,21 @@ func BenchmarkBuild(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/span")
 }
 
-// benchShape is the span of the collector benchmark (internal/bench): one
+// benchShape is the span of the collector benchmark (harness/bench): one
 // process, an entry and an exit integer, no parent.
-func benchShape(n int) (*target.Plan, []event.Span) {
-	plan := withFiles(&target.Plan{
-		Targets: []target.Target{{Path: "/tmp/workload", ServiceName: "workload", Executable: true}},
-		Spans:   []target.Span{{Target: 0, Name: "probed", Entry: 0, Exit: 1}},
-		Sites: []target.Site{
-			{Probe: 0, EntrySpan: 0, ExitSpan: -1, Entry: []target.Fetch{intFetch("a", sType(8))}},
-			{Probe: 1, EntrySpan: -1, ExitSpan: 0, Exit: []target.Fetch{intFetch("ret", sType(8))}},
+func benchShape(n int) (*plan.Plan, []event.SpanRecord) {
+	plan := withFiles(&plan.Plan{
+		Targets: []plan.PlannedTarget{{Path: "/tmp/workload", ServiceName: "workload", Executable: true}},
+		Spans:   []plan.SpanDef{{Target: 0, Name: "probed", Entry: 0, Exit: 1}},
+		Sites: []plan.Site{
+			{Probe: 0, EntrySpan: 0, ExitSpan: -1, Entry: []plan.Fetch{intFetch("a", sType(8))}},
+			{Probe: 1, EntrySpan: -1, ExitSpan: 0, Exit: []plan.Fetch{intFetch("ret", sType(8))}},
 		},
 	})
-	in := make([]event.Span, n)
+	in := make([]event.SpanRecord, n)
 	for i := range in {
 		start := uint64(1000 + 10*i)
-		in[i] = event.Span{
+		in[i] = event.SpanRecord{
 			StartNs: start, EndNs: start + 5, RootStartNs: start,
 			PID: 100, TID: 100, Def: 0, EntrySite: 0, ExitSite: 1,
 			Entry: rec{}.int(uint64(i)), Exit: rec{}.int(uint64(i) ^ 1),

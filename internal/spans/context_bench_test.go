@@ -6,7 +6,7 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 )
 
 // BenchmarkBuildWithContext converts a batch of 1024 spans in which every 8
@@ -19,17 +19,17 @@ func BenchmarkBuildWithContext(b *testing.B) {
 		batch = 1024
 		group = 8
 	)
-	plan := withFiles(&target.Plan{
-		Targets: []target.Target{{Path: "/usr/bin/app", ServiceName: "app", Executable: true}},
-		Spans: []target.Span{
+	plan := withFiles(&plan.Plan{
+		Targets: []plan.PlannedTarget{{Path: "/usr/bin/app", ServiceName: "app", Executable: true}},
+		Spans: []plan.SpanDef{
 			{Target: 0, Name: "request", Entry: 0, Exit: 1},
-			{Target: 0, Name: "query", Entry: 2, Exit: 3, Kind: config.KindServer, Carrier: target.CarrierText, CarrierKey: "sql"},
+			{Target: 0, Name: "query", Entry: 2, Exit: 3, Kind: config.KindServer, Carrier: plan.CarrierText, CarrierKey: "sql"},
 		},
-		Sites: []target.Site{
-			{Probe: 0, EntrySpan: 0, ExitSpan: -1, Entry: []target.Fetch{intFetch("id", sType(8)), strFetch("path", 64)}},
-			{Probe: 1, EntrySpan: -1, ExitSpan: 0, Exit: []target.Fetch{intFetch("ret", xType(8))}},
-			{Probe: 2, EntrySpan: 1, ExitSpan: -1, Entry: []target.Fetch{intFetch("id", sType(8)), strFetch("sql", 256)}},
-			{Probe: 3, EntrySpan: -1, ExitSpan: 1, Exit: []target.Fetch{intFetch("ret", xType(8))}},
+		Sites: []plan.Site{
+			{Probe: 0, EntrySpan: 0, ExitSpan: -1, Entry: []plan.Fetch{intFetch("id", sType(8)), strFetch("path", 64)}},
+			{Probe: 1, EntrySpan: -1, ExitSpan: 0, Exit: []plan.Fetch{intFetch("ret", xType(8))}},
+			{Probe: 2, EntrySpan: 1, ExitSpan: -1, Entry: []plan.Fetch{intFetch("id", sType(8)), strFetch("sql", 256)}},
+			{Probe: 3, EntrySpan: -1, ExitSpan: 1, Exit: []plan.Fetch{intFetch("ret", xType(8))}},
 		},
 	})
 	str40 := strings.Repeat("/api/v1/", 5)
@@ -52,12 +52,12 @@ func BenchmarkBuildWithContext(b *testing.B) {
 	if len(order) != group {
 		b.Fatal("want groups of 8")
 	}
-	in := make([]event.Span, 0, batch)
+	in := make([]event.SpanRecord, 0, batch)
 	for g := 0; len(in) < batch; g++ {
 		base := uint64(1_000_000 + 2000*g)
 		pid, tid := 100+uint32(g%4), 100+uint32(g%16)
 		for _, n := range order {
-			ev := event.Span{
+			ev := event.SpanRecord{
 				StartNs: base + n.start, EndNs: base + n.end, RootStartNs: base,
 				PID: pid, TID: tid, Depth: 1,
 			}

@@ -10,10 +10,11 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 )
 
 // Span definition ids of ctxPlan; each has the site of the same id, used
@@ -48,7 +49,7 @@ var (
 	tpInvalid   = tp("ff", ctxTraceB, ctxParentB, "01")
 )
 
-func hiddenFetch(f target.Fetch, role target.Role, key string) target.Fetch {
+func hiddenFetch(f plan.Fetch, role plan.Role, key string) plan.Fetch {
 	f.Role, f.Key = role, key
 	return f
 }
@@ -60,46 +61,46 @@ func statusComparison(t testing.TB) *config.Comparison {
 	return &c
 }
 
-func ctxPlan(t testing.TB) *target.Plan {
+func ctxPlan(t testing.TB) *plan.Plan {
 	t.Helper()
-	site := func(def int, entry, exit []target.Fetch) target.Site {
-		return target.Site{Probe: def, EntrySpan: def, ExitSpan: def, Entry: entry, Exit: exit}
+	site := func(def int, entry, exit []plan.Fetch) plan.Site {
+		return plan.Site{Probe: def, EntrySpan: def, ExitSpan: def, Entry: entry, Exit: exit}
 	}
-	p := &target.Plan{
-		Targets: []target.Target{
+	p := &plan.Plan{
+		Targets: []plan.PlannedTarget{
 			{Path: testAppPath, ServiceName: "app", Executable: true},
 			{Path: "/usr/lib/libfoo.so.1", ServiceName: "libfoo", Executable: false},
 		},
-		Spans: []target.Span{
-			cdServer:      {Target: 0, Name: "server", Kind: config.KindServer, Carrier: target.CarrierText, CarrierKey: "traceparent"},
-			cdQuery:       {Target: 0, Name: "query", Kind: config.KindClient, Carrier: target.CarrierText, CarrierKey: "sql"},
+		Spans: []plan.SpanDef{
+			cdServer:      {Target: 0, Name: "server", Kind: config.KindServer, Carrier: plan.CarrierText, CarrierKey: "traceparent"},
+			cdQuery:       {Target: 0, Name: "query", Kind: config.KindClient, Carrier: plan.CarrierText, CarrierKey: "sql"},
 			cdWork:        {Target: 0, Name: "work"},
-			cdRPCRaw:      {Target: 0, Name: "rpc-raw", Kind: config.KindServer, Carrier: target.CarrierBinary},
-			cdRPCText:     {Target: 0, Name: "rpc-text", Kind: config.KindConsumer, Carrier: target.CarrierBinary},
+			cdRPCRaw:      {Target: 0, Name: "rpc-raw", Kind: config.KindServer, Carrier: plan.CarrierBinary},
+			cdRPCText:     {Target: 0, Name: "rpc-text", Kind: config.KindConsumer, Carrier: plan.CarrierBinary},
 			cdLib:         {Target: 1, Name: "lib"},
 			cdStatus:      {Target: 0, Name: "status", Status: statusComparison(t)},
-			cdExitCarrier: {Target: 0, Name: "exit-carrier", Carrier: target.CarrierText, CarrierKey: "reply"},
+			cdExitCarrier: {Target: 0, Name: "exit-carrier", Carrier: plan.CarrierText, CarrierKey: "reply"},
 		},
-		Sites: []target.Site{
-			cdServer: site(cdServer, []target.Fetch{strFetch("traceparent", 128)}, []target.Fetch{intFetch("code", sType(8))}),
-			cdQuery:  site(cdQuery, []target.Fetch{strFetch("sql", 256)}, nil),
-			cdWork:   site(cdWork, []target.Fetch{intFetch("n", uType(8))}, nil),
-			cdRPCRaw: site(cdRPCRaw, []target.Fetch{
+		Sites: []plan.Site{
+			cdServer: site(cdServer, []plan.Fetch{strFetch("traceparent", 128)}, []plan.Fetch{intFetch("code", sType(8))}),
+			cdQuery:  site(cdQuery, []plan.Fetch{strFetch("sql", 256)}, nil),
+			cdWork:   site(cdWork, []plan.Fetch{intFetch("n", uType(8))}, nil),
+			cdRPCRaw: site(cdRPCRaw, []plan.Fetch{
 				strFetch("method", 32),
-				hiddenFetch(bytesFetch("t", 16), target.RoleTraceID, "trace_id"),
-				hiddenFetch(bytesFetch("p", 8), target.RoleParentSpanID, "parent_span_id"),
+				hiddenFetch(bytesFetch("t", 16), plan.RoleTraceID, "trace_id"),
+				hiddenFetch(bytesFetch("p", 8), plan.RoleParentSpanID, "parent_span_id"),
 			}, nil),
-			cdRPCText: site(cdRPCText, []target.Fetch{
-				hiddenFetch(strFetch("t", 64), target.RoleTraceID, "trace_id"),
-				hiddenFetch(strFetch("p", 64), target.RoleParentSpanID, "parent_span_id"),
+			cdRPCText: site(cdRPCText, []plan.Fetch{
+				hiddenFetch(strFetch("t", 64), plan.RoleTraceID, "trace_id"),
+				hiddenFetch(strFetch("p", 64), plan.RoleParentSpanID, "parent_span_id"),
 				strFetch("method", 32),
 			}, nil),
-			cdLib: site(cdLib, []target.Fetch{intFetch("x", xType(8))}, nil),
-			cdStatus: site(cdStatus, nil, []target.Fetch{
+			cdLib: site(cdLib, []plan.Fetch{intFetch("x", xType(8))}, nil),
+			cdStatus: site(cdStatus, nil, []plan.Fetch{
 				intFetch("ret", sType(8)),
-				hiddenFetch(intFetch("s", sType(8)), target.RoleStatus, "status_error"),
+				hiddenFetch(intFetch("s", sType(8)), plan.RoleStatus, "status_error"),
 			}),
-			cdExitCarrier: site(cdExitCarrier, nil, []target.Fetch{strFetch("reply", 128)}),
+			cdExitCarrier: site(cdExitCarrier, nil, []plan.Fetch{strFetch("reply", 128)}),
 		},
 	}
 	require.Len(t, p.Spans, cdCount)
@@ -113,7 +114,7 @@ type clock struct{ t time.Time }
 func (c *clock) Now() time.Time          { return c.t }
 func (c *clock) Advance(d time.Duration) { c.t = c.t.Add(d) }
 func newClock() *clock                   { return &clock{t: time.Unix(1_700_000_000, 0)} }
-func ctxSettings(p *target.Plan, c *clock) Settings {
+func ctxSettings(p *plan.Plan, c *clock) Settings {
 	s := goldenSettings(p)
 	s.Now = c.Now
 	return s
@@ -124,8 +125,8 @@ type th struct{ pid, tid uint32 }
 
 // ev makes the record of a span of def on thread h. entry and exit are the
 // hand-encoded stored values.
-func (h th) ev(def uint32, start, end, parent, root, ctx uint64, entry, exit rec) event.Span {
-	return event.Span{
+func (h th) ev(def uint32, start, end, parent, root, ctx uint64, entry, exit rec) event.SpanRecord {
+	return event.SpanRecord{
 		StartNs: start, EndNs: end, ParentStartNs: parent, RootStartNs: root, ContextStartNs: ctx,
 		PID: h.pid, TID: h.tid, Def: def, EntrySite: def, ExitSite: def,
 		Entry: entry, Exit: exit,
@@ -133,17 +134,17 @@ func (h th) ev(def uint32, start, end, parent, root, ctx uint64, entry, exit rec
 }
 
 // server is a cdServer span with the traceparent attribute text.
-func (h th) server(start, end, parent, root, ctx uint64, text string) event.Span {
+func (h th) server(start, end, parent, root, ctx uint64, text string) event.SpanRecord {
 	return h.ev(cdServer, start, end, parent, root, ctx, rec{}.str(text), rec{}.int(200))
 }
 
 // query is a cdQuery span with the sql attribute text.
-func (h th) query(start, end, parent, root, ctx uint64, sql string) event.Span {
+func (h th) query(start, end, parent, root, ctx uint64, sql string) event.SpanRecord {
 	return h.ev(cdQuery, start, end, parent, root, ctx, rec{}.str(sql), nil)
 }
 
 // work is a span without carrier.
-func (h th) work(start, end, parent, root, ctx uint64) event.Span {
+func (h th) work(start, end, parent, root, ctx uint64) event.SpanRecord {
 	return h.ev(cdWork, start, end, parent, root, ctx, rec{}.int(start), nil)
 }
 
@@ -196,7 +197,7 @@ func collect(t *testing.T, td ptrace.Traces) map[pcommon.SpanID]outSpan {
 }
 
 // ids returns the derived span ids of records, in order.
-func ids(b *Builder, evs ...event.Span) []pcommon.SpanID {
+func ids(b *Builder, evs ...event.SpanRecord) []pcommon.SpanID {
 	out := make([]pcommon.SpanID, len(evs))
 	for i, ev := range evs {
 		out[i] = b.SpanID(ev.PID, uint64(ev.TID), ev.StartNs)
@@ -213,7 +214,7 @@ func keys(m map[pcommon.SpanID]outSpan) []pcommon.SpanID {
 }
 
 // build runs b.Build and checks exactly the spans of want left in it.
-func build(t *testing.T, b *Builder, in []event.Span, want ...event.Span) map[pcommon.SpanID]outSpan {
+func build(t *testing.T, b *Builder, in []event.SpanRecord, want ...event.SpanRecord) map[pcommon.SpanID]outSpan {
 	t.Helper()
 	td := b.Build(in)
 	got := collect(t, td)
@@ -223,7 +224,7 @@ func build(t *testing.T, b *Builder, in []event.Span, want ...event.Span) map[pc
 }
 
 // expect checks the ids, name and times of the output span of ev.
-func expect(t *testing.T, b *Builder, got map[pcommon.SpanID]outSpan, ev event.Span, trace pcommon.TraceID, parent pcommon.SpanID) {
+func expect(t *testing.T, b *Builder, got map[pcommon.SpanID]outSpan, ev event.SpanRecord, trace pcommon.TraceID, parent pcommon.SpanID) {
 	t.Helper()
 	o, ok := got[b.SpanID(ev.PID, uint64(ev.TID), ev.StartNs)]
 	require.True(t, ok, "no output for span at %d on %d/%d", ev.StartNs, ev.PID, ev.TID)
@@ -239,7 +240,7 @@ func expect(t *testing.T, b *Builder, got map[pcommon.SpanID]outSpan, ev event.S
 }
 
 // derivedParent is the parent id a record was built with.
-func derivedParent(b *Builder, ev event.Span) pcommon.SpanID {
+func derivedParent(b *Builder, ev event.SpanRecord) pcommon.SpanID {
 	if ev.ParentStartNs == 0 {
 		return pcommon.SpanID{}
 	}
@@ -247,7 +248,7 @@ func derivedParent(b *Builder, ev event.Span) pcommon.SpanID {
 }
 
 // expectDerived checks that ev left with the ids derived from its thread.
-func expectDerived(t *testing.T, b *Builder, got map[pcommon.SpanID]outSpan, ev event.Span) {
+func expectDerived(t *testing.T, b *Builder, got map[pcommon.SpanID]outSpan, ev event.SpanRecord) {
 	t.Helper()
 	expect(t, b, got, ev, b.TraceID(ev.PID, uint64(ev.TID), ev.RootStartNs), derivedParent(b, ev))
 }
@@ -263,7 +264,7 @@ func contextCounts(found, missing, invalid, unsampled, timeout, overflow uint64)
 //	N1 work    [200,  600]  in C
 //	N2 work    [300,  400]  in N1
 //	N3 work    [700,  900]  in C
-func carrierTree(h th, text string) (n2, n1, n3, c event.Span) {
+func carrierTree(h th, text string) (n2, n1, n3, c event.SpanRecord) {
 	c = h.server(100, 1000, 0, 100, 0, text)
 	n1 = h.work(200, 600, 100, 100, 100)
 	n2 = h.work(300, 400, 200, 100, 100)
@@ -275,7 +276,7 @@ func TestContextCarrierOneBuild(t *testing.T) {
 	b := NewBuilder(ctxSettings(ctxPlan(t), newClock()))
 	h := th{10, 11}
 	n2, n1, n3, c := carrierTree(h, tpA)
-	got := build(t, b, []event.Span{n2, n1, n3, c}, n2, n1, n3, c)
+	got := build(t, b, []event.SpanRecord{n2, n1, n3, c}, n2, n1, n3, c)
 	trace := mustTraceID(t, ctxTraceA)
 	expect(t, b, got, c, trace, mustSpanID(t, ctxParentA))
 	expect(t, b, got, n1, trace, b.SpanID(h.pid, uint64(h.tid), 100))
@@ -295,17 +296,17 @@ func TestContextCarrierThreeBuilds(t *testing.T) {
 	h := th{10, 11}
 	n2, n1, n3, c := carrierTree(h, tpA)
 
-	td := b.Build([]event.Span{n2})
+	td := b.Build([]event.SpanRecord{n2})
 	assert.Equal(t, 0, td.SpanCount())
 	assert.Equal(t, 0, td.ResourceSpans().Len(), "no empty resource for waiting spans")
 	assert.Equal(t, 1, b.Waiting())
 
-	td = b.Build([]event.Span{n1, n3})
+	td = b.Build([]event.SpanRecord{n1, n3})
 	assert.Equal(t, 0, td.SpanCount())
 	assert.Equal(t, 0, td.ResourceSpans().Len())
 	assert.Equal(t, 3, b.Waiting())
 
-	got := build(t, b, []event.Span{c}, n2, n1, n3, c)
+	got := build(t, b, []event.SpanRecord{c}, n2, n1, n3, c)
 	trace := mustTraceID(t, ctxTraceA)
 	expect(t, b, got, c, trace, mustSpanID(t, ctxParentA))
 	expect(t, b, got, n1, trace, b.SpanID(h.pid, uint64(h.tid), 100))
@@ -328,7 +329,7 @@ func TestContextCarrierInsideRoot(t *testing.T) {
 	root := h.work(50, 2000, 0, 50, 0)
 	c := h.server(100, 1000, 50, 50, 0, tpA)
 	n := h.work(200, 300, 100, 50, 100)
-	got := build(t, b, []event.Span{n, c, root}, n, c, root)
+	got := build(t, b, []event.SpanRecord{n, c, root}, n, c, root)
 	expect(t, b, got, c, mustTraceID(t, ctxTraceA), mustSpanID(t, ctxParentA))
 	expect(t, b, got, n, mustTraceID(t, ctxTraceA), b.SpanID(h.pid, uint64(h.tid), 100))
 	expectDerived(t, b, got, root)
@@ -341,7 +342,7 @@ func TestContextCarrierAtExit(t *testing.T) {
 	h := th{10, 11}
 	c := h.ev(cdExitCarrier, 100, 1000, 0, 100, 0, nil, rec{}.str("HTTP/1.1 200 OK traceparent: "+tpB))
 	n := h.work(200, 300, 100, 100, 100)
-	got := build(t, b, []event.Span{n, c}, n, c)
+	got := build(t, b, []event.SpanRecord{n, c}, n, c)
 	expect(t, b, got, c, mustTraceID(t, ctxTraceB), mustSpanID(t, ctxParentB))
 	expect(t, b, got, n, mustTraceID(t, ctxTraceB), b.SpanID(h.pid, uint64(h.tid), 100))
 }
@@ -354,7 +355,7 @@ func TestContextCarrierAtExit(t *testing.T) {
 //	Q1 work   [300,  500] in I
 //	Q2 work   [350,  400] in Q1
 //	P2 work   [1100, 1500] in O
-func nestedTree(h th, outer, sql string) (p1, q2, q1, i, p2, o event.Span) {
+func nestedTree(h th, outer, sql string) (p1, q2, q1, i, p2, o event.SpanRecord) {
 	o = h.server(100, 2000, 0, 100, 0, outer)
 	p1 = h.work(150, 180, 100, 100, 100)
 	i = h.query(200, 1000, 100, 100, 100, sql)
@@ -370,18 +371,18 @@ func TestContextNestedCarriers(t *testing.T) {
 	p1, q2, q1, i, p2, o := nestedTree(h, tpA, sqlWith(tpB))
 	traceA, traceB := mustTraceID(t, ctxTraceA), mustTraceID(t, ctxTraceB)
 
-	build(t, b, []event.Span{p1, q2, q1})
+	build(t, b, []event.SpanRecord{p1, q2, q1})
 	assert.Equal(t, 3, b.Waiting())
 
 	// The inner carrier has its own context: its subtree leaves with it.
-	got := build(t, b, []event.Span{i}, i, q1, q2)
+	got := build(t, b, []event.SpanRecord{i}, i, q1, q2)
 	expect(t, b, got, i, traceB, mustSpanID(t, ctxParentB))
 	expect(t, b, got, q1, traceB, b.SpanID(h.pid, uint64(h.tid), 200))
 	expect(t, b, got, q2, traceB, b.SpanID(h.pid, uint64(h.tid), 300))
 	assert.Equal(t, ptrace.SpanKindClient, got[b.SpanID(h.pid, uint64(h.tid), 200)].span.Kind())
 	assert.Equal(t, 1, b.Waiting(), "P1 still waits for O")
 
-	got = build(t, b, []event.Span{p2, o}, p1, p2, o)
+	got = build(t, b, []event.SpanRecord{p2, o}, p1, p2, o)
 	expect(t, b, got, o, traceA, mustSpanID(t, ctxParentA))
 	expect(t, b, got, p1, traceA, b.SpanID(h.pid, uint64(h.tid), 100))
 	expect(t, b, got, p2, traceA, b.SpanID(h.pid, uint64(h.tid), 100))
@@ -406,13 +407,13 @@ func TestContextNestedCarrierWithoutContext(t *testing.T) {
 			p1, q2, q1, i, p2, o := nestedTree(h, tpA, tt.sql)
 			traceA := mustTraceID(t, ctxTraceA)
 
-			build(t, b, []event.Span{p1, q2, q1})
-			build(t, b, []event.Span{i})
+			build(t, b, []event.SpanRecord{p1, q2, q1})
+			build(t, b, []event.SpanRecord{i})
 			assert.Equal(t, 4, b.Waiting(), "the inner carrier waits for the outer one, its subtree for it")
-			build(t, b, []event.Span{p2})
+			build(t, b, []event.SpanRecord{p2})
 			assert.Equal(t, 5, b.Waiting())
 
-			got := build(t, b, []event.Span{o}, p1, q2, q1, i, p2, o)
+			got := build(t, b, []event.SpanRecord{o}, p1, q2, q1, i, p2, o)
 			expect(t, b, got, o, traceA, mustSpanID(t, ctxParentA))
 			expect(t, b, got, i, traceA, b.SpanID(h.pid, uint64(h.tid), 100)) // derived parent: O
 			expect(t, b, got, q1, traceA, b.SpanID(h.pid, uint64(h.tid), 200))
@@ -434,10 +435,10 @@ func TestContextThreeLevelChain(t *testing.T) {
 	m := h.query(200, 900, 100, 100, 100, "no context")
 	i := h.query(300, 800, 200, 100, 200, "none either")
 	leaf := h.work(400, 500, 300, 100, 300)
-	build(t, b, []event.Span{leaf, i, m})
+	build(t, b, []event.SpanRecord{leaf, i, m})
 	assert.Equal(t, 3, b.Waiting())
 	traceA := mustTraceID(t, ctxTraceA)
-	got := build(t, b, []event.Span{o}, leaf, i, m, o)
+	got := build(t, b, []event.SpanRecord{o}, leaf, i, m, o)
 	expect(t, b, got, o, traceA, mustSpanID(t, ctxParentA))
 	expect(t, b, got, m, traceA, b.SpanID(h.pid, uint64(h.tid), 100))
 	expect(t, b, got, i, traceA, b.SpanID(h.pid, uint64(h.tid), 200))
@@ -467,9 +468,9 @@ func TestContextRootCarrierWithoutContext(t *testing.T) {
 			n2, n1, n3, c := carrierTree(h, "")
 			c.Entry, c.EntryFailed = tt.entry, tt.entryFailed
 
-			build(t, b, []event.Span{n2, n1, n3})
+			build(t, b, []event.SpanRecord{n2, n1, n3})
 			assert.Equal(t, 3, b.Waiting())
-			got := build(t, b, []event.Span{c}, n2, n1, n3, c)
+			got := build(t, b, []event.SpanRecord{c}, n2, n1, n3, c)
 			derived := b.TraceID(h.pid, uint64(h.tid), 100)
 			expect(t, b, got, c, derived, pcommon.SpanID{})
 			expect(t, b, got, n1, derived, b.SpanID(h.pid, uint64(h.tid), 100))
@@ -496,14 +497,14 @@ func TestContextUnsampled(t *testing.T) {
 	wb := hb.work(200, 300, 100, 100, 100)
 	pc := hc.work(100, 200, 0, 100, 0)
 
-	build(t, b, []event.Span{wa1, wb, wa2, pc, ia}, pc)
+	build(t, b, []event.SpanRecord{wa1, wb, wa2, pc, ia}, pc)
 	assert.Equal(t, 4, b.Waiting())
-	got := build(t, b, []event.Span{wa3, cb}, cb, wb)
+	got := build(t, b, []event.SpanRecord{wa3, cb}, cb, wb)
 	expect(t, b, got, cb, mustTraceID(t, ctxTraceB), mustSpanID(t, ctxParentB))
 	expect(t, b, got, wb, mustTraceID(t, ctxTraceB), hb.spanID(b, 100))
 	assert.Equal(t, 4, b.Waiting())
 
-	td := b.Build([]event.Span{ca})
+	td := b.Build([]event.SpanRecord{ca})
 	assert.Equal(t, 0, td.SpanCount(), "the unsampled carrier and everything waiting on it are dropped")
 	assert.Equal(t, 0, td.ResourceSpans().Len())
 	assert.Equal(t, 0, b.Waiting())
@@ -529,22 +530,22 @@ func TestContextPerThread(t *testing.T) {
 	w3 := h3.work(200, 300, 100, 100, 100)
 	w1b := h1.work(400, 500, 100, 100, 100)
 
-	build(t, b, []event.Span{w3, w1, w2})
+	build(t, b, []event.SpanRecord{w3, w1, w2})
 	assert.Equal(t, 3, b.Waiting())
 
-	got := build(t, b, []event.Span{w1b, c2}, c2, w2)
+	got := build(t, b, []event.SpanRecord{w1b, c2}, c2, w2)
 	expect(t, b, got, c2, mustTraceID(t, ctxTraceB), mustSpanID(t, ctxParentB))
 	expect(t, b, got, w2, mustTraceID(t, ctxTraceB), h2.spanID(b, 100))
 	assert.Equal(t, int64(10), got[h2.spanID(b, 200)].pid)
 	assert.Equal(t, 3, b.Waiting())
 
-	got = build(t, b, []event.Span{c3}, c3, w3)
+	got = build(t, b, []event.SpanRecord{c3}, c3, w3)
 	expect(t, b, got, c3, mustTraceID(t, ctxTraceC), mustSpanID(t, ctxParentC))
 	expect(t, b, got, w3, mustTraceID(t, ctxTraceC), h3.spanID(b, 100))
 	assert.Equal(t, int64(20), got[h3.spanID(b, 200)].pid)
 	assert.Equal(t, 2, b.Waiting())
 
-	got = build(t, b, []event.Span{c1}, c1, w1, w1b)
+	got = build(t, b, []event.SpanRecord{c1}, c1, w1, w1b)
 	expect(t, b, got, c1, mustTraceID(t, ctxTraceA), mustSpanID(t, ctxParentA))
 	expect(t, b, got, w1, mustTraceID(t, ctxTraceA), h1.spanID(b, 100))
 	expect(t, b, got, w1b, mustTraceID(t, ctxTraceA), h1.spanID(b, 100))
@@ -557,7 +558,7 @@ func TestContextPerThreadOneBuild(t *testing.T) {
 	b := NewBuilder(ctxSettings(ctxPlan(t), newClock()))
 	hs := []th{{10, 11}, {20, 11}, {10, 12}}
 	tps := []string{tpA, tpB, tpA}
-	var in, all []event.Span
+	var in, all []event.SpanRecord
 	for round := uint64(0); round < 3; round++ {
 		for _, h := range hs {
 			in = append(in, h.work(200+100*round, 250+100*round, 100, 100, 100))
@@ -592,13 +593,13 @@ func TestContextWaitExpiry(t *testing.T) {
 	// Group 1 waits for a carrier at 100 on h1 from t0.
 	g1a := h1.work(200, 300, 100, 100, 100)
 	g1b := h1.work(250, 280, 200, 100, 100)
-	build(t, b, []event.Span{g1a, g1b})
+	build(t, b, []event.SpanRecord{g1a, g1b})
 	assert.Equal(t, 2, b.Waiting())
 
 	// Group 2 waits for a carrier at 100 on h2 from t0+3s.
 	clk.Advance(3 * time.Second)
 	g2 := h2.work(200, 300, 100, 100, 100)
-	build(t, b, []event.Span{g2})
+	build(t, b, []event.SpanRecord{g2})
 	assert.Equal(t, 3, b.Waiting())
 
 	// t0+5s-1ns: nothing leaves.
@@ -611,7 +612,7 @@ func TestContextWaitExpiry(t *testing.T) {
 	// span that does not wait (and into its own resource).
 	clk.Advance(2 * time.Nanosecond)
 	other := th{30, 31}.work(100, 200, 0, 100, 0)
-	got := build(t, b, []event.Span{other}, g1a, g1b, other)
+	got := build(t, b, []event.SpanRecord{other}, g1a, g1b, other)
 	expectDerived(t, b, got, g1a)
 	expectDerived(t, b, got, g1b)
 	expectDerived(t, b, got, other)
@@ -633,7 +634,7 @@ func TestContextWaitExpiry(t *testing.T) {
 	c1 := h1.server(100, 1000, 0, 100, 0, tpA)
 	c2 := h2.server(100, 1000, 0, 100, 0, "nothing")
 	var got2 map[pcommon.SpanID]outSpan
-	require.NotPanics(t, func() { got2 = build(t, b, []event.Span{c1, c2}, c1, c2) })
+	require.NotPanics(t, func() { got2 = build(t, b, []event.SpanRecord{c1, c2}, c1, c2) })
 	expect(t, b, got2, c1, mustTraceID(t, ctxTraceA), mustSpanID(t, ctxParentA))
 	expectDerived(t, b, got2, c2)
 	assert.Equal(t, Counts{Context: contextCounts(1, 1, 0, 0, 3, 0)}, b.Counts())
@@ -650,7 +651,7 @@ func TestProcessEndedReleasesItsWaiters(t *testing.T) {
 	g1a := h1.work(200, 300, 100, 100, 100)
 	g1b := h1.work(250, 280, 200, 100, 100)
 	g2 := h2.work(200, 300, 100, 100, 100)
-	build(t, b, []event.Span{g1a, g1b, g2})
+	build(t, b, []event.SpanRecord{g1a, g1b, g2})
 	require.Equal(t, 3, b.Waiting())
 
 	b.Begin(0)
@@ -680,9 +681,9 @@ func TestContextWaitCarrierInExpiringBuild(t *testing.T) {
 	b := NewBuilder(s)
 	h := th{10, 11}
 	n2, n1, n3, c := carrierTree(h, tpA)
-	build(t, b, []event.Span{n2, n1, n3})
+	build(t, b, []event.SpanRecord{n2, n1, n3})
 	clk.Advance(10 * time.Second)
-	got := build(t, b, []event.Span{c}, n2, n1, n3, c)
+	got := build(t, b, []event.SpanRecord{c}, n2, n1, n3, c)
 	expect(t, b, got, n2, mustTraceID(t, ctxTraceA), h.spanID(b, 200))
 	assert.Equal(t, Counts{Context: contextCounts(1, 0, 0, 0, 0, 0)}, b.Counts())
 }
@@ -692,7 +693,7 @@ func TestContextWaitDefault(t *testing.T) {
 	clk := newClock()
 	b := NewBuilder(ctxSettings(ctxPlan(t), clk))
 	w := th{10, 11}.work(200, 300, 100, 100, 100)
-	build(t, b, []event.Span{w})
+	build(t, b, []event.SpanRecord{w})
 	clk.Advance(DefaultContextWait - time.Nanosecond)
 	build(t, b, nil)
 	assert.Equal(t, 1, b.Waiting())
@@ -711,9 +712,9 @@ func TestContextWaitExpiredNestedCarrier(t *testing.T) {
 	b := NewBuilder(s)
 	h := th{10, 11}
 	_, q2, q1, i, _, _ := nestedTree(h, tpA, "no context")
-	build(t, b, []event.Span{q2, q1})
+	build(t, b, []event.SpanRecord{q2, q1})
 	clk.Advance(500 * time.Millisecond)
-	build(t, b, []event.Span{i}) // waits from t0+0.5s: deadline t0+1.5s
+	build(t, b, []event.SpanRecord{i}) // waits from t0+0.5s: deadline t0+1.5s
 	assert.Equal(t, 3, b.Waiting())
 	// t0+1s: Q1 and Q2 (deadline t0+1s) time out; I has not.
 	clk.Advance(500 * time.Millisecond)
@@ -732,18 +733,18 @@ func TestContextWaitExpiredNestedCarrier(t *testing.T) {
 // its derived ids and is counted as a timeout, whatever order the Builder
 // visits the waiting carriers in (runs repeat to cover both orders).
 func TestContextWaitExpiredChainSameDeadline(t *testing.T) {
-	setup := func(t *testing.T) (*Builder, []event.Span, map[pcommon.SpanID]outSpan) {
+	setup := func(t *testing.T) (*Builder, []event.SpanRecord, map[pcommon.SpanID]outSpan) {
 		clk := newClock()
 		s := ctxSettings(ctxPlan(t), clk)
 		s.ContextWait = time.Second
 		b := NewBuilder(s)
 		_, q2, q1, i, _, _ := nestedTree(th{10, 11}, tpA, "no context")
-		build(t, b, []event.Span{q2, q1, i})
+		build(t, b, []event.SpanRecord{q2, q1, i})
 		require.Equal(t, 3, b.Waiting())
 		clk.Advance(2 * time.Second)
 		got := build(t, b, nil, q2, q1, i)
 		require.Equal(t, 0, b.Waiting())
-		return b, []event.Span{q2, q1, i}, got
+		return b, []event.SpanRecord{q2, q1, i}, got
 	}
 	expectDerivedEveryRun(t, setup, Counts{Context: contextCounts(0, 1, 0, 0, 3, 0)})
 }
@@ -754,14 +755,14 @@ func TestContextMaxWaiting(t *testing.T) {
 	b := NewBuilder(s)
 	h := th{10, 11}
 	n2, n1, n3, c := carrierTree(h, tpA)
-	build(t, b, []event.Span{n2, n1})
+	build(t, b, []event.SpanRecord{n2, n1})
 	assert.Equal(t, 2, b.Waiting())
 	// The third waiter leaves at once, with its derived ids.
-	got := build(t, b, []event.Span{n3}, n3)
+	got := build(t, b, []event.SpanRecord{n3}, n3)
 	expectDerived(t, b, got, n3)
 	assert.Equal(t, 2, b.Waiting())
 	assert.Equal(t, Counts{Context: contextCounts(0, 0, 0, 0, 0, 1)}, b.Counts())
-	got = build(t, b, []event.Span{c}, c, n2, n1)
+	got = build(t, b, []event.SpanRecord{c}, c, n2, n1)
 	expect(t, b, got, n1, mustTraceID(t, ctxTraceA), h.spanID(b, 100))
 	expect(t, b, got, n2, mustTraceID(t, ctxTraceA), h.spanID(b, 200))
 	assert.Equal(t, 0, b.Waiting())
@@ -777,15 +778,15 @@ func TestContextMaxWaitingCarrierOverflows(t *testing.T) {
 	b := NewBuilder(s)
 	h := th{10, 11}
 	_, q2, q1, i, _, o := nestedTree(h, tpA, sqlWith(tpInvalid))
-	build(t, b, []event.Span{q2, q1})
+	build(t, b, []event.SpanRecord{q2, q1})
 	assert.Equal(t, 2, b.Waiting())
-	got := build(t, b, []event.Span{i}, i, q1, q2)
+	got := build(t, b, []event.SpanRecord{i}, i, q1, q2)
 	derived := b.TraceID(h.pid, uint64(h.tid), 100)
 	expect(t, b, got, i, derived, h.spanID(b, 100))
 	expect(t, b, got, q1, derived, h.spanID(b, 200))
 	expect(t, b, got, q2, derived, h.spanID(b, 300))
 	assert.Equal(t, 0, b.Waiting())
-	got = build(t, b, []event.Span{o}, o)
+	got = build(t, b, []event.SpanRecord{o}, o)
 	expect(t, b, got, o, mustTraceID(t, ctxTraceA), mustSpanID(t, ctxParentA))
 	assert.Equal(t, Counts{Context: contextCounts(1, 0, 1, 0, 0, 1)}, b.Counts())
 }
@@ -804,12 +805,12 @@ func TestContextFlush(t *testing.T) {
 	w3 := h2.work(200, 300, 100, 100, 100)
 	w4 := h3.ev(cdLib, 200, 300, 100, 100, 100, rec{}.int(0xabc), nil)
 	plain := th{30, 31}.work(1, 2, 0, 1, 0)
-	build(t, b, []event.Span{w1, w2, plain, w3, w4}, plain)
+	build(t, b, []event.SpanRecord{w1, w2, plain, w3, w4}, plain)
 	assert.Equal(t, 4, b.Waiting())
 
 	got := collect(t, b.Flush())
 	require.ElementsMatch(t, ids(b, w1, w2, w3, w4), keys(got))
-	for _, ev := range []event.Span{w1, w2, w3, w4} {
+	for _, ev := range []event.SpanRecord{w1, w2, w3, w4} {
 		expectDerived(t, b, got, ev)
 	}
 	assert.Equal(t, "libfoo", got[h3.spanID(b, 200)].service)
@@ -823,7 +824,7 @@ func TestContextFlush(t *testing.T) {
 	assert.Equal(t, 0, b.Flush().SpanCount())
 	assert.Equal(t, 0, b.Build(nil).SpanCount())
 	c := h1.server(100, 1000, 0, 100, 0, tpA)
-	build(t, b, []event.Span{c}, c)
+	build(t, b, []event.SpanRecord{c}, c)
 	assert.Equal(t, Counts{Context: contextCounts(1, 0, 0, 0, 4, 0)}, b.Counts())
 }
 
@@ -831,15 +832,15 @@ func TestContextFlush(t *testing.T) {
 // own waiters are flushed with derived ids and each counted as a timeout,
 // whatever order the Builder visits them in (runs repeat to cover both).
 func TestContextFlushNestedCarrier(t *testing.T) {
-	setup := func(t *testing.T) (*Builder, []event.Span, map[pcommon.SpanID]outSpan) {
+	setup := func(t *testing.T) (*Builder, []event.SpanRecord, map[pcommon.SpanID]outSpan) {
 		b := NewBuilder(ctxSettings(ctxPlan(t), newClock()))
 		p1, q2, q1, i, _, _ := nestedTree(th{10, 11}, tpA, "no context")
-		build(t, b, []event.Span{p1, q2, q1, i})
+		build(t, b, []event.SpanRecord{p1, q2, q1, i})
 		require.Equal(t, 4, b.Waiting())
 		got := collect(t, b.Flush())
 		require.ElementsMatch(t, ids(b, p1, q2, q1, i), keys(got))
 		require.Equal(t, 0, b.Waiting())
-		return b, []event.Span{p1, q2, q1, i}, got
+		return b, []event.SpanRecord{p1, q2, q1, i}, got
 	}
 	expectDerivedEveryRun(t, setup, Counts{Context: contextCounts(0, 1, 0, 0, 4, 0)})
 }
@@ -847,7 +848,7 @@ func TestContextFlushNestedCarrier(t *testing.T) {
 func TestContextBinaryCarrier(t *testing.T) {
 	traceA, parentA := mustTraceID(t, ctxTraceA), mustSpanID(t, ctxParentA)
 	h := th{10, 11}
-	rawCarrier := func(trace, parent []byte, failed uint8) event.Span {
+	rawCarrier := func(trace, parent []byte, failed uint8) event.SpanRecord {
 		e := rec{}.str("Get")
 		if failed&2 == 0 {
 			e = e.bytes(trace, 16)
@@ -859,7 +860,7 @@ func TestContextBinaryCarrier(t *testing.T) {
 		ev.EntryFailed = failed
 		return ev
 	}
-	textCarrier := func(trace, parent string, failed uint8) event.Span {
+	textCarrier := func(trace, parent string, failed uint8) event.SpanRecord {
 		e := rec{}
 		if failed&1 == 0 {
 			e = e.str(trace)
@@ -873,7 +874,7 @@ func TestContextBinaryCarrier(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
-		c      event.Span
+		c      event.SpanRecord
 		found  bool
 		counts Counts
 	}{
@@ -898,12 +899,12 @@ func TestContextBinaryCarrier(t *testing.T) {
 			var got map[pcommon.SpanID]outSpan
 			if tt.found {
 				n := h.work(200, 300, 100, 100, 100)
-				build(t, b, []event.Span{n})
-				got = build(t, b, []event.Span{tt.c}, n, tt.c)
+				build(t, b, []event.SpanRecord{n})
+				got = build(t, b, []event.SpanRecord{tt.c}, n, tt.c)
 				expect(t, b, got, tt.c, traceA, parentA)
 				expect(t, b, got, n, traceA, h.spanID(b, 100))
 			} else {
-				got = build(t, b, []event.Span{tt.c}, tt.c)
+				got = build(t, b, []event.SpanRecord{tt.c}, tt.c)
 				expectDerived(t, b, got, tt.c)
 			}
 			// The hidden values are not attributes; the method is.
@@ -926,7 +927,7 @@ func TestBinaryCarrierShortHexString(t *testing.T) {
 			b := NewBuilder(ctxSettings(ctxPlan(t), newClock()))
 			h := th{10, 11}
 			c := h.ev(cdRPCText, 100, 1000, 0, 100, 0, rec{}.str(tt.trace).str(tt.parent).str("Get"), nil)
-			got := build(t, b, []event.Span{c}, c)
+			got := build(t, b, []event.SpanRecord{c}, c)
 			expectDerived(t, b, got, c)
 			assert.Equal(t, Counts{Context: contextCounts(0, 0, 1, 0, 0, 0)}, b.Counts())
 		})
@@ -958,7 +959,7 @@ func TestStatusError(t *testing.T) {
 			}
 			ev := h.ev(cdStatus, 100, 200, 0, 100, 0, nil, exit)
 			ev.ExitFailed = tt.failed
-			got := build(t, b, []event.Span{ev}, ev)
+			got := build(t, b, []event.SpanRecord{ev}, ev)
 			sp := got[h.spanID(b, 100)].span
 			assert.Equal(t, tt.want, sp.Status().Code())
 			assert.Equal(t, tt.message, sp.Status().Message())
@@ -994,7 +995,7 @@ func TestStatusErrorOperators(t *testing.T) {
 			plan.Sites[cdStatus].Exit[1].Value.Type = typ
 			b := NewBuilder(ctxSettings(plan, newClock()))
 			ev := h.ev(cdStatus, 100, 200, 0, 100, 0, nil, rec{}.int(7).int(uint64(tt.value)))
-			got := build(t, b, []event.Span{ev}, ev)
+			got := build(t, b, []event.SpanRecord{ev}, ev)
 			st := got[h.spanID(b, 100)].span.Status()
 			if tt.want {
 				assert.Equal(t, ptrace.StatusCodeError, st.Code())
@@ -1023,7 +1024,7 @@ func TestStatusErrorNarrowType(t *testing.T) {
 	b := NewBuilder(ctxSettings(plan, newClock()))
 	h := th{10, 11}
 	ev := h.ev(cdStatus, 100, 200, 0, 100, 0, nil, rec{}.int(0).int(0x1_ffff_fffe)) // low 32 bits: -2
-	got := build(t, b, []event.Span{ev}, ev)
+	got := build(t, b, []event.SpanRecord{ev}, ev)
 	st := got[h.spanID(b, 100)].span.Status()
 	assert.Equal(t, ptrace.StatusCodeError, st.Code())
 	assert.Equal(t, "retval:s32 < 0 (value -2)", st.Message())
@@ -1035,8 +1036,8 @@ func TestStatusErrorOnWaitingSpan(t *testing.T) {
 	h := th{10, 11}
 	ev := h.ev(cdStatus, 200, 300, 100, 100, 100, nil, rec{}.int(7).int(uint64(1<<64-5)))
 	c := h.server(100, 1000, 0, 100, 0, tpA)
-	build(t, b, []event.Span{ev})
-	got := build(t, b, []event.Span{c}, ev, c)
+	build(t, b, []event.SpanRecord{ev})
+	got := build(t, b, []event.SpanRecord{c}, ev, c)
 	st := got[h.spanID(b, 200)].span.Status()
 	assert.Equal(t, ptrace.StatusCodeError, st.Code())
 	assert.Equal(t, "retval:s64 < 0 (value -5)", st.Message())
@@ -1066,13 +1067,13 @@ func TestSpanKinds(t *testing.T) {
 			plan := ctxPlan(t)
 			plan.Spans[def].Kind = k
 			b := NewBuilder(ctxSettings(plan, newClock()))
-			var ev event.Span
+			var ev event.SpanRecord
 			if def == cdWork {
 				ev = h.work(100, 200, 0, 100, 0)
 			} else {
 				ev = h.server(100, 200, 0, 100, 0, tpA)
 			}
-			got := build(t, b, []event.Span{ev}, ev)
+			got := build(t, b, []event.SpanRecord{ev}, ev)
 			assert.Equal(t, wantKind, got[h.spanID(b, 100)].span.Kind(), "kind %d, def %d", k, def)
 		}
 	}
@@ -1089,11 +1090,11 @@ func TestContextResources(t *testing.T) {
 	appChild := h.work(400, 500, 100, 100, 100)
 	other := th{20, 21}.work(1, 2, 0, 1, 0)
 
-	got := build(t, b, []event.Span{libChild, other, appChild}, other)
+	got := build(t, b, []event.SpanRecord{libChild, other, appChild}, other)
 	assert.Equal(t, outSpan{service: "app", pid: 20, exe: testAppPath}, withoutSpan(got[th{20, 21}.spanID(b, 1)]))
 
 	// The carrier's Build: (app, 10) and (libfoo, 10), neither with other spans.
-	td := b.Build([]event.Span{c})
+	td := b.Build([]event.SpanRecord{c})
 	got = collect(t, td)
 	require.ElementsMatch(t, ids(b, c, libChild, appChild), keys(got))
 	assert.Equal(t, outSpan{service: "libfoo", pid: 10, exe: testLibExe}, withoutSpan(got[h.spanID(b, 200)]))
@@ -1119,7 +1120,7 @@ func TestContextResourcesSharedInOneBuild(t *testing.T) {
 	plain := th{10, 12}.work(150, 160, 0, 150, 0)
 	lib := th{10, 12}.ev(cdLib, 170, 180, 0, 170, 0, rec{}.int(1), nil)
 	wlib := h.ev(cdLib, 400, 500, 100, 100, 100, rec{}.int(2), nil)
-	td := b.Build([]event.Span{w, plain, wlib, lib, c})
+	td := b.Build([]event.SpanRecord{w, plain, wlib, lib, c})
 	require.Equal(t, 2, td.ResourceSpans().Len())
 	count := func(i int) int { return td.ResourceSpans().At(i).ScopeSpans().At(0).Spans().Len() }
 	assert.Equal(t, 3, count(0), "app/10: plain, c, w")
@@ -1141,7 +1142,7 @@ func TestContextWaitingSurvivesBatchReuse(t *testing.T) {
 	plan := ctxPlan(t)
 	b := NewBuilder(ctxSettings(plan, newClock()))
 	h := th{10, 11}
-	var batch event.Batch
+	var batch testutil.Batch
 	w := h.ev(cdRPCRaw, 200, 300, 100, 100, 0, nil, nil)
 	// A binary-carrier span nested in a text carrier: it waits only if it
 	// has no context itself; give it none (failed ids) and a method.
@@ -1150,7 +1151,7 @@ func TestContextWaitingSurvivesBatchReuse(t *testing.T) {
 	w.Entry = batch.Copy(rec{}.str("Method-One"))
 	lw := h.ev(cdLib, 400, 500, 100, 100, 100, nil, nil)
 	lw.Entry = batch.Copy(rec{}.int(0xabcdef))
-	build(t, b, []event.Span{w, lw})
+	build(t, b, []event.SpanRecord{w, lw})
 	batch.Reset()
 	for i := 0; i < 4; i++ {
 		scratch := batch.Copy(rec{}.str("XXXXXXXXXX").int(0))
@@ -1160,7 +1161,7 @@ func TestContextWaitingSurvivesBatchReuse(t *testing.T) {
 	}
 	c := h.server(100, 1000, 0, 100, 0, tpA)
 	c.Entry = batch.Copy(c.Entry)
-	got := build(t, b, []event.Span{c}, w, lw, c)
+	got := build(t, b, []event.SpanRecord{c}, w, lw, c)
 	assert.Equal(t, map[string]any{"thread.id": int64(11), "method": "Method-One"}, got[h.spanID(b, 200)].span.Attributes().AsRaw())
 	assert.Equal(t, map[string]any{"thread.id": int64(11), "x": "0xabcdef"}, got[h.spanID(b, 400)].span.Attributes().AsRaw())
 	expect(t, b, got, w, mustTraceID(t, ctxTraceA), h.spanID(b, 100))
@@ -1173,7 +1174,7 @@ func TestContextFoundNestedCarrierDoesNotWait(t *testing.T) {
 	b := NewBuilder(ctxSettings(ctxPlan(t), newClock()))
 	h := th{10, 11}
 	_, _, _, i, _, _ := nestedTree(h, tpA, sqlWith(tpB))
-	got := build(t, b, []event.Span{i}, i)
+	got := build(t, b, []event.SpanRecord{i}, i)
 	expect(t, b, got, i, mustTraceID(t, ctxTraceB), mustSpanID(t, ctxParentB))
 	assert.Equal(t, 0, b.Waiting())
 }
@@ -1184,7 +1185,7 @@ func TestContextUnsampledOuterDropsInvalidInner(t *testing.T) {
 	b := NewBuilder(ctxSettings(ctxPlan(t), newClock()))
 	h := th{10, 11}
 	p1, q2, q1, i, p2, o := nestedTree(h, tpUnsampled, sqlWith(tpInvalid))
-	td := b.Build([]event.Span{p1, q2, q1, i, p2, o})
+	td := b.Build([]event.SpanRecord{p1, q2, q1, i, p2, o})
 	assert.Equal(t, 0, td.SpanCount())
 	assert.Equal(t, 0, b.Waiting())
 	assert.Equal(t, Counts{Context: contextCounts(1, 0, 1, 6, 0, 0), TraceUnsampled: []uint64{1, 1, 4}}, b.Counts())
@@ -1192,7 +1193,7 @@ func TestContextUnsampledOuterDropsInvalidInner(t *testing.T) {
 
 // expectDerivedEveryRun builds the setup's spans 50 times (map order
 // varies) and checks every span keeps its derived ids and the counts match.
-func expectDerivedEveryRun(t *testing.T, setup func(t *testing.T) (*Builder, []event.Span, map[pcommon.SpanID]outSpan), want Counts) {
+func expectDerivedEveryRun(t *testing.T, setup func(t *testing.T) (*Builder, []event.SpanRecord, map[pcommon.SpanID]outSpan), want Counts) {
 	t.Run("ids", func(t *testing.T) {
 		for run := 0; run < 50; run++ {
 			b, evs, got := setup(t)
@@ -1222,10 +1223,10 @@ func TestContextNextExpiry(t *testing.T) {
 	assert.True(t, b.NextExpiry().IsZero(), "nothing waits")
 	h1, h2 := th{10, 11}, th{20, 21}
 	t0 := clk.Now()
-	build(t, b, []event.Span{h1.work(200, 300, 100, 100, 100)})
+	build(t, b, []event.SpanRecord{h1.work(200, 300, 100, 100, 100)})
 	assert.Equal(t, t0.Add(5*time.Second), b.NextExpiry())
 	clk.Advance(3 * time.Second)
-	build(t, b, []event.Span{h2.work(200, 300, 100, 100, 100)})
+	build(t, b, []event.SpanRecord{h2.work(200, 300, 100, 100, 100)})
 	assert.Equal(t, t0.Add(5*time.Second), b.NextExpiry(), "the earlier one")
 	clk.Advance(2*time.Second + time.Nanosecond)
 	build(t, b, nil, h1.work(200, 300, 100, 100, 100))

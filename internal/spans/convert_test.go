@@ -8,10 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
-	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 )
 
 func TestExtend(t *testing.T) {
@@ -49,42 +48,42 @@ func TestExtend(t *testing.T) {
 }
 
 // flags is the enum of testdata/names/names.c.
-var flags = []debuginfo.Enumerator{{Name: "FLAG_NONE", Value: 0}, {Name: "FLAG_READ", Value: 1}, {Name: "FLAG_WRITE", Value: 2}, {Name: "FLAG_SYNC", Value: 4}}
+var flags = []fetch.Enumerator{{Name: "FLAG_NONE", Value: 0}, {Name: "FLAG_READ", Value: 1}, {Name: "FLAG_WRITE", Value: 2}, {Name: "FLAG_SYNC", Value: 4}}
 
 func TestPutInt(t *testing.T) {
 	u := func(n uint8) fetch.Type { return uType(n) }
 	s := func(n uint8) fetch.Type { return sType(n) }
 	x := func(n uint8) fetch.Type { return xType(n) }
-	arg := func(typ fetch.Type, size uint8, signed bool, shift uint8) target.Value {
-		return target.Value{Type: typ, FromArg: true, ArgSize: size, ArgSigned: signed, Shift: shift}
+	arg := func(typ fetch.Type, size uint8, signed bool, shift uint8) plan.Value {
+		return plan.Value{Type: typ, FromArg: true, ArgSize: size, ArgSigned: signed, Shift: shift}
 	}
 	tests := []struct {
 		name string
-		v    target.Value
+		v    plan.Value
 		raw  uint64
 		want any // int64 or string
 	}{
 		// Explicit types.
-		{"u8 0x1ff", target.Value{Type: u(1)}, 0x1ff, int64(255)},
-		{"u16 0x1_0001", target.Value{Type: u(2)}, 0x1_0001, int64(1)},
-		{"u32 max", target.Value{Type: u(4)}, math.MaxUint64, int64(math.MaxUint32)},
-		{"u64 max wraps", target.Value{Type: u(8)}, math.MaxUint64, int64(-1)},
-		{"u64 MaxInt64", target.Value{Type: u(8)}, math.MaxInt64, int64(math.MaxInt64)},
-		{"u64 MaxInt64+1 wraps", target.Value{Type: u(8)}, 1 << 63, int64(math.MinInt64)},
-		{"s8 0x80", target.Value{Type: s(1)}, 0x80, int64(-128)},
-		{"s8 0x7f", target.Value{Type: s(1)}, 0x7f, int64(127)},
-		{"s16 0x8000", target.Value{Type: s(2)}, 0x8000, int64(math.MinInt16)},
-		{"s16 0x1_7fff", target.Value{Type: s(2)}, 0x1_7fff, int64(math.MaxInt16)},
-		{"s32 0x8000_0000", target.Value{Type: s(4)}, 0x8000_0000, int64(math.MinInt32)},
-		{"s32 0xffff_ffff", target.Value{Type: s(4)}, 0xffff_ffff, int64(-1)},
-		{"s64 1<<63", target.Value{Type: s(8)}, 1 << 63, int64(math.MinInt64)},
-		{"x8 0x1ab", target.Value{Type: x(1)}, 0x1ab, "0xab"},
-		{"x8 0", target.Value{Type: x(1)}, 0, "0x0"},
-		{"x16 0x1_0000", target.Value{Type: x(2)}, 0x1_0000, "0x0"},
-		{"x32 0xdead_beef_cafe", target.Value{Type: x(4)}, 0xdead_beef_cafe, "0xbeefcafe"},
-		{"x64 max", target.Value{Type: x(8)}, math.MaxUint64, "0xffffffffffffffff"},
+		{"u8 0x1ff", plan.Value{Type: u(1)}, 0x1ff, int64(255)},
+		{"u16 0x1_0001", plan.Value{Type: u(2)}, 0x1_0001, int64(1)},
+		{"u32 max", plan.Value{Type: u(4)}, math.MaxUint64, int64(math.MaxUint32)},
+		{"u64 max wraps", plan.Value{Type: u(8)}, math.MaxUint64, int64(-1)},
+		{"u64 MaxInt64", plan.Value{Type: u(8)}, math.MaxInt64, int64(math.MaxInt64)},
+		{"u64 MaxInt64+1 wraps", plan.Value{Type: u(8)}, 1 << 63, int64(math.MinInt64)},
+		{"s8 0x80", plan.Value{Type: s(1)}, 0x80, int64(-128)},
+		{"s8 0x7f", plan.Value{Type: s(1)}, 0x7f, int64(127)},
+		{"s16 0x8000", plan.Value{Type: s(2)}, 0x8000, int64(math.MinInt16)},
+		{"s16 0x1_7fff", plan.Value{Type: s(2)}, 0x1_7fff, int64(math.MaxInt16)},
+		{"s32 0x8000_0000", plan.Value{Type: s(4)}, 0x8000_0000, int64(math.MinInt32)},
+		{"s32 0xffff_ffff", plan.Value{Type: s(4)}, 0xffff_ffff, int64(-1)},
+		{"s64 1<<63", plan.Value{Type: s(8)}, 1 << 63, int64(math.MinInt64)},
+		{"x8 0x1ab", plan.Value{Type: x(1)}, 0x1ab, "0xab"},
+		{"x8 0", plan.Value{Type: x(1)}, 0, "0x0"},
+		{"x16 0x1_0000", plan.Value{Type: x(2)}, 0x1_0000, "0x0"},
+		{"x32 0xdead_beef_cafe", plan.Value{Type: x(4)}, 0xdead_beef_cafe, "0xbeefcafe"},
+		{"x64 max", plan.Value{Type: x(8)}, math.MaxUint64, "0xffffffffffffffff"},
 		// Zero-value type (no kind): stored as unsigned 64.
-		{"no type", target.Value{}, 0x1234, int64(0x1234)},
+		{"no type", plan.Value{}, 0x1234, int64(0x1234)},
 
 		// Untyped USDT arguments (type = the argument's size and sign).
 		{"arg 1 unsigned", arg(u(1), 1, false, 0), 0xffff_ffff_ffff_ff80, int64(128)},
@@ -113,11 +112,11 @@ func TestPutInt(t *testing.T) {
 		{"ah signed as u16", arg(u(2), 1, true, 8), 0x80ff, int64(0xff80)},
 
 		// Enums of $names: by name, flags joined with "|", else the number.
-		{"enum value", target.Value{Type: u(4), Enum: flags}, 2, "FLAG_WRITE"},
-		{"enum zero", target.Value{Type: u(4), Enum: flags}, 0, "FLAG_NONE"},
-		{"enum flags", target.Value{Type: u(4), Enum: flags}, 0x1_0000_0005, "FLAG_READ|FLAG_SYNC"},
-		{"enum unknown", target.Value{Type: u(4), Enum: flags}, 9, "9"},
-		{"signed enum", target.Value{Type: s(4), Enum: []debuginfo.Enumerator{{Name: "ERR", Value: -1}, {Name: "OK", Value: 0}}}, 0xffff_ffff, "ERR"},
+		{"enum value", plan.Value{Type: u(4), Enum: flags}, 2, "FLAG_WRITE"},
+		{"enum zero", plan.Value{Type: u(4), Enum: flags}, 0, "FLAG_NONE"},
+		{"enum flags", plan.Value{Type: u(4), Enum: flags}, 0x1_0000_0005, "FLAG_READ|FLAG_SYNC"},
+		{"enum unknown", plan.Value{Type: u(4), Enum: flags}, 9, "9"},
+		{"signed enum", plan.Value{Type: s(4), Enum: []fetch.Enumerator{{Name: "ERR", Value: -1}, {Name: "OK", Value: 0}}}, 0xffff_ffff, "ERR"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -144,7 +143,7 @@ func TestPutValue(t *testing.T) {
 	intF := intFetch("i", uType(8))
 	tests := []struct {
 		name   string
-		f      target.Fetch
+		f      plan.Fetch
 		data   []byte
 		wantN  int
 		wantOK bool
@@ -164,7 +163,7 @@ func TestPutValue(t *testing.T) {
 		{"string length beyond data", strF, rec{}.raw(200, 0, 'a', 'b', 'c', 0, 0, 0), 0, false, nil},
 		{"bytes", bytesF, rec{}.bytes([]byte{1, 2, 3, 4, 5}, 5), 8, true, []byte{1, 2, 3, 4, 5}},
 		{"bytes short", bytesF, []byte{1, 2, 3, 4}, 0, false, nil},
-		{"unknown store", target.Fetch{Key: "z"}, rec{}.int(1), 0, false, nil},
+		{"unknown store", plan.Fetch{Key: "z"}, rec{}.int(1), 0, false, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -191,7 +190,7 @@ func TestPutValue(t *testing.T) {
 func TestDecodeUnpaddedLastValue(t *testing.T) {
 	tests := []struct {
 		name  string
-		f     target.Fetch
+		f     plan.Fetch
 		entry []byte
 	}{
 		// Length 6: 2+6 = 8 bytes fit, but the value takes align8(2+6+1) = 16.
@@ -201,13 +200,13 @@ func TestDecodeUnpaddedLastValue(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			plan := withFiles(&target.Plan{
-				Targets: []target.Target{{Path: "/bin/x", ServiceName: "x", Executable: true}},
-				Spans:   []target.Span{{Target: 0, Name: "s"}},
-				Sites:   []target.Site{{EntrySpan: 0, ExitSpan: 0, Entry: []target.Fetch{tt.f}}},
+			plan := withFiles(&plan.Plan{
+				Targets: []plan.PlannedTarget{{Path: "/bin/x", ServiceName: "x", Executable: true}},
+				Spans:   []plan.SpanDef{{Target: 0, Name: "s"}},
+				Sites:   []plan.Site{{EntrySpan: 0, ExitSpan: 0, Entry: []plan.Fetch{tt.f}}},
 			})
 			b := NewBuilder(Settings{Plan: plan})
-			in := []event.Span{{StartNs: 1, EndNs: 2, RootStartNs: 1, PID: 1, TID: 1, Entry: tt.entry[:len(tt.entry):len(tt.entry)]}}
+			in := []event.SpanRecord{{StartNs: 1, EndNs: 2, RootStartNs: 1, PID: 1, TID: 1, Entry: tt.entry[:len(tt.entry):len(tt.entry)]}}
 			require.NotPanics(t, func() { b.Build(in) })
 			assert.Equal(t, Counts{Malformed: 1}, b.Counts())
 		})
@@ -220,7 +219,7 @@ func TestResourceWithoutExecutableOrHost(t *testing.T) {
 	s.Executable = nil
 	s.HostName = ""
 	b := NewBuilder(s)
-	td := b.Build([]event.Span{
+	td := b.Build([]event.SpanRecord{
 		{StartNs: 1, EndNs: 2, RootStartNs: 1, PID: 7, TID: 8, Def: defLibCall, EntrySite: 6, ExitSite: 7,
 			Entry: rec{}.int(1).str("a"), Exit: rec{}.int(0)},
 		{StartNs: 3, EndNs: 4, RootStartNs: 3, PID: 7, TID: 8, Def: defQuery, EntrySite: 4, ExitSite: 5,
@@ -263,11 +262,11 @@ func TestExecutableFollowsImages(t *testing.T) {
 		return paths[image]
 	}
 	b := NewBuilder(s)
-	span := func(image event.Image) event.Span {
-		return event.Span{StartNs: 1, EndNs: 2, RootStartNs: 1, PID: 7, TID: 7, Def: defLibCall, EntrySite: 6, ExitSite: 7,
+	span := func(image event.Image) event.SpanRecord {
+		return event.SpanRecord{StartNs: 1, EndNs: 2, RootStartNs: 1, PID: 7, TID: 7, Def: defLibCall, EntrySite: 6, ExitSite: 7,
 			Image: image, Entry: rec{}.int(1).str("a"), Exit: rec{}.int(0)}
 	}
-	td := b.Build([]event.Span{span(event.Image{StartNs: 10}), span(event.Image{StartNs: 10, ExecID: 1}), span(event.Image{StartNs: 99}), span(event.Image{StartNs: 10})})
+	td := b.Build([]event.SpanRecord{span(event.Image{StartNs: 10}), span(event.Image{StartNs: 10, ExecID: 1}), span(event.Image{StartNs: 99}), span(event.Image{StartNs: 10})})
 	require.Equal(t, 3, td.ResourceSpans().Len())
 	var got []string
 	for i := range td.ResourceSpans().Len() {
@@ -311,11 +310,11 @@ func TestIDsDependOnSalt(t *testing.T) {
 // A site appended to the plan after the Builder was made (a file attached
 // later) decodes its values like the first ones.
 func TestAddSiteAppendedLater(t *testing.T) {
-	plan, in := benchShape(2)
-	bl := NewBuilder(Settings{Plan: plan, WallOffsetNs: testWallOffset, Salt: testSalt})
+	pl, in := benchShape(2)
+	bl := NewBuilder(Settings{Plan: pl, WallOffsetNs: testWallOffset, Salt: testSalt})
 	bl.Begin(1)
 	bl.Add(&in[0])
-	plan.Sites = append(plan.Sites, target.Site{Probe: 1, EntrySpan: -1, ExitSpan: 0, Exit: []target.Fetch{intFetch("late", sType(8))}})
+	pl.Sites = append(pl.Sites, plan.Site{Probe: 1, EntrySpan: -1, ExitSpan: 0, Exit: []plan.Fetch{intFetch("late", sType(8))}})
 	ev := in[1]
 	ev.ExitSite, ev.Exit = 2, rec{}.int(77)
 	bl.Add(&ev)

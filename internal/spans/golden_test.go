@@ -18,8 +18,8 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -44,39 +44,39 @@ func xType(size uint8) fetch.Type { return fetch.Type{Kind: fetch.KindHex, Size:
 
 // usdtArg is an untyped USDT argument as target.compile leaves it: the
 // attribute type is the note's size and sign.
-func usdtArg(key string, size uint8, signed bool, shift uint8) target.Fetch {
+func usdtArg(key string, size uint8, signed bool, shift uint8) plan.Fetch {
 	typ := uType(size)
 	if signed {
 		typ = sType(size)
 	}
-	return target.Fetch{
-		Key: key, Text: key, Base: target.BaseRegister, Register: regs.RAX,
-		Store: target.StoreInt, ReadSize: 8,
-		Value: target.Value{Type: typ, FromArg: true, ArgSize: size, ArgSigned: signed, Shift: shift},
+	return plan.Fetch{
+		Key: key, Text: key, Base: plan.BaseRegister, Register: regs.RAX,
+		Store: plan.StoreInt, ReadSize: 8,
+		Value: plan.Value{Type: typ, FromArg: true, ArgSize: size, ArgSigned: signed, Shift: shift},
 	}
 }
 
 // intFetch is an explicitly typed integer.
-func intFetch(key string, typ fetch.Type) target.Fetch {
-	return target.Fetch{
-		Key: key, Text: key + ":" + typ.String(), Base: target.BaseRegister, Register: regs.RDI,
-		Store: target.StoreInt, ReadSize: typ.Size, Value: target.Value{Type: typ},
+func intFetch(key string, typ fetch.Type) plan.Fetch {
+	return plan.Fetch{
+		Key: key, Text: key + ":" + typ.String(), Base: plan.BaseRegister, Register: regs.RDI,
+		Store: plan.StoreInt, ReadSize: typ.Size, Value: plan.Value{Type: typ},
 	}
 }
 
-func strFetch(key string, maxLen uint16) target.Fetch {
+func strFetch(key string, maxLen uint16) plan.Fetch {
 	typ := fetch.Type{Kind: fetch.KindString, MaxLen: maxLen}
-	return target.Fetch{
-		Key: key, Text: key + ":" + typ.String(), Base: target.BaseRegister, Register: regs.RSI,
-		Derefs: []int64{0}, Store: target.StoreString, MaxLen: maxLen, Value: target.Value{Type: typ},
+	return plan.Fetch{
+		Key: key, Text: key + ":" + typ.String(), Base: plan.BaseRegister, Register: regs.RSI,
+		Derefs: []int64{0}, Store: plan.StoreString, MaxLen: maxLen, Value: plan.Value{Type: typ},
 	}
 }
 
-func bytesFetch(key string, n uint16) target.Fetch {
+func bytesFetch(key string, n uint16) plan.Fetch {
 	typ := fetch.Type{Kind: fetch.KindBytes, MaxLen: n}
-	return target.Fetch{
-		Key: key, Text: key + ":" + typ.String(), Base: target.BaseRegister, Register: regs.RDX,
-		Derefs: []int64{0}, Store: target.StoreBytes, MaxLen: n, Value: target.Value{Type: typ},
+	return plan.Fetch{
+		Key: key, Text: key + ":" + typ.String(), Base: plan.BaseRegister, Register: regs.RDX,
+		Derefs: []int64{0}, Store: plan.StoreBytes, MaxLen: n, Value: plan.Value{Type: typ},
 	}
 }
 
@@ -90,13 +90,13 @@ const (
 
 // goldenPlan is a hand-built plan: an executable and a shared library, four
 // span definitions, and sites whose fetches cover every Value conversion.
-func goldenPlan() *target.Plan {
-	return withFiles(&target.Plan{
-		Targets: []target.Target{
+func goldenPlan() *plan.Plan {
+	return withFiles(&plan.Plan{
+		Targets: []plan.PlannedTarget{
 			{Path: testAppPath, ServiceName: "app", Executable: true},
 			{Path: "/usr/lib/libfoo.so.1", ServiceName: "libfoo", Executable: false},
 		},
-		Probes: []target.Probe{
+		Probes: []plan.Probe{
 			{Target: 0, Ref: "usdt:app:request__start", Kind: config.KindUSDT, Locations: 1},
 			{Target: 0, Ref: "usdt:app:request__done", Kind: config.KindUSDT, Locations: 1},
 			{Target: 0, Ref: "uprobe:handle", Kind: config.KindUprobe, Locations: 1},
@@ -106,15 +106,15 @@ func goldenPlan() *target.Plan {
 			{Target: 1, Ref: "uprobe:foo_call", Kind: config.KindUprobe, Locations: 1},
 			{Target: 1, Ref: "uretprobe:foo_call", Kind: config.KindUretprobe, Locations: 1},
 		},
-		Spans: []target.Span{
+		Spans: []plan.SpanDef{
 			defRequest: {Target: 0, Name: "request", Entry: 0, Exit: 1},
 			defHandle:  {Target: 0, Name: "handle", Entry: 2, Exit: 3},
 			defQuery:   {Target: 0, Name: "query", Entry: 4, Exit: 5},
 			defLibCall: {Target: 1, Name: "foo_call", Entry: 6, Exit: 7},
 		},
-		Sites: []target.Site{
+		Sites: []plan.Site{
 			// 0: request entry: untyped USDT arguments of every size and sign.
-			{Probe: 0, EntrySpan: defRequest, ExitSpan: -1, Entry: []target.Fetch{
+			{Probe: 0, EntrySpan: defRequest, ExitSpan: -1, Entry: []plan.Fetch{
 				usdtArg("usdt.u8", 1, false, 0),
 				usdtArg("usdt.s8", 1, true, 0),
 				usdtArg("usdt.u16", 2, false, 0),
@@ -126,10 +126,10 @@ func goldenPlan() *target.Plan {
 			}},
 			// 1: request exit: %ah-style arguments, a typed USDT argument
 			// and explicit unsigned and signed types.
-			{Probe: 1, EntrySpan: -1, ExitSpan: defRequest, Exit: []target.Fetch{
+			{Probe: 1, EntrySpan: -1, ExitSpan: defRequest, Exit: []plan.Fetch{
 				usdtArg("usdt.ah_signed", 1, true, 8),
 				usdtArg("usdt.ah_unsigned", 1, false, 8),
-				func() target.Fetch {
+				func() plan.Fetch {
 					f := usdtArg("usdt.s16_as_u32", 2, true, 0)
 					f.Value.Type = uType(4)
 					return f
@@ -141,7 +141,7 @@ func goldenPlan() *target.Plan {
 				intFetch("s8", sType(1)),
 			}},
 			// 2: handle entry: the other signed and hex types, a string and bytes.
-			{Probe: 2, EntrySpan: defHandle, ExitSpan: -1, Entry: []target.Fetch{
+			{Probe: 2, EntrySpan: defHandle, ExitSpan: -1, Entry: []plan.Fetch{
 				intFetch("s16", sType(2)),
 				intFetch("s32", sType(4)),
 				intFetch("s64", sType(8)),
@@ -152,35 +152,35 @@ func goldenPlan() *target.Plan {
 				strFetch("name", 64),
 			}},
 			// 3: handle exit: invalid UTF-8, a retval, bytes[16] and an empty string.
-			{Probe: 3, EntrySpan: -1, ExitSpan: defHandle, Exit: []target.Fetch{
+			{Probe: 3, EntrySpan: -1, ExitSpan: defHandle, Exit: []plan.Fetch{
 				strFetch("raw", 32),
 				intFetch("retval", uType(8)),
 				bytesFetch("blob", 16),
 				strFetch("empty", fetch.DefaultStringLen),
 			}},
 			// 4: query entry.
-			{Probe: 4, EntrySpan: defQuery, ExitSpan: -1, Entry: []target.Fetch{
+			{Probe: 4, EntrySpan: defQuery, ExitSpan: -1, Entry: []plan.Fetch{
 				strFetch("sql", 32),
 				intFetch("limit", sType(8)),
 			}},
 			// 5: query exit.
-			{Probe: 5, EntrySpan: -1, ExitSpan: defQuery, Exit: []target.Fetch{
+			{Probe: 5, EntrySpan: -1, ExitSpan: defQuery, Exit: []plan.Fetch{
 				intFetch("rows", sType(8)),
 			}},
 			// 6: foo_call entry, in the library.
-			{Probe: 6, EntrySpan: defLibCall, ExitSpan: -1, Entry: []target.Fetch{
+			{Probe: 6, EntrySpan: defLibCall, ExitSpan: -1, Entry: []plan.Fetch{
 				intFetch("arg0", xType(8)),
 				strFetch("arg1", 16),
 			}},
 			// 7: foo_call exit.
-			{Probe: 7, EntrySpan: -1, ExitSpan: defLibCall, Exit: []target.Fetch{
+			{Probe: 7, EntrySpan: -1, ExitSpan: defLibCall, Exit: []plan.Fetch{
 				intFetch("ret", sType(4)),
 			}},
 		},
 	})
 }
 
-func goldenSettings(p *target.Plan) Settings {
+func goldenSettings(p *plan.Plan) Settings {
 	return Settings{
 		Plan:         p,
 		WallOffsetNs: testWallOffset,
@@ -209,11 +209,11 @@ const (
 )
 
 // goldenSpans are the engine's records for goldenPlan, in completion order.
-func goldenSpans() []event.Span {
+func goldenSpans() []event.SpanRecord {
 	handleExit := func(retval uint64) []byte {
 		return rec{}.str("ok\xff\xfe-end").int(retval).bytes(blob16, 16).str("")
 	}
-	return []event.Span{
+	return []event.SpanRecord{
 		evGrandchild: {
 			StartNs: 3000, EndNs: 4000, ParentStartNs: 2000, RootStartNs: 1000,
 			PID: 100, TID: 100, Def: defQuery, EntrySite: 4, ExitSite: 5, Depth: 2,
@@ -340,7 +340,7 @@ func TestBuildGolden(t *testing.T) {
 }
 
 // spanByID finds the output span of each input, by its expected span id.
-func spansByEvent(t *testing.T, b *Builder, td ptrace.Traces, in []event.Span) ([]ptrace.Span, []pcommon.Resource) {
+func spansByEvent(t *testing.T, b *Builder, td ptrace.Traces, in []event.SpanRecord) ([]ptrace.Span, []pcommon.Resource) {
 	t.Helper()
 	byID := map[pcommon.SpanID]ptrace.Span{}
 	resOf := map[pcommon.SpanID]pcommon.Resource{}
@@ -532,10 +532,10 @@ func TestBuildExplicit(t *testing.T) {
 
 // withFiles gives a hand-built plan one file per target (file i is target
 // i's, at its path) and puts every site in the file of its span's target.
-func withFiles(p *target.Plan) *target.Plan {
+func withFiles(p *plan.Plan) *plan.Plan {
 	p.Files = nil
 	for i, t := range p.Targets {
-		p.Files = append(p.Files, target.File{Target: i, Path: t.Path, SeenAs: t.Path, Executable: t.Executable})
+		p.Files = append(p.Files, plan.File{Target: i, Path: t.Path, SeenAs: t.Path, Executable: t.Executable})
 	}
 	for i := range p.Sites {
 		s := &p.Sites[i]

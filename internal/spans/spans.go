@@ -1,4 +1,4 @@
-// Package spans turns completed spans from the engine (event.Span) into
+// Package spans turns completed spans from the engine (event.SpanRecord) into
 // OpenTelemetry traces: wall-clock times from one matched clock pair, trace,
 // span and parent ids derived from the thread and the start times of the open
 // spans below, attributes decoded as the plan compiled them, and one resource
@@ -21,16 +21,15 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
-	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 )
 
 // Settings configure a Builder.
 type Settings struct {
 	// Plan is the plan the tracer was opened with.
-	Plan *target.Plan
+	Plan *plan.Plan
 	// WallOffsetNs is added to CLOCK_MONOTONIC times to get Unix nanoseconds.
 	WallOffsetNs int64
 	// Salt keys the derived ids so that two receivers never produce the same ids.
@@ -146,14 +145,14 @@ type valueOp struct {
 	typeSigned         bool
 }
 
-func compileOps(fetches []target.Fetch) []valueOp {
+func compileOps(fetches []plan.Fetch) []valueOp {
 	ops := make([]valueOp, len(fetches))
 	for i := range fetches {
 		f := &fetches[i]
 		v := f.Value
 		ops[i] = valueOp{
 			key:        f.Key,
-			plainInt:   f.Role == target.RoleAttribute && f.Store == target.StoreInt && v.Enum == nil && v.Type.Kind != fetch.KindHex,
+			plainInt:   f.Role == plan.RoleAttribute && f.Store == plan.StoreInt && v.Enum == nil && v.Type.Kind != fetch.KindHex,
 			fromArg:    v.FromArg,
 			argSigned:  v.ArgSigned,
 			shift:      v.Shift,
@@ -248,7 +247,7 @@ func (b *Builder) finish(sp ptrace.Span, key resourceKey, def uint32, sampled bo
 // (target, process), in order of first appearance. Spans that wait for an
 // enclosing carrier span's trace context stay in the Builder until it
 // arrives (or ContextWait passes); they then leave with a later Build.
-func (b *Builder) Build(in []event.Span) ptrace.Traces {
+func (b *Builder) Build(in []event.SpanRecord) ptrace.Traces {
 	b.Begin(len(in))
 	for i := range in {
 		b.Add(&in[i])
@@ -259,20 +258,20 @@ func (b *Builder) Build(in []event.Span) ptrace.Traces {
 // Add converts one span into the output started by Begin, or holds it for
 // the trace context of an enclosing carrier span. It keeps no reference to
 // ev or its values: they may be reused once it returns.
-func (b *Builder) Add(ev *event.Span) {
+func (b *Builder) Add(ev *event.SpanRecord) {
 	def := &b.s.Plan.Spans[ev.Def]
 	key := resourceKey{b.s.Plan.Sites[ev.EntrySite].File, ev.PID, ev.Image}
 	if b.expect > 0 {
 		b.expect--
 	}
-	if def.Carrier == target.CarrierNone && ev.ContextStartNs == 0 {
+	if def.Carrier == plan.CarrierNone && ev.ContextStartNs == 0 {
 		b.span(b.slice(key, b.expect+1).AppendEmpty(), ev, def)
 		return
 	}
 	sp := ptrace.NewSpan()
 	tc, outcome := b.span(sp, ev, def)
 	var self *ctxKey
-	if def.Carrier != target.CarrierNone {
+	if def.Carrier != plan.CarrierNone {
 		b.counts.Context[outcome]++
 		self = &ctxKey{ev.PID, ownerOf(ev), ev.StartNs}
 	}
@@ -333,7 +332,7 @@ var spanKinds = [...]ptrace.SpanKind{
 
 // span fills sp from ev with the derived ids and returns the trace context
 // its carrier holds, if the definition has one.
-func (b *Builder) span(sp ptrace.Span, ev *event.Span, def *target.Span) (traceContext, Outcome) {
+func (b *Builder) span(sp ptrace.Span, ev *event.SpanRecord, def *plan.SpanDef) (traceContext, Outcome) {
 	sp.SetName(def.Name)
 	kind := ptrace.SpanKindInternal
 	if int(def.Kind) < len(spanKinds) && def.Kind != 0 {
@@ -367,12 +366,12 @@ func (b *Builder) span(sp ptrace.Span, ev *event.Span, def *target.Span) (traceC
 		sp.Status().SetMessage(def.Status.String() + " (value " + strconv.FormatInt(h.status, 10) + ")")
 	}
 	switch def.Carrier {
-	case target.CarrierText:
+	case plan.CarrierText:
 		if v, ok := attrs.Get(def.CarrierKey); ok && v.Type() == pcommon.ValueTypeStr {
 			return parseTraceparent(v.Str())
 		}
 		return traceContext{}, ContextMissing
-	case target.CarrierBinary:
+	case plan.CarrierBinary:
 		if h.traceID.v == nil || h.parentSpanID.v == nil {
 			return traceContext{}, ContextMissing
 		}
@@ -389,25 +388,25 @@ type hidden struct {
 }
 
 // read decodes a hidden value at the start of data and returns its size.
-func (h *hidden) read(f *target.Fetch, data []byte) (int, bool) {
+func (h *hidden) read(f *plan.Fetch, data []byte) (int, bool) {
 	n, ok := valueSize(f, data)
 	if !ok {
 		return 0, false
 	}
 	var v idValue
 	switch f.Store {
-	case target.StoreInt:
+	case plan.StoreInt:
 		h.status, h.hasStatus = intValue(f.Value, bpfobj.IntValue(data)), true
 		return n, true
-	case target.StoreString, target.StoreGoString:
+	case plan.StoreString, plan.StoreGoString:
 		v = idValue{bpfobj.StringValue(data), true}
-	case target.StoreBytes:
+	case plan.StoreBytes:
 		v = idValue{data[:f.MaxLen], false}
 	}
 	switch f.Role {
-	case target.RoleTraceID:
+	case plan.RoleTraceID:
 		h.traceID = v
-	case target.RoleParentSpanID:
+	case plan.RoleParentSpanID:
 		h.parentSpanID = v
 	}
 	return n, true
@@ -415,7 +414,7 @@ func (h *hidden) read(f *target.Fetch, data []byte) (int, bool) {
 
 // decode puts the stored values of one span end into attrs, in fetch
 // order, and the hidden ones into h.
-func (b *Builder) decode(attrs pcommon.Map, fetches []target.Fetch, ops []valueOp, data []byte, failed uint8, h *hidden) {
+func (b *Builder) decode(attrs pcommon.Map, fetches []plan.Fetch, ops []valueOp, data []byte, failed uint8, h *hidden) {
 	for i := range ops {
 		if failed&(1<<i) != 0 {
 			b.counts.FetchErrors++
@@ -434,7 +433,7 @@ func (b *Builder) decode(attrs pcommon.Map, fetches []target.Fetch, ops []valueO
 		f := &fetches[i]
 		var n int
 		var ok bool
-		if f.Role == target.RoleAttribute {
+		if f.Role == plan.RoleAttribute {
 			n, ok = putValue(attrs, f, data, &b.text)
 		} else {
 			n, ok = h.read(f, data)
@@ -449,28 +448,28 @@ func (b *Builder) decode(attrs pcommon.Map, fetches []target.Fetch, ops []valueO
 
 // valueSize returns the bytes the stored value of f at the start of data
 // takes, checking they are there.
-func valueSize(f *target.Fetch, data []byte) (int, bool) {
+func valueSize(f *plan.Fetch, data []byte) (int, bool) {
 	return bpfobj.ValueSize(f.Store.FetchKind(), f.MaxLen, data)
 }
 
 // putValue decodes the value of f at the start of data into attrs and
 // returns the bytes it took.
-func putValue(attrs pcommon.Map, f *target.Fetch, data []byte, text *arena) (int, bool) {
+func putValue(attrs pcommon.Map, f *plan.Fetch, data []byte, text *arena) (int, bool) {
 	size, ok := valueSize(f, data)
 	if !ok {
 		return 0, false
 	}
 	switch f.Store {
-	case target.StoreInt:
+	case plan.StoreInt:
 		putInt(attrs, f.Key, f.Value, bpfobj.IntValue(data), text)
-	case target.StoreString, target.StoreGoString:
+	case plan.StoreString, plan.StoreGoString:
 		raw := bpfobj.StringValue(data)
 		if utf8.Valid(raw) {
 			attrs.PutStr(f.Key, text.str(func(b []byte) []byte { return append(b, raw...) }))
 		} else {
 			attrs.PutStr(f.Key, strings.ToValidUTF8(string(raw), "\uFFFD"))
 		}
-	case target.StoreBytes:
+	case plan.StoreBytes:
 		attrs.PutEmptyBytes(f.Key).FromRaw(data[:f.MaxLen])
 	}
 	return size, true
@@ -478,7 +477,7 @@ func putValue(attrs pcommon.Map, f *target.Fetch, data []byte, text *arena) (int
 
 // intValue converts a stored integer as v describes, as a 64-bit value
 // (unsigned types keep their bits).
-func intValue(v target.Value, raw uint64) int64 {
+func intValue(v plan.Value, raw uint64) int64 {
 	if v.FromArg {
 		raw >>= v.Shift
 		raw = extend(raw, v.ArgSize, v.ArgSigned)
@@ -487,10 +486,10 @@ func intValue(v target.Value, raw uint64) int64 {
 }
 
 // putInt converts a stored integer as v describes and puts it.
-func putInt(attrs pcommon.Map, key string, v target.Value, raw uint64, text *arena) {
+func putInt(attrs pcommon.Map, key string, v plan.Value, raw uint64, text *arena) {
 	x := intValue(v, raw)
 	if v.Enum != nil {
-		attrs.PutStr(key, debuginfo.FormatEnum(v.Enum, x))
+		attrs.PutStr(key, fetch.FormatEnum(v.Enum, x))
 		return
 	}
 	if v.Type.Kind == fetch.KindHex {
@@ -621,7 +620,7 @@ func fmix(h uint64) uint64 {
 }
 
 // ownerOf returns what paired a span: its goroutine, or its thread.
-func ownerOf(ev *event.Span) uint64 {
+func ownerOf(ev *event.SpanRecord) uint64 {
 	if ev.Owner != 0 {
 		return ev.Owner
 	}

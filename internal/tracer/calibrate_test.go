@@ -9,10 +9,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+	"github.com/otel-uprobe/uprobereceiver/internal/planner"
 )
 
 // Calibration probes this test binary's own functions, the way it probes
@@ -22,9 +22,9 @@ func TestCalibrate(t *testing.T) {
 	b := testutil.BuildDemo(t, "-O2")
 	for _, mode := range attachModes {
 		t.Run(mode.name, func(t *testing.T) {
-			plan, err := target.Resolve([]config.Target{{Path: b.Program, Counters: config.CountersOf("uprobe:inner")}})
+			pl, err := planner.Resolve([]config.Target{{Path: b.Program, Counters: config.CountersOf("uprobe:inner")}})
 			require.NoError(t, err)
-			tr, err := Open(plan, Options{RingBufferSize: testRing, PerLocation: mode.perLocation, ProgramStats: true})
+			tr, err := Open(pl.Plan, Options{RingBufferSize: testRing, PerLocation: mode.perLocation, ProgramStats: true})
 			require.NoError(t, err)
 			defer func() { assert.NoError(t, tr.Close()) }()
 			c, err := tr.Calibrate()

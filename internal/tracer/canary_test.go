@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 )
 
 // The canary is the program its listing says: an x86-64 executable of one

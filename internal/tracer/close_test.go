@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+	"github.com/otel-uprobe/uprobereceiver/internal/planner"
 )
 
 // closeEach overlaps the closes, never more than maxClosers at once even
@@ -69,16 +69,16 @@ func TestCloseEach(t *testing.T) {
 // outlive the tracer's links (and Close).
 func TestAttachFileAfterDetach(t *testing.T) {
 	b := testutil.BuildDemo(t, "-O2")
-	tr, plan := openDemo(t, []config.Target{{Path: b.Program, Counters: config.CountersOf("usdt:demo:tick")}})
+	tr, pl := openDemo(t, []config.Target{{Path: b.Program, Counters: config.CountersOf("usdt:demo:tick")}})
 	require.NoError(t, tr.Detach())
 	copyPath := filepath.Join(t.TempDir(), "demo-copy")
 	copyFile(t, b.Program, copyPath)
 	copyFile(t, b.Library, filepath.Join(filepath.Dir(copyPath), filepath.Base(b.Library)))
-	c, err := target.OpenPath(copyPath)
+	c, err := planner.OpenPath(copyPath)
 	require.NoError(t, err)
-	spec, err := plan.ReadFile(0, c)
+	spec, err := pl.ReadFile(0, c)
 	require.NoError(t, err)
-	fi := plan.Append(spec)
+	fi := pl.Append(spec)
 	require.ErrorIs(t, tr.AttachFile(fi), ErrDetached)
 	demo := testutil.StartDemo(t, copyPath)
 	assert.Equal(t, [3]int{0, 0, 0}, demo.Semaphores(), "nothing attached")

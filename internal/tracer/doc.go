@@ -1,6 +1,6 @@
 // Package tracer is the receiver's one door to the kernel: it checks kernel
 // features, loads the pre-compiled engine from internal/bpfobj sized for a
-// target.Plan, fills the site specs, attaches every uprobe (all or nothing),
+// plan.Plan, fills the site specs, attaches every uprobe (all or nothing),
 // drains the span ring buffer in batches through its own mapping and reads
 // the per-CPU counters. For an overhead budget it attaches and detaches
 // probes one by one (SetProbeAttached) and measures what a probe hit costs

@@ -7,19 +7,19 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
 )
 
 // encodeSite converts a planned site into the engine's spec. Registers
 // become the pt_regs slots of the site's file's architecture, which must be
 // the engine's (bpfobj.Arch).
-func encodeSite(s target.Site, plan *target.Plan) (bpfobj.Site, error) {
-	spans := plan.Spans
+func encodeSite(s plan.Site, pl *plan.Plan) (bpfobj.Site, error) {
+	spans := pl.Spans
 	var out bpfobj.Site
-	arch := plan.Files[s.File].Arch
+	arch := pl.Files[s.File].Arch
 	if arch != bpfobj.Arch() {
-		return out, fmt.Errorf("%s is an %s file; this collector runs on %s and attaches uprobes only to %s files", plan.Files[s.File].Path, arch, bpfobj.Arch(), bpfobj.Arch())
+		return out, fmt.Errorf("%s is an %s file; this collector runs on %s and attaches uprobes only to %s files", pl.Files[s.File].Path, arch, bpfobj.Arch(), bpfobj.Arch())
 	}
 	out.ProbeId = uint32(s.Probe)
 	if len(s.Entry) > bpfobj.MaxFetches || len(s.Exit) > bpfobj.MaxFetches {
@@ -29,13 +29,13 @@ func encodeSite(s target.Site, plan *target.Plan) (bpfobj.Site, error) {
 		out.Flags |= bpfobj.SiteEntry
 		out.EntrySpan = uint32(s.EntrySpan)
 		out.SampleThreshold = sampleThreshold(spans[s.EntrySpan].SampleRatio)
-		if spans[s.EntrySpan].Carrier != target.CarrierNone {
+		if spans[s.EntrySpan].Carrier != plan.CarrierNone {
 			out.Flags |= bpfobj.SiteCarrier
 		}
 		if spans[s.EntrySpan].Function {
 			out.Flags |= bpfobj.SiteFunction
 		}
-		if plan.Probes[spans[s.EntrySpan].Exit].Kind == config.KindUretprobe && !plan.Files[s.File].Go {
+		if pl.Probes[spans[s.EntrySpan].Exit].Kind == config.KindUretprobe && !pl.Files[s.File].Go {
 			out.Flags |= bpfobj.SiteKernelReturn
 		}
 	}
@@ -44,11 +44,11 @@ func encodeSite(s target.Site, plan *target.Plan) (bpfobj.Site, error) {
 		out.ExitSpan = uint32(s.ExitSpan)
 		out.MinDurationNs = spans[s.ExitSpan].MinDurationNs
 	}
-	if f := plan.Files[s.File]; f.Go {
+	if f := pl.Files[s.File]; f.Go {
 		out.Flags |= bpfobj.SiteGo
 		out.GoidOffset = f.GoIDOffset
 	}
-	if t := plan.Targets[plan.Probes[s.Probe].Target]; t.Chosen {
+	if t := pl.Targets[pl.Probes[s.Probe].Target]; t.Chosen {
 		out.Flags |= bpfobj.SiteChosen
 		out.TargetBit = t.ChosenBit
 	}
@@ -107,7 +107,7 @@ func encodeSite(s target.Site, plan *target.Plan) (bpfobj.Site, error) {
 }
 
 // encodeFilter converts a compiled condition into the engine's filter.
-func encodeFilter(f target.Filter, arch regs.Arch) (bpfobj.Filter, error) {
+func encodeFilter(f plan.Filter, arch regs.Arch) (bpfobj.Filter, error) {
 	var out bpfobj.Filter
 	op, err := encodeFetch(f.Value, arch)
 	if err != nil {
@@ -143,17 +143,17 @@ func encodeFilter(f target.Filter, arch regs.Arch) (bpfobj.Filter, error) {
 
 // encodeFetch converts a compiled fetch into the engine's op, with the
 // registers as pt_regs slots of architecture arch.
-func encodeFetch(f target.Fetch, arch regs.Arch) (bpfobj.FetchOp, error) {
+func encodeFetch(f plan.Fetch, arch regs.Arch) (bpfobj.FetchOp, error) {
 	var op bpfobj.FetchOp
 	op.Disp = f.Disp
 	switch f.Base {
-	case target.BaseRegister:
+	case plan.BaseRegister:
 		slot, ok := arch.Slot(f.Register)
 		if !ok {
 			return op, fmt.Errorf("register %v has no %s pt_regs slot", f.Register, arch)
 		}
 		op.Base, op.BaseReg = bpfobj.FetchBaseRegister, uint8(slot)
-	case target.BaseConstant:
+	case plan.BaseConstant:
 		op.Base = bpfobj.FetchBaseConstant
 	default:
 		return op, fmt.Errorf("unknown fetch base %d", f.Base)
@@ -175,13 +175,13 @@ func encodeFetch(f target.Fetch, arch regs.Arch) (bpfobj.FetchOp, error) {
 	copy(op.DerefOffsets[:], f.Derefs)
 	op.Kind = f.Store.FetchKind()
 	switch f.Store {
-	case target.StoreInt:
+	case plan.StoreInt:
 		op.ReadSize = f.ReadSize
 		if op.ReadSize == 0 {
 			op.ReadSize = 8
 		}
-	case target.StoreString, target.StoreBytes:
-	case target.StoreGoString:
+	case plan.StoreString, plan.StoreBytes:
+	case plan.StoreGoString:
 		if len(f.Derefs) == 0 {
 			slot, ok := arch.Slot(f.LenRegister)
 			if !ok {
@@ -209,4 +209,11 @@ func sampleThreshold(ratio float64) uint64 {
 		return 0
 	}
 	return uint64(math.Round(ratio * (1 << 32)))
+}
+
+func boolByte(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -14,11 +14,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
+	"github.com/otel-uprobe/uprobereceiver/internal/planner"
 	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 )
 
 // openFacts opens a tracer that sends process facts, naming the cgroup v1
@@ -29,9 +29,9 @@ func openFacts(t *testing.T, controller string) *Tracer {
 	b := testutil.BuildDemo(t, "-O2")
 	targets := []config.Target{{Path: b.Program, Counters: config.CountersOf("uprobe:inner")}}
 	require.NoError(t, config.Validate(targets))
-	plan, err := target.Resolve(targets)
+	pl, err := planner.Resolve(targets)
 	require.NoError(t, err)
-	tr, err := Open(plan, Options{RingBufferSize: testRing, ProcessFacts: true, Cgroup1Controller: controller})
+	tr, err := Open(pl.Plan, Options{RingBufferSize: testRing, ProcessFacts: true, Cgroup1Controller: controller})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, tr.Close()) })
 	return tr
@@ -171,10 +171,10 @@ func TestProcessRecordsCarryCgroups(t *testing.T) {
 	pid := uint32(cmd.Process.Pid)
 
 	var got []event.Process
-	var b event.Batch
+	var b testutil.Batch
 	for {
 		b.Reset()
-		n, malformed := tr.Drain(&b, 1000)
+		n, malformed := tr.Read(1000, &b)
 		require.Zero(t, malformed)
 		for _, p := range b.Processes {
 			if p.PID == pid {

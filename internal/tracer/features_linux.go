@@ -58,7 +58,7 @@ func CheckKernel() error {
 // into calls into a trampoline (x86-64, Linux 6.17), found through
 // /proc/kallsyms: calling the uprobe syscall to find out would raise SIGILL.
 // That call writes below the probed thread's stack pointer (see package
-// insn, RedZone): package target places probes on 5-byte nops only where
+// insn, RedZone): package planner places probes on 5-byte nops only where
 // nothing below it is live.
 func HaveOptimizedUprobes() bool {
 	if Arch() != regs.ArchAMD64 {

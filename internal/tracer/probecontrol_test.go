@@ -11,9 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
+	"github.com/otel-uprobe/uprobereceiver/internal/planner"
 )
 
 func TestSetProbeAttached(t *testing.T) {
@@ -32,13 +33,13 @@ func testSetProbeAttached(t *testing.T, perLocation bool) {
 		Spans:    []config.Span{{Name: "query", Entry: "usdt:demo:query__start", Exit: "usdt:demo:query__done"}},
 	}}
 	require.NoError(t, config.Validate(targets))
-	plan, err := target.Resolve(targets)
+	pl, err := planner.Resolve(targets)
 	require.NoError(t, err)
-	tr, err := Open(plan, Options{RingBufferSize: testRing, PerLocation: perLocation, ProbeControl: true, ProgramStats: true})
+	tr, err := Open(pl.Plan, Options{RingBufferSize: testRing, PerLocation: perLocation, ProbeControl: true, ProgramStats: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, tr.Close()) })
-	tick, inner := probeIndex(t, plan, "usdt:demo:tick"), probeIndex(t, plan, "uprobe:inner")
-	start, done := probeIndex(t, plan, "usdt:demo:query__start"), probeIndex(t, plan, "usdt:demo:query__done")
+	tick, inner := probeIndex(t, pl.Plan, "usdt:demo:tick"), probeIndex(t, pl.Plan, "uprobe:inner")
+	start, done := probeIndex(t, pl.Plan, "usdt:demo:query__start"), probeIndex(t, pl.Plan, "usdt:demo:query__done")
 	hits := func() []uint64 {
 		t.Helper()
 		h, err := tr.ProbeHits(nil, nil)
@@ -72,11 +73,11 @@ func testSetProbeAttached(t *testing.T, perLocation bool) {
 	copyPath := filepath.Join(t.TempDir(), "demo-copy")
 	copyFile(t, b.Program, copyPath)
 	copyFile(t, b.Library, filepath.Join(filepath.Dir(copyPath), filepath.Base(b.Library))) // for a run path of $ORIGIN
-	c, err := target.OpenPath(copyPath)
+	c, err := planner.OpenPath(copyPath)
 	require.NoError(t, err)
-	spec, err := plan.ReadFile(0, c)
+	spec, err := pl.ReadFile(0, c)
 	require.NoError(t, err)
-	fi := plan.Append(spec)
+	fi := pl.Append(spec)
 	require.NoError(t, tr.AttachFile(fi))
 	demo2 := testutil.StartDemo(t, copyPath)
 	assert.Equal(t, [3]int{0, 0, 2}, demo2.Semaphores())
@@ -96,7 +97,7 @@ func testSetProbeAttached(t *testing.T, perLocation bool) {
 	assert.Equal(t, map[int]uint64{tick: 4, inner: 4, start: 2, done: 2}, added(h))
 	st, err := tr.Stats()
 	require.NoError(t, err)
-	q := st.Spans[spanIndex(t, plan, "query")]
+	q := st.Spans[spanIndex(t, pl.Plan, "query")]
 	assert.Equal(t, uint64(3+2), q.Count, "spans of the attached times only")
 	assert.Zero(t, q.Unmatched, "the entry went first and came back last")
 
@@ -109,8 +110,8 @@ func testSetProbeAttached(t *testing.T, perLocation bool) {
 	some, err := tr.ProbeHits([]int{inner, tick}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, []uint64{all[inner], all[tick]}, some)
-	assert.Equal(t, all[tick]+all[inner], runs[target.ProgramCount].Count)
-	assert.Equal(t, all[start]+all[done], runs[target.ProgramSite].Count)
+	assert.Equal(t, all[tick]+all[inner], runs[plan.ProgramCount].Count)
+	assert.Equal(t, all[start]+all[done], runs[plan.ProgramSite].Count)
 
 	// A file changed in place since it was read is refused, and the probe
 	// stays detached everywhere (all or none).

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
 )
 
 // privateStackMin is BPF_PRIV_STACK_MIN_SIZE: on kernels with BPF private

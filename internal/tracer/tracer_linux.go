@@ -19,7 +19,8 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
+	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 )
 
 // Options size the engine's kernel objects.
@@ -50,7 +51,7 @@ type Options struct {
 	// DefaultMaxProcessHits); beyond it, hits count without a process.
 	MaxProcessHits int
 	// SendExecs makes every exec on the host send a process record
-	// (Drain's batch.Processes), for finding targets' files in processes
+	// (Read's Records.Process), for finding targets' files in processes
 	// that start. Targets with a process selector send them anyway.
 	SendExecs bool
 	// ProbeControl groups links by probe, so that SetProbeAttached can
@@ -91,7 +92,7 @@ const DefaultMaxGoroutines = 4096
 
 // AttachFailure is one attachment the kernel refused.
 type AttachFailure struct {
-	Attachment target.Attachment
+	Attachment plan.Attachment
 	// Probe is the probe reference as configured.
 	Probe string
 	// Path is the file's path as the receiver opened it.
@@ -124,11 +125,11 @@ func (e *AttachError) Unwrap() []error {
 }
 
 // Tracer owns the loaded engine, its links and its ring buffer reader. Its
-// methods are for one goroutine at a time, the plan's owner (Drain, Stats
+// methods are for one goroutine at a time, the plan's owner (Read, Stats
 // and the process methods may run beside each other); SetProbeAttached,
 // ProbeHits and ProgramRuns may run beside the plan's owner too.
 type Tracer struct {
-	plan     *target.Plan
+	plan     *plan.Plan
 	multi    bool
 	control  bool // Options.ProbeControl
 	coll     *ebpf.Collection
@@ -156,7 +157,7 @@ type Tracer struct {
 
 	// The record Read passes on, reused: passing a new one through the
 	// Records interface would allocate it.
-	ev   event.Span
+	ev   event.SpanRecord
 	proc event.Process
 }
 
@@ -165,8 +166,8 @@ type Tracer struct {
 // meanwhile, so SetProbesAttached reads only this copy.
 type fileLinks struct {
 	path        string
-	id          target.FileID
-	attachments []target.Attachment
+	id          procfs.FileVersion
+	attachments []plan.Attachment
 	// byProbe holds the links by probe id, or all of them under -1
 	// without Options.ProbeControl.
 	byProbe map[int][]link.Link
@@ -175,7 +176,7 @@ type fileLinks struct {
 	fh *os.File
 	// attached is the identity of the descriptor the kernel was last
 	// given (/proc/self/fd/N), zero before.
-	attached target.FileID
+	attached procfs.FileVersion
 }
 
 // allProbes is the key of fileLinks.byProbe without Options.ProbeControl.
@@ -185,7 +186,7 @@ const allProbes = -1
 // every attachment of the plan. Either everything is attached or nothing is:
 // on error every link made so far is closed (which also lowers every USDT
 // semaphore it raised) and the engine is unloaded.
-func Open(plan *target.Plan, opts Options) (_ *Tracer, err error) {
+func Open(plan *plan.Plan, opts Options) (_ *Tracer, err error) {
 	page := os.Getpagesize()
 	size := opts.RingBufferSize
 	if size < page || size&(size-1) != 0 {
@@ -368,12 +369,12 @@ func (t *Tracer) AttachFile(fi int) error {
 
 // AttachedFileID returns the identity (fstat) of the descriptor file fi
 // of the plan was attached through, and whether it is attached.
-func (t *Tracer) AttachedFileID(fi int) (target.FileID, bool) {
+func (t *Tracer) AttachedFileID(fi int) (procfs.FileVersion, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	fl := t.files[fi]
-	if fl == nil || fl.attached == (target.FileID{}) {
-		return target.FileID{}, false
+	if fl == nil || fl.attached == (procfs.FileVersion{}) {
+		return procfs.FileVersion{}, false
 	}
 	return fl.attached, true
 }
@@ -560,7 +561,7 @@ func (t *Tracer) attachProbe(probe int) error {
 		if fl.fh == nil {
 			continue
 		}
-		failures = append(failures, t.attach(fl, func(a target.Attachment) bool { return a.Probe == probe })...)
+		failures = append(failures, t.attach(fl, func(a plan.Attachment) bool { return a.Probe == probe })...)
 	}
 	if len(failures) > 0 {
 		var errs []error
@@ -611,14 +612,14 @@ type ProgramRun struct {
 }
 
 // ProgramRuns returns the run time and runs so far of the programs probes
-// run (by target.Program), and false when BPF run-time statistics are off
+// run (by plan.Program), and false when BPF run-time statistics are off
 // (see Options.ProgramStats): their counts then stay 0.
-func (t *Tracer) ProgramRuns() (map[target.Program]ProgramRun, bool, error) {
-	out := map[target.Program]ProgramRun{}
+func (t *Tracer) ProgramRuns() (map[plan.Program]ProgramRun, bool, error) {
+	out := map[plan.Program]ProgramRun{}
 	if !t.statsOn() {
 		return out, false, nil
 	}
-	for _, p := range []target.Program{target.ProgramCount, target.ProgramSite} {
+	for _, p := range []plan.Program{plan.ProgramCount, plan.ProgramSite} {
 		st, err := t.program(p).Stats()
 		if err != nil {
 			return out, false, fmt.Errorf("reading BPF run-time statistics: %w", err)
@@ -629,12 +630,12 @@ func (t *Tracer) ProgramRuns() (map[target.Program]ProgramRun, bool, error) {
 }
 
 // program returns the loaded program an attachment runs.
-func (t *Tracer) program(p target.Program) *ebpf.Program {
+func (t *Tracer) program(p plan.Program) *ebpf.Program {
 	name := bpfobj.ProgramSiteHit
 	switch p {
-	case target.ProgramCount:
+	case plan.ProgramCount:
 		name = bpfobj.ProgramCountHit
-	case target.ProgramCountPerProcess:
+	case plan.ProgramCountPerProcess:
 		name = bpfobj.ProgramCountHitProc
 	}
 	if t.multi {
@@ -673,10 +674,10 @@ func (t *Tracer) openFile(fi int) (*os.File, error) {
 
 // checkFile checks that an open file is still the very file a plan was
 // read from, whose identity was want.
-func checkFile(f *os.File, want target.FileID) error {
-	id, err := target.StatFileID(f)
+func checkFile(f *os.File, want procfs.FileVersion) error {
+	id, err := procfs.VersionOf(f)
 	if err == nil && id != want {
-		err = fmt.Errorf("%w (read: inode %d, %d bytes; now: inode %d, %d bytes)", ErrFileChanged, want.Inode, want.Size, id.Inode, id.Size)
+		err = fmt.Errorf("%w (read: inode %d, %d bytes; now: inode %d, %d bytes)", ErrFileChanged, want.Ino, want.Size, id.Ino, id.Size)
 	}
 	return err
 }
@@ -715,11 +716,11 @@ func (t *Tracer) attachFile(fi int) []AttachFailure {
 			defer func() { fh.Close(); fl.fh = nil }() // attached uprobes hold the inode, not the descriptor
 		}
 	}
-	return t.attach(fl, func(a target.Attachment) bool { return !t.off[a.Probe] })
+	return t.attach(fl, func(a plan.Attachment) bool { return !t.off[a.Probe] })
 }
 
 // failure describes an attachment of file fl the kernel refused.
-func (t *Tracer) failure(fl *fileLinks, a target.Attachment, err error) AttachFailure {
+func (t *Tracer) failure(fl *fileLinks, a plan.Attachment, err error) AttachFailure {
 	if errors.Is(err, os.ErrPermission) {
 		err = fmt.Errorf("%w (%w)", ErrPermission, err)
 	}
@@ -729,8 +730,8 @@ func (t *Tracer) failure(fl *fileLinks, a target.Attachment, err error) AttachFa
 // attach attaches the attachments of file fl that keep selects, through
 // its open file fl.fh, and returns the ones the kernel refused; the links
 // made are kept in fl either way.
-func (t *Tracer) attach(fl *fileLinks, keep func(target.Attachment) bool) []AttachFailure {
-	var attachments []target.Attachment
+func (t *Tracer) attach(fl *fileLinks, keep func(plan.Attachment) bool) []AttachFailure {
+	var attachments []plan.Attachment
 	for _, a := range fl.attachments {
 		if keep(a) {
 			attachments = append(attachments, a)
@@ -740,8 +741,8 @@ func (t *Tracer) attach(fl *fileLinks, keep func(target.Attachment) bool) []Atta
 		return nil
 	}
 	var failures []AttachFailure
-	fail := func(a target.Attachment, err error) { failures = append(failures, t.failure(fl, a, err)) }
-	key := func(a target.Attachment) int {
+	fail := func(a plan.Attachment, err error) { failures = append(failures, t.failure(fl, a, err)) }
+	key := func(a plan.Attachment) int {
 		if t.control {
 			return a.Probe
 		}
@@ -768,7 +769,7 @@ func (t *Tracer) attach(fl *fileLinks, keep func(target.Attachment) bool) []Atta
 			}
 			// Find which locations the kernel refuses, one link each.
 			for _, a := range g {
-				l, err := t.attachMulti(ex, []target.Attachment{a})
+				l, err := t.attachMulti(ex, []plan.Attachment{a})
 				if err != nil {
 					fail(a, err)
 					continue
@@ -801,7 +802,7 @@ func (t *Tracer) attach(fl *fileLinks, keep func(target.Attachment) bool) []Atta
 
 // attachMulti attaches locations that share a file, process filter,
 // direction and program through one uprobe_multi link.
-func (t *Tracer) attachMulti(ex *link.Executable, g []target.Attachment) (link.Link, error) {
+func (t *Tracer) attachMulti(ex *link.Executable, g []plan.Attachment) (link.Link, error) {
 	opts := &link.UprobeMultiOptions{}
 	for _, a := range g {
 		opts.Addresses = append(opts.Addresses, a.FileOffset)
@@ -817,15 +818,15 @@ func (t *Tracer) attachMulti(ex *link.Executable, g []target.Attachment) (link.L
 // groupAttachments splits attachments into the groups one uprobe_multi link
 // can carry, in order of first appearance; byProbe keeps each group to
 // one probe.
-func groupAttachments(all []target.Attachment, byProbe bool) [][]target.Attachment {
+func groupAttachments(all []plan.Attachment, byProbe bool) [][]plan.Attachment {
 	type key struct {
 		file    int
 		ret     bool
-		program target.Program
+		program plan.Program
 		probe   int
 	}
 	index := map[key]int{}
-	var groups [][]target.Attachment
+	var groups [][]plan.Attachment
 	for _, a := range all {
 		k := key{a.File, a.Return, a.Program, allProbes}
 		if byProbe {
@@ -840,13 +841,6 @@ func groupAttachments(all []target.Attachment, byProbe bool) [][]target.Attachme
 		groups[i] = append(groups[i], a)
 	}
 	return groups
-}
-
-func boolByte(b bool) uint8 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // eventName makes a probe reference usable as a tracefs event name, which
@@ -867,7 +861,7 @@ type Records interface {
 	// Span is a completed span. ev and the bytes of its Entry and Exit
 	// belong to the Tracer and the ring buffer: they are valid only
 	// during the call.
-	Span(ev *event.Span)
+	Span(ev *event.SpanRecord)
 	// Process is a process event; p is valid only during the call.
 	Process(p *event.Process)
 }
@@ -901,7 +895,7 @@ func (t *Tracer) Read(max int, h Records) (n, malformed int) {
 			malformed++
 			return
 		}
-		t.ev = event.Span{
+		t.ev = event.SpanRecord{
 			StartNs:        r.StartNs,
 			EndNs:          r.EndNs,
 			ParentStartNs:  r.ParentStartNs,
@@ -1061,25 +1055,6 @@ func (t *Tracer) Buffered() int {
 // smallestRecord is the size in the ring of its smallest record, header
 // included.
 const smallestRecord = ringHeaderSize + min(bpfobj.RecordTrailerSize, bpfobj.ProcessTrailerSize)
-
-// Drain moves up to max records from the ring buffer into batch (spans and
-// process events, their values copied into the batch's memory) and returns
-// how many records it read (as Read) and how many were malformed (counted,
-// skipped). Only one goroutine may drain.
-func (t *Tracer) Drain(batch *event.Batch, max int) (n, malformed int) {
-	return t.Read(max, batchRecords{batch})
-}
-
-// batchRecords copies records into a Batch.
-type batchRecords struct{ b *event.Batch }
-
-func (r batchRecords) Span(ev *event.Span) {
-	s := *ev
-	s.Entry, s.Exit = r.b.Copy(ev.Entry), r.b.Copy(ev.Exit)
-	r.b.Spans = append(r.b.Spans, s)
-}
-
-func (r batchRecords) Process(p *event.Process) { r.b.Processes = append(r.b.Processes, *p) }
 
 // SetProcess tells the engine which chosen targets (by ChosenBit) process
 // pid belongs to, for the image that started at startNs, and that it is no

@@ -9,11 +9,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
-	"github.com/otel-uprobe/uprobereceiver/internal/target"
-	"github.com/otel-uprobe/uprobereceiver/internal/testutil"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
+	"github.com/otel-uprobe/uprobereceiver/internal/planner"
 )
 
 const testRing = 1 << 20
@@ -25,25 +26,25 @@ var attachModes = []struct {
 	perLocation bool
 }{{"multi", false}, {"per-location", true}}
 
-func openDemo(t *testing.T, targets []config.Target, perLocation ...bool) (*Tracer, *target.Plan) {
+func openDemo(t *testing.T, targets []config.Target, perLocation ...bool) (*Tracer, *planner.Planner) {
 	t.Helper()
 	testutil.RequireRoot(t)
 	require.NoError(t, config.Validate(targets))
-	plan, err := target.Resolve(targets)
+	pl, err := planner.Resolve(targets)
 	require.NoError(t, err)
-	tr, err := Open(plan, Options{RingBufferSize: testRing, PerLocation: len(perLocation) > 0 && perLocation[0]})
+	tr, err := Open(pl.Plan, Options{RingBufferSize: testRing, PerLocation: len(perLocation) > 0 && perLocation[0]})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, tr.Close()) })
-	return tr, plan
+	return tr, pl
 }
 
-func drainAll(t *testing.T, tr *Tracer) []event.Span {
+func drainAll(t *testing.T, tr *Tracer) []event.SpanRecord {
 	t.Helper()
-	var out []event.Span
-	var b event.Batch
+	var out []event.SpanRecord
+	var b testutil.Batch
 	for {
 		b.Reset()
-		n, malformed := tr.Drain(&b, 1000)
+		n, malformed := tr.Read(1000, &b)
 		require.Zero(t, malformed)
 		for _, s := range b.Spans {
 			s.Entry = append([]byte(nil), s.Entry...)
@@ -56,7 +57,7 @@ func drainAll(t *testing.T, tr *Tracer) []event.Span {
 	}
 }
 
-func spanIndex(t *testing.T, plan *target.Plan, name string) int {
+func spanIndex(t *testing.T, plan *plan.Plan, name string) int {
 	t.Helper()
 	for i, s := range plan.Spans {
 		if s.Name == name {
@@ -67,7 +68,7 @@ func spanIndex(t *testing.T, plan *target.Plan, name string) int {
 	return -1
 }
 
-func probeIndex(t *testing.T, plan *target.Plan, ref string) int {
+func probeIndex(t *testing.T, plan *plan.Plan, ref string) int {
 	t.Helper()
 	for i, p := range plan.Probes {
 		if p.Ref == ref {
@@ -92,7 +93,7 @@ func TestCountOnly(t *testing.T) {
 func testCountOnly(t *testing.T, perLocation bool) {
 	b := testutil.BuildDemo(t, "-O2")
 	demo := testutil.StartDemo(t, b.Program)
-	tr, plan := openDemo(t, []config.Target{{
+	tr, pl := openDemo(t, []config.Target{{
 		Path:     b.Program,
 		Counters: config.CountersOf("usdt:demo:tick", "uprobe:inner", "uretprobe:outer"),
 		Spans:    []config.Span{{Name: "query", Entry: "usdt:demo:query__start", Exit: "usdt:demo:query__done"}},
@@ -102,9 +103,9 @@ func testCountOnly(t *testing.T, perLocation bool) {
 	require.NoError(t, tr.Detach())
 	st, err := tr.Stats()
 	require.NoError(t, err)
-	assert.Equal(t, uint64(14), st.Probes[probeIndex(t, plan, "usdt:demo:tick")].Hits, "two sites per iteration")
-	assert.Equal(t, uint64(14), st.Probes[probeIndex(t, plan, "uprobe:inner")].Hits)
-	assert.Equal(t, uint64(7), st.Probes[probeIndex(t, plan, "uretprobe:outer")].Hits)
+	assert.Equal(t, uint64(14), st.Probes[probeIndex(t, pl.Plan, "usdt:demo:tick")].Hits, "two sites per iteration")
+	assert.Equal(t, uint64(14), st.Probes[probeIndex(t, pl.Plan, "uprobe:inner")].Hits)
+	assert.Equal(t, uint64(7), st.Probes[probeIndex(t, pl.Plan, "uretprobe:outer")].Hits)
 	assert.Len(t, drainAll(t, tr), 7, "only the span makes records")
 	assert.Equal(t, [3]int{0, 0, 0}, demo.Semaphores(), "Detach lowers the semaphores")
 	demo.Run(3)
@@ -118,7 +119,7 @@ func TestUnmatchedExit(t *testing.T) {
 	b := testutil.BuildDemo(t, "-O2")
 	demo := testutil.StartDemo(t, b.Program)
 	// Reversed on purpose: the first query__start of a thread closes nothing.
-	tr, plan := openDemo(t, []config.Target{{
+	tr, pl := openDemo(t, []config.Target{{
 		Path:  b.Program,
 		Spans: []config.Span{{Name: "between", Entry: "usdt:demo:query__done", Exit: "usdt:demo:query__start"}},
 	}})
@@ -126,7 +127,7 @@ func TestUnmatchedExit(t *testing.T) {
 	demo.Run(n)
 	st, err := tr.Stats()
 	require.NoError(t, err)
-	sc := st.Spans[spanIndex(t, plan, "between")]
+	sc := st.Spans[spanIndex(t, pl.Plan, "between")]
 	assert.Equal(t, uint64(1), sc.Unmatched)
 	assert.Equal(t, uint64(n-1), sc.Count)
 	assert.Len(t, drainAll(t, tr), n-1)
@@ -137,7 +138,7 @@ func TestUnmatchedExit(t *testing.T) {
 func TestAbandoned(t *testing.T) {
 	b := testutil.BuildDemo(t, "-O2")
 	demo := testutil.StartDemo(t, b.Program)
-	tr, plan := openDemo(t, []config.Target{{
+	tr, pl := openDemo(t, []config.Target{{
 		Path: b.Program,
 		Spans: []config.Span{
 			{Name: "outer", Function: "outer"},
@@ -149,7 +150,7 @@ func TestAbandoned(t *testing.T) {
 	demo.Run(n)
 	st, err := tr.Stats()
 	require.NoError(t, err)
-	outer, stray := st.Spans[spanIndex(t, plan, "outer")], st.Spans[spanIndex(t, plan, "stray")]
+	outer, stray := st.Spans[spanIndex(t, pl.Plan, "outer")], st.Spans[spanIndex(t, pl.Plan, "stray")]
 	assert.Equal(t, uint64(n), outer.Count)
 	assert.Equal(t, uint64(2*n), stray.Abandoned, "both inner() entries of each iteration")
 	assert.Equal(t, uint64(n), stray.Unmatched, "query__done finds no open stray span")
@@ -157,7 +158,7 @@ func TestAbandoned(t *testing.T) {
 	spans := drainAll(t, tr)
 	assert.Len(t, spans, n)
 	for _, s := range spans {
-		assert.Equal(t, uint32(spanIndex(t, plan, "outer")), s.Def)
+		assert.Equal(t, uint32(spanIndex(t, pl.Plan, "outer")), s.Def)
 		assert.Zero(t, s.ParentStartNs, "an abandoned span is nobody's parent")
 	}
 }
@@ -167,7 +168,7 @@ func TestAbandoned(t *testing.T) {
 func TestOverflow(t *testing.T) {
 	b := testutil.BuildDemo(t, "-O0")
 	demo := testutil.StartDemo(t, b.Program)
-	tr, plan := openDemo(t, []config.Target{{
+	tr, pl := openDemo(t, []config.Target{{
 		Path:  b.Program,
 		Spans: []config.Span{{Name: "recurse", Function: "recurse", Attributes: map[string]string{"depth": "arg0:s32"}}},
 	}})
@@ -176,7 +177,7 @@ func TestOverflow(t *testing.T) {
 	demo.Deep(2) // after the overflow, pairing still works
 	st, err := tr.Stats()
 	require.NoError(t, err)
-	sc := st.Spans[spanIndex(t, plan, "recurse")]
+	sc := st.Spans[spanIndex(t, pl.Plan, "recurse")]
 	extra := depth + 1 - bpfobj.MaxDepth
 	assert.Equal(t, uint64(extra), sc.Overflow)
 	assert.Equal(t, uint64(bpfobj.MaxDepth+3), sc.Count)
@@ -184,7 +185,7 @@ func TestOverflow(t *testing.T) {
 	assert.Zero(t, sc.Abandoned)
 	spans := drainAll(t, tr)
 	require.Len(t, spans, bpfobj.MaxDepth+3)
-	byStart := map[uint64]event.Span{}
+	byStart := map[uint64]event.SpanRecord{}
 	for _, s := range spans {
 		byStart[s.StartNs] = s
 	}
@@ -217,17 +218,17 @@ func testOpenAllOrNothing(t *testing.T, perLocation bool) {
 		Spans:    []config.Span{{Name: "query", Entry: "usdt:demo:query__start", Exit: "usdt:demo:query__done"}},
 		Counters: config.CountersOf("usdt:demo:tick"),
 	}}
-	plan, err := target.Resolve(targets)
+	pl, err := planner.Resolve(targets)
 	require.NoError(t, err)
 	fi, err := os.Stat(b.Program)
 	require.NoError(t, err)
-	bad := plan.Attachments[0]
+	bad := pl.Attachments[0]
 	bad.FileOffset = uint64(fi.Size()) + 4096 // the kernel refuses offsets beyond the file
 	bad.RefCtrOffset = 0
-	plan.Attachments = append(plan.Attachments, bad)
-	plan.Files[0].Attachments.End++
+	pl.Attachments = append(pl.Attachments, bad)
+	pl.Files[0].Attachments.End++
 
-	_, err = Open(plan, Options{RingBufferSize: testRing, PerLocation: perLocation})
+	_, err = Open(pl.Plan, Options{RingBufferSize: testRing, PerLocation: perLocation})
 	var ae *AttachError
 	require.True(t, errors.As(err, &ae), "got %v", err)
 	require.Len(t, ae.Failures, 1)
@@ -238,7 +239,7 @@ func testOpenAllOrNothing(t *testing.T, perLocation bool) {
 }
 
 func TestOpenRejectsBadRingSize(t *testing.T) {
-	_, err := Open(&target.Plan{}, Options{RingBufferSize: 3000})
+	_, err := Open(&plan.Plan{}, Options{RingBufferSize: 3000})
 	require.ErrorContains(t, err, "ring buffer size 3000 is not a power of two")
 }
 
@@ -249,7 +250,7 @@ func ratio(r float64) *float64 { return &r }
 func TestSampling(t *testing.T) {
 	b := testutil.BuildDemo(t, "-O2")
 	demo := testutil.StartDemo(t, b.Program)
-	tr, plan := openDemo(t, []config.Target{{
+	tr, pl := openDemo(t, []config.Target{{
 		Path: b.Program,
 		Spans: []config.Span{
 			{Name: "recurse", Function: "recurse", SampleRatio: ratio(0.5)},
@@ -261,9 +262,9 @@ func TestSampling(t *testing.T) {
 	demo.Run(n)
 	st, err := tr.Stats()
 	require.NoError(t, err)
-	rec := st.Spans[spanIndex(t, plan, "recurse")]
+	rec := st.Spans[spanIndex(t, pl.Plan, "recurse")]
 	assert.Equal(t, uint64(4*n), rec.Count, "metrics count every span")
-	never, inner := st.Spans[spanIndex(t, plan, "never")], st.Spans[spanIndex(t, plan, "inner")]
+	never, inner := st.Spans[spanIndex(t, pl.Plan, "never")], st.Spans[spanIndex(t, pl.Plan, "inner")]
 	assert.Equal(t, uint64(n), never.Unsampled)
 	assert.Equal(t, uint64(2*n), inner.Unsampled, "nested spans follow the outer span's decision")
 
@@ -272,7 +273,7 @@ func TestSampling(t *testing.T) {
 	roots := 0
 	byStart := map[uint64]bool{}
 	for _, s := range spans {
-		require.Equal(t, uint32(spanIndex(t, plan, "recurse")), s.Def, "only recurse spans are recorded")
+		require.Equal(t, uint32(spanIndex(t, pl.Plan, "recurse")), s.Def, "only recurse spans are recorded")
 		byStart[s.StartNs] = true
 		if s.Depth == 0 {
 			roots++
@@ -291,7 +292,7 @@ func TestSampling(t *testing.T) {
 func TestMinDuration(t *testing.T) {
 	b := testutil.BuildDemo(t, "-O2")
 	demo := testutil.StartDemo(t, b.Program)
-	tr, plan := openDemo(t, []config.Target{{
+	tr, pl := openDemo(t, []config.Target{{
 		Path: b.Program,
 		Spans: []config.Span{
 			{Name: "query", Entry: "usdt:demo:query__start", Exit: "usdt:demo:query__done"},
@@ -301,13 +302,13 @@ func TestMinDuration(t *testing.T) {
 	demo.Run(10)
 	st, err := tr.Stats()
 	require.NoError(t, err)
-	inner := st.Spans[spanIndex(t, plan, "inner")]
+	inner := st.Spans[spanIndex(t, pl.Plan, "inner")]
 	assert.Equal(t, uint64(20), inner.Count, "short spans still count")
 	assert.Equal(t, uint64(20), inner.Short)
 	spans := drainAll(t, tr)
 	require.Len(t, spans, 10)
 	for _, s := range spans {
-		assert.Equal(t, uint32(spanIndex(t, plan, "query")), s.Def)
+		assert.Equal(t, uint32(spanIndex(t, pl.Plan, "query")), s.Def)
 	}
 }
 
@@ -315,12 +316,12 @@ func TestNoRecords(t *testing.T) {
 	testutil.RequireRoot(t)
 	b := testutil.BuildDemo(t, "-O2")
 	demo := testutil.StartDemo(t, b.Program)
-	plan, err := target.Resolve([]config.Target{{
+	pl, err := planner.Resolve([]config.Target{{
 		Path:  b.Program,
 		Spans: []config.Span{{Name: "recurse", Function: "recurse", Attributes: map[string]string{"d": "arg0"}}},
 	}})
 	require.NoError(t, err)
-	tr, err := Open(plan, Options{RingBufferSize: testRing, NoRecords: true})
+	tr, err := Open(pl.Plan, Options{RingBufferSize: testRing, NoRecords: true})
 	require.NoError(t, err)
 	defer tr.Close()
 	demo.Run(5)
@@ -339,7 +340,7 @@ func TestLongjmpDoesNotPoison(t *testing.T) {
 		t.Run(opt, func(t *testing.T) {
 			b := testutil.BuildDemo(t, opt)
 			demo := testutil.StartDemo(t, b.Program)
-			tr, plan := openDemo(t, []config.Target{{
+			tr, pl := openDemo(t, []config.Target{{
 				Path: b.Program,
 				Spans: []config.Span{
 					{Name: "query", Entry: "usdt:demo:query__start", Exit: "usdt:demo:query__done"},
@@ -352,7 +353,7 @@ func TestLongjmpDoesNotPoison(t *testing.T) {
 			demo.Run(2)
 			st, err := tr.Stats()
 			require.NoError(t, err)
-			q, f := st.Spans[spanIndex(t, plan, "query")], st.Spans[spanIndex(t, plan, "fail_deep")]
+			q, f := st.Spans[spanIndex(t, pl.Plan, "query")], st.Spans[spanIndex(t, pl.Plan, "fail_deep")]
 			assert.Equal(t, uint64(2), q.Abandoned, "each failed query is dropped when the next one starts")
 			assert.Equal(t, uint64(6), f.Abandoned, "three unwound fail_deep calls per failure")
 			assert.Equal(t, uint64(2), q.Count)
@@ -360,7 +361,7 @@ func TestLongjmpDoesNotPoison(t *testing.T) {
 			spans := drainAll(t, tr)
 			queries := 0
 			for _, s := range spans {
-				switch plan.Spans[s.Def].Name {
+				switch pl.Spans[s.Def].Name {
 				case "query":
 					queries++
 					assert.Zero(t, s.Depth, "a query after failures is a root again")
@@ -386,25 +387,25 @@ func TestOpenRefusesAChangedFile(t *testing.T) {
 			b := testutil.BuildDemo(t, "-O0")
 			other := testutil.BuildDemo(t, "-O2")
 			targets := []config.Target{{Path: b.Program, Counters: config.CountersOf("uprobe:work")}}
-			plan, err := target.Resolve(targets)
+			pl, err := planner.Resolve(targets)
 			require.NoError(t, err)
 			require.NoError(t, os.Rename(other.Program, b.Program))
-			require.ErrorIs(t, plan.Replaced(), target.ErrReplaced)
-			tr, err := Open(plan, Options{RingBufferSize: testRing, PerLocation: mode.perLocation})
+			require.ErrorIs(t, pl.Replaced(), planner.ErrReplaced)
+			tr, err := Open(pl.Plan, Options{RingBufferSize: testRing, PerLocation: mode.perLocation})
 			require.NoError(t, err)
 			attached, ok := tr.AttachedFileID(0)
 			require.True(t, ok)
-			assert.Equal(t, plan.Files[0].ID, attached, "the file that was read, not the one at its path now")
+			assert.Equal(t, pl.Files[0].ID, attached, "the file that was read, not the one at its path now")
 			require.NoError(t, tr.Close())
 
-			plan, err = target.Resolve(targets)
+			pl, err = planner.Resolve(targets)
 			require.NoError(t, err)
 			f, err := os.OpenFile(b.Program, os.O_WRONLY|os.O_APPEND, 0)
 			require.NoError(t, err)
 			_, err = f.Write([]byte{0}) // changed in place: same inode, another size
 			require.NoError(t, err)
 			require.NoError(t, f.Close())
-			_, err = Open(plan, Options{RingBufferSize: testRing, PerLocation: mode.perLocation})
+			_, err = Open(pl.Plan, Options{RingBufferSize: testRing, PerLocation: mode.perLocation})
 			require.ErrorIs(t, err, ErrFileChanged)
 		})
 	}
@@ -416,7 +417,7 @@ func TestOpenRefusesAChangedFile(t *testing.T) {
 func TestEngineLoads(t *testing.T) {
 	testutil.RequireRoot(t)
 	for _, perLocation := range []bool{false, true} {
-		tr, err := Open(&target.Plan{}, Options{RingBufferSize: testRing, PerLocation: perLocation})
+		tr, err := Open(&plan.Plan{}, Options{RingBufferSize: testRing, PerLocation: perLocation})
 		require.NoError(t, err)
 		require.NoError(t, tr.Close())
 	}

@@ -1,6 +1,6 @@
 /*
  * Instructions of each class of internal/insn's ClassifyARM64, each at a
- * global label site_NAME, for internal/armvm's kernel check: the test
+ * global label site_NAME, for harness/armvm's kernel check: the test
  * places a uprobe on each label and compares what the kernel does with the
  * class. run_sites executes every site the kernel accepts once and stores
  * what it computed in out[0..3]; never_run holds the sites the kernel

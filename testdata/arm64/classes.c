@@ -1,5 +1,5 @@
 /*
- * Driver of classes.S for internal/armvm's kernel check: prints "ready",
+ * Driver of classes.S for harness/armvm's kernel check: prints "ready",
  * waits for a line on stdin (so that the test can attach uprobes while the
  * file is mapped), then on "go" runs the sites once and prints what they
  * computed, or on "excl" runs the exclusive load/store loop once.

@@ -1,5 +1,5 @@
 /*
- * Fixture of internal/armvm's uprobe smoke test: calls work() as many times
+ * Fixture of harness/armvm's uprobe smoke test: calls work() as many times
  * as its first argument says, then prints the sum of the results, so that a
  * test can compare the hits of uprobes on work's entry and returns with
  * the number of calls, and check that the probed program still computes

@@ -1,5 +1,5 @@
 /* The program whose DWARF and notes the hostile tests replace
- * (internal/testutil/hostile): built without debuginfo, then given
+ * (harness/testutil/hostile): built without debuginfo, then given
  * generated DWARF that describes work's parameter with a hostile type,
  * compressed-section bombs, or 100,000 copies of its USDT note.
  *

@@ -1,0 +1,162 @@
+package planner
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
+	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
+)
+
+func copyTo(t *testing.T, from, to string, mode os.FileMode) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Dir(to), 0o755))
+	require.NoError(t, os.WriteFile(to, b, mode))
+}
+
+func fileIDOf(t *testing.T, path string) procfs.FileID {
+	t.Helper()
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	return procfs.IDOf(fi)
+}
+
+// swapper exchanges two names of a directory with renameat2
+// (RENAME_EXCHANGE) in a tight loop until stopped, and counts the swaps.
+type swapper struct {
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	swaps atomic.Int64
+}
+
+func startSwapper(t *testing.T, a, b string) *swapper {
+	t.Helper()
+	s := &swapper{stop: make(chan struct{})}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			select {
+			case <-s.stop:
+				return
+			default:
+			}
+			if err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE); err != nil {
+				t.Errorf("renameat2: %v", err)
+				return
+			}
+			s.swaps.Add(1)
+		}
+	}()
+	t.Cleanup(s.halt)
+	return s
+}
+
+func (s *swapper) halt() {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	s.wg.Wait()
+}
+
+// A container swaps its entry /app/prog between its own file and an
+// absolute symbolic link to a host binary (renameat2 RENAME_EXCHANGE in a
+// tight loop) while targets are resolved 500 times: every file the plan
+// holds is the container's own, never the host's (both are the same
+// program, so only their identity tells them apart).
+func TestContainerSwapsItsEntry(t *testing.T) {
+	testutil.RequireRoot(t)
+	bin := testutil.BuildStatic(t, "hardening", "-pthread")
+	host := filepath.Join(t.TempDir(), "host-prog")
+	copyTo(t, bin, host, 0o755)
+	root := t.TempDir()
+	inside := filepath.Join(root, appDir, "prog")
+	copyTo(t, bin, inside, 0o755)
+	require.NoError(t, os.Symlink(host, filepath.Join(root, appDir, "prog.swap")))
+	ctr := testutil.StartContainer(t, root, "ready", "/"+appDir+"/prog")
+	hostID, ownID := fileIDOf(t, host), fileIDOf(t, inside)
+
+	sw := startSwapper(t, inside, filepath.Join(root, appDir, "prog.swap"))
+	const resolves = 500
+	hostFiles, ownFiles, failed := 0, 0, 0
+	targets := []config.Target{{Path: "/" + appDir + "/prog", Optional: true, Counters: config.CountersOf("uprobe:four")}}
+	for range resolves {
+		pl, err := Resolve(targets, Options{Locator: HostLocator{}})
+		if err != nil {
+			if failed++; failed == 1 {
+				t.Errorf("resolving: %v", err)
+			}
+			continue
+		}
+		for _, f := range pl.Files {
+			switch f.ID.FileID {
+			case hostID:
+				hostFiles++
+			case ownID:
+				ownFiles++
+			default:
+				t.Errorf("a file of neither: %+v (%s)", f.ID, f.Path)
+			}
+		}
+		pl.Close()
+	}
+	sw.halt()
+	t.Logf("%d resolves, %d swaps: %d files of the container, %d of the host, %d failed (container pid %d)", resolves, sw.swaps.Load(), ownFiles, hostFiles, failed, ctr.PID)
+	assert.Zero(t, hostFiles, "a host binary was read as the container's")
+	assert.Zero(t, failed, "a file swapped for a link is found or not, never half")
+	assert.NotZero(t, ownFiles, "the container's own file was found")
+}
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	return len(ents)
+}
+
+// A plan of 2,000 targets holds exactly one descriptor per file, the one
+// it was read from, until the tracer takes it or the plan is closed.
+func TestPlanHoldsOneDescriptorPerFile(t *testing.T) {
+	const targets = 2000
+	bin := testutil.BuildC(t, "hardening", "-pthread")
+	var ts []config.Target
+	for range targets {
+		ts = append(ts, config.Target{Path: bin, Counters: config.CountersOf("uprobe:four")})
+	}
+	before := openFDs(t)
+	pl, err := Resolve(ts, Options{Locator: HostLocator{}})
+	require.NoError(t, err)
+	require.Len(t, pl.Files, targets)
+	assert.Equal(t, before+targets, openFDs(t))
+	id := fileIDOf(t, bin)
+	for fi := range 10 {
+		f := pl.TakeFile(fi)
+		require.NotNil(t, f)
+		var st unix.Stat_t
+		require.NoError(t, unix.Fstat(int(f.Fd()), &st))
+		assert.Equal(t, id, procfs.FileID{Dev: st.Dev, Ino: st.Ino}, "the file the plan read")
+		require.NoError(t, f.Close())
+		assert.Nil(t, pl.TakeFile(fi), "taken once")
+	}
+	assert.Equal(t, before+targets-10, openFDs(t))
+	require.NoError(t, pl.Close())
+	assert.Equal(t, before, openFDs(t))
+}
+
+// appDir is the directory of the test containers' files, its name unique to
+// this test process: a target path is looked for in every mount namespace of
+// the host, and another package's tests may run a container at the same time.
+var appDir = fmt.Sprintf("app-%d", os.Getpid())
