@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/otel-uprobe/uprobereceiver/harness/ctxfixture"
 )
 
 // FixturesEnv names the environment variable that holds, in the arm64 test
@@ -211,4 +213,29 @@ func BuildGoARM64(t testing.TB, name string) string {
 		t.Fatalf("GOARCH=arm64 go build testdata/%s: %v\n%s", name, err, b)
 	}
 	return out
+}
+
+// PrebuiltThreadCtxDir returns the directory of the prebuilt thread-context
+// fixture of a variant (harness/ctxfixture), relative to Prebuilt.
+func PrebuiltThreadCtxDir(variant string) string { return "threadctx-" + variant }
+
+// BuildThreadCtx builds variant of testdata/threadctx (harness/ctxfixture:
+// the application whose SDK publishes each thread's context, and the SDK's
+// library unless the writer is linked into the application) into a
+// temporary directory with gcc and returns the application's path; in the
+// arm64 VM it copies the prebuilt build.
+func BuildThreadCtx(t testing.TB, variant string) string {
+	t.Helper()
+	v, ok := ctxfixture.ByName(variant)
+	if !ok {
+		t.Fatalf("no thread-context fixture variant %q", variant)
+	}
+	if Prebuilt() != "" {
+		return filepath.Join(copyPrebuilt(t, PrebuiltThreadCtxDir(variant), v.Files()...), ctxfixture.App)
+	}
+	dir := t.TempDir()
+	for _, args := range v.Commands(runtime.GOARCH, Testdata("threadctx"), dir) {
+		Gcc(t, dir, args...)
+	}
+	return filepath.Join(dir, ctxfixture.App)
 }
