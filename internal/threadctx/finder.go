@@ -90,9 +90,7 @@ func (f *Finder) Find(pid int, withContext bool) (Result, error) {
 		}
 	}
 	if contextAt != 0 {
-		if pc, err := ReadProcessContext(mem, contextAt); err == nil {
-			res.Context = &pc
-		}
+		res.Context = readContext(mem, contextAt)
 	}
 	exe, _ := f.FS.ExecutableID(pid)
 	dir, err := f.FS.ProcessRoot(pid).OpenDir()
@@ -123,6 +121,31 @@ func (f *Finder) Find(pid int, withContext bool) (Result, error) {
 	}
 	res.Found = err == nil
 	return res, err
+}
+
+// ProcessContext reads process pid's OTEP 4719 process context; nil when
+// it has none (or none that reads).
+func (f *Finder) ProcessContext(pid int) (*ProcessContext, error) {
+	maps, err := f.FS.Maps(pid)
+	if err != nil {
+		return nil, fmt.Errorf("reading the mappings of process %d: %w", pid, err)
+	}
+	for _, m := range maps {
+		if IsProcessContext(m.Path) {
+			return readContext(f.memory(pid), m.Start), nil
+		}
+	}
+	return nil, nil
+}
+
+// readContext reads the process context at addr, nil when it does not
+// read.
+func readContext(mem Memory, addr uint64) *ProcessContext {
+	pc, err := ReadProcessContext(mem, addr)
+	if err != nil {
+		return nil
+	}
+	return &pc
 }
 
 // module returns what a mapped file says, read once per version; nil for

@@ -28,8 +28,9 @@
  *                        key map names them; "attrs N"
  *   exit
  *
- * ids(seed, i): trace id byte b is (seed + 16*i + 7*b + 1) mod 256, span id
- * byte b is (3*seed + i + 13*b + 0x55) mod 256.
+ * ids(seed, i): trace id bytes 0 to 11 are (seed + 7*b + 1) mod 256 and
+ * bytes 12 to 15 i (big endian); span id bytes 0 to 5 are
+ * (3*seed + 13*b + 0x55) mod 256 and bytes 6 and 7 i (big endian).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -85,10 +86,14 @@ __attribute__((noinline)) long carried(const char *traceparent)
 
 static void ids(struct otel_thread_ctx_record *r, int seed, int i)
 {
-	for (int b = 0; b < 16; b++)
-		r->trace_id[b] = (uint8_t)(seed + 16 * i + 7 * b + 1);
-	for (int b = 0; b < 8; b++)
-		r->span_id[b] = (uint8_t)(3 * seed + i + 13 * b + 0x55);
+	for (int b = 0; b < 12; b++)
+		r->trace_id[b] = (uint8_t)(seed + 7 * b + 1);
+	for (int b = 12; b < 16; b++)
+		r->trace_id[b] = (uint8_t)(i >> (8 * (15 - b)));
+	for (int b = 0; b < 6; b++)
+		r->span_id[b] = (uint8_t)(3 * seed + 13 * b + 0x55);
+	r->span_id[6] = (uint8_t)(i >> 8);
+	r->span_id[7] = (uint8_t)i;
 }
 
 static void hex(char *out, const uint8_t *b, int n)
