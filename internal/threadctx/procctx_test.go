@@ -12,7 +12,9 @@ import (
 )
 
 // anyString encodes AnyValue{string_value}.
-func anyString(s string) []byte { return protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), s) }
+func anyString(s string) []byte {
+	return protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), s)
+}
 
 // keyValue encodes ProcessContext.attributes entry KeyValue{key, value}.
 func keyValue(key string, value []byte) []byte {
