@@ -13,11 +13,12 @@
 //     symbols are spelled with brackets: main.Keys[go.shape.string,go.shape.int]);
 //     Keys's instantiation for a map of slices holds "[]".
 //
-// It listens on the address of its first argument (default 127.0.0.1:0)
-// and prints "listening ADDR".
+// It listens on the address of its first argument (default 127.0.0.1:0),
+// prints "listening ADDR", and exits when its stdin ends or says "exit".
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"net"
 	"net/http"
@@ -94,5 +95,11 @@ func main() {
 	_ = Keys(map[string]int{"a": 1}) // Keys[string,int]
 	_ = Sum(1, 2) + int(Sum[int64](3)) + int(Sum[uint8](4))
 	fmt.Println("listening", ln.Addr())
+	go func() {
+		in := bufio.NewScanner(os.Stdin)
+		for in.Scan() && in.Text() != "exit" {
+		}
+		os.Exit(0)
+	}()
 	fmt.Fprintln(os.Stderr, http.Serve(ln, &Server{Name: "httpserver"}))
 }
