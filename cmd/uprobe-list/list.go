@@ -116,7 +116,14 @@ func (l *lister) probe(p usdt.Probe, all []usdt.Probe, detail bool) {
 	l.p.println("    spans:")
 	l.spanHead("      ", *span, why)
 	if detail {
-		l.names("        ", *span, locs, !opens)
+		// The keys at the span's entry, which its exit must not repeat.
+		var taken map[string]bool
+		if !opens {
+			if entry, err := l.in.Locate(span.Entry); err == nil {
+				_, taken = l.namesTable("", *span, entry, false, nil)
+			}
+		}
+		l.names("        ", *span, locs, !opens, taken)
 	}
 }
 
@@ -183,21 +190,22 @@ func (l *lister) usdtSpan(p usdt.Probe, all []usdt.Probe) (*config.Span, bool, s
 	}
 	for _, sep := range []string{"__", "_", "-"} {
 		for _, pair := range pairSuffixes {
+			// Named PROVIDER:BASE, which no C function's span is.
 			if base, ok := strings.CutSuffix(p.Name, sep+pair[0]); ok && base != "" && has[base+sep+pair[1]] {
-				s := config.Span{Name: base, Entry: ref, Exit: "usdt:" + p.Provider + ":" + base + sep + pair[1]}
+				s := config.Span{Name: p.Provider + ":" + base, Entry: ref, Exit: "usdt:" + p.Provider + ":" + base + sep + pair[1]}
 				if err := l.check([]config.Span{s}); err == nil {
 					return &s, true, ""
 				}
 			}
 			if base, ok := strings.CutSuffix(p.Name, sep+pair[1]); ok && base != "" && has[base+sep+pair[0]] {
-				s := config.Span{Name: base, Entry: "usdt:" + p.Provider + ":" + base + sep + pair[0], Exit: ref}
+				s := config.Span{Name: p.Provider + ":" + base, Entry: "usdt:" + p.Provider + ":" + base + sep + pair[0], Exit: ref}
 				if err := l.check([]config.Span{s}); err == nil {
 					return &s, false, ""
 				}
 			}
 		}
 	}
-	return l.untilReturn(p.Name, ref)
+	return l.untilReturn(p.String(), ref)
 }
 
 // untilReturn returns a span from ref to the return of the one function
@@ -361,7 +369,7 @@ func (l *lister) line(ref string) error {
 	}
 	l.p.println("  spans:")
 	l.spanHead("    ", *span, why)
-	l.names("      ", *span, locs, false)
+	l.names("      ", *span, locs, false, nil)
 	l.cutNote("")
 	return nil
 }
@@ -453,7 +461,6 @@ func (l *lister) function(fn planner.FunctionName) {
 	}
 	l.p.println("  spans:")
 	l.spanHead("    ", span, "")
-	l.names("      ", span, entry, false)
-	l.names("      ", span, exit, true)
+	l.names("      ", span, exit, true, l.names("      ", span, entry, false, nil))
 	l.cutNote("")
 }

@@ -27,10 +27,24 @@ type candidate struct {
 // receiver requires (a value it refuses is a comment saying why).
 // Structs are listed l.depth levels of fields deep, at most maxFields
 // fields per variable unless -all, and a row says what was left out.
-// Without debuginfo it offers the argument and result registers.
-func (l *lister) names(indent string, span config.Span, locs []planner.Location, exit bool) {
+// Without debuginfo it offers the argument and result registers. It
+// returns the keys it offered; taken are those of the span's other end,
+// which a key at the exit must not repeat (the collector refuses a key in
+// both): a variable read at both ends is "exit.NAME" at the exit.
+func (l *lister) names(indent string, span config.Span, locs []planner.Location, exit bool, taken map[string]bool) map[string]bool {
+	t, keys := l.namesTable(indent, span, locs, exit, taken)
+	if t != nil {
+		l.p.table(t)
+	}
+	return keys
+}
+
+// namesTable is the table names writes, nil when there is nothing to
+// list, and the keys it offers.
+func (l *lister) namesTable(indent string, span config.Span, locs []planner.Location, exit bool, taken map[string]bool) (*table, map[string]bool) {
+	keys := map[string]bool{}
 	if len(locs) == 0 {
-		return
+		return nil, keys
 	}
 	field := "attributes:"
 	if exit {
@@ -53,6 +67,9 @@ func (l *lister) names(indent string, span config.Span, locs []planner.Location,
 			t.rows = append(t.rows, row{yaml: "# " + c.note})
 			continue
 		}
+		if taken[c.key] {
+			c.key = "exit." + c.key
+		}
 		cells, err := l.describe(sc, c)
 		if err == nil {
 			s := span
@@ -71,13 +88,15 @@ func (l *lister) names(indent string, span config.Span, locs []planner.Location,
 			continue
 		}
 		t.rows = append(t.rows, row{yaml: yamlScalar(c.key) + ": " + yamlScalar(collectorEscape(c.expr)), cells: cells})
+		keys[c.key] = true
 	}
 	if !exit && err == nil && sc.Site != debuginfo.SiteReturn && len(sc.Params()) > 0 {
 		s := span
 		s.Attributes = map[string]string{"params": "$$params"}
-		if l.check([]config.Span{s}) == nil {
+		if l.check([]config.Span{s}) == nil && !keys["params"] {
 			t.rows = append(t.rows, row{yaml: "params: " + collectorEscape("$$params"),
 				cells: []string{"every parameter", "($$ is the collector's escape for $)"}})
+			keys["params"] = true
 		}
 	}
 	offered := false
@@ -87,7 +106,7 @@ func (l *lister) names(indent string, span config.Span, locs []planner.Location,
 	if !offered {
 		t.head = row{yaml: "# " + field + " none offered here"}
 	}
-	l.p.table(t)
+	return t, keys
 }
 
 // describe returns the TYPE and READ AS cells of a candidate, or why it

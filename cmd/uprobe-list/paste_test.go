@@ -323,13 +323,13 @@ func pasteAll(t *testing.T, path string, all []offer) pasteResult {
 			b.order = append(b.order, k)
 		}
 	}
-	var try func(items map[string][]offer, order []string)
-	try = func(items map[string][]offer, order []string) {
+	var try func(items map[string][]offer, order []string) bool
+	try = func(items map[string][]offer, order []string) bool {
 		res.configs++
 		text := pasteConfig(path, items, order)
 		err := startAccepts(text)
 		if err == nil {
-			return
+			return true
 		}
 		if testing.Verbose() {
 			t.Logf("a batch of %d items refused, split: %.300v", len(order), err)
@@ -340,19 +340,28 @@ func pasteAll(t *testing.T, path string, all []offer) pasteResult {
 		}
 		if n <= 1 || (len(order) == 1 && len(items[order[0]]) <= 2) {
 			res.refused = append(res.refused, fmt.Sprintf("%s\nrefused: %v\nconfiguration:\n%s", items[order[0]][len(items[order[0]])-1], err, text))
-			return
+			return false
 		}
 		if len(order) > 1 {
+			// Items of a batch may conflict (a probe closes one span:
+			// the return of a function that a USDT span also ends at);
+			// each must be accepted alone.
 			h := len(order) / 2
-			try(items, order[:h])
-			try(items, order[h:])
-			return
+			a := try(items, order[:h])
+			return try(items, order[h:]) && a
 		}
-		// One item with several rows: each row alone.
+		// One item with several rows: each row alone. Rows that are
+		// accepted alone must be accepted together, as the item's blocks
+		// paste whole (at most maxRows per block).
 		k := order[0]
+		alone := true
 		for _, o := range items[k][1:] {
-			try(map[string][]offer{k: {items[k][0], o}}, order)
+			alone = try(map[string][]offer{k: {items[k][0], o}}, order) && alone
 		}
+		if alone {
+			res.refused = append(res.refused, fmt.Sprintf("rows of one span item, each accepted, refused together: %v\nconfiguration:\n%s", err, text))
+		}
+		return false
 	}
 	for _, b := range batches {
 		try(b.items, b.order)
