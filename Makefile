@@ -31,8 +31,9 @@ GENERATE_PACKAGES := clang-14 llvm-14 libbpf-dev linux-libc-dev
 # gdb for the debuginfo tests (it checks compiled paths against the running
 # program), PostgreSQL 15 and Python 3.11 for the tests that trace binaries
 # nobody here wrote (receiver's TestPostgres, TestPython); mk/arm64.mk adds
-# the arm64 cross tools.
-TEST_PACKAGES := $(RUN_PACKAGES) g++ gdb clang-14 llvm-14 postgresql-15 postgresql-client-15 python3.11
+# the arm64 cross tools; libc6-dbg for the probe browser's tests, which
+# paste every line a listing of glibc offers (cmd/uprobe-list).
+TEST_PACKAGES := $(RUN_PACKAGES) g++ gdb clang-14 llvm-14 postgresql-15 postgresql-client-15 python3.11 libc6-dbg
 # BENCH_PACKAGES: bpftrace, which make bench compares against.
 BENCH_PACKAGES := $(RUN_PACKAGES) bpftrace
 
