@@ -458,7 +458,7 @@ struct thread_context {
 enum thread_ctx_outcome {
 	THREAD_CTX_READ = 0,       /* a valid context: the span joins its trace */
 	THREAD_CTX_NO_CONTEXT = 1, /* the pointer is NULL, valid is 0, or the thread has no TLS block for the module */
-	THREAD_CTX_INVALID = 2,    /* valid is neither 0 nor 1, an id is zero, valid changed during the read, or the pointer is odd */
+	THREAD_CTX_INVALID = 2,    /* valid is neither 0 nor 1, an id is zero, or the pointer is odd */
 	THREAD_CTX_UNREADABLE = 3, /* the variable or the record could not be read */
 	THREAD_CTX_OUTCOMES = 4,
 };

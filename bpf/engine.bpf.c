@@ -1400,17 +1400,26 @@ __subprog void thread_ctx_ask(struct task_struct *task, struct thread_ctx_proc *
  * thread_ctx_read reads the context the current thread published into
  * ts->tctx, for site s opening the thread's outermost span, and returns
  * the flags of that span's frame: RECORD_THREAD_CONTEXT when it is valid
- * (valid is 1 and both ids are not zero, before and after the ids and the
- * attributes are read), with RECORD_UNSAMPLED when its trace is not
- * sampled; 0 otherwise. A process whose access the engine does not know
- * is asked about instead. Each outcome is counted.
+ * (valid is 1 and both ids are not zero), with RECORD_UNSAMPLED when its
+ * trace is not sampled; 0 otherwise. The record's head is copied in one
+ * read while its thread is stopped in this probe, as OTEP 4947's reading
+ * protocol has it: only the thread itself writes its record, so the read
+ * cannot be torn; a record caught mid-update (the writer set valid to 0
+ * to rewrite it in place) is no context. A writer on another thread breaks
+ * the protocol, and no re-read of valid could catch it (the record has no
+ * sequence counter): each helper call costs about 65 ns here. A process
+ * whose access the engine does not know is asked about instead. Each
+ * outcome is counted.
  */
 __subprog __u32 thread_ctx_read(const struct site *s, struct task_state *ts)
 {
+	/* One buffer for the map key, the variable and the record's head:
+	 * the frame stays within 48 bytes. */
+	__u64 buf[4];
 	struct task_struct *task = bpf_get_current_task_btf();
-	__u32 pid = task->tgid;
-	struct thread_ctx_proc *p = bpf_map_lookup_elem(&thread_ctx_procs, &pid);
 
+	*(__u32 *)buf = task->tgid;
+	struct thread_ctx_proc *p = bpf_map_lookup_elem(&thread_ctx_procs, buf);
 	if (!p || p->start_ns != task->group_leader->start_time || p->exec_id != task->self_exec_id) {
 		thread_ctx_ask(task, p, bpf_ktime_get_ns());
 		return 0;
@@ -1428,7 +1437,7 @@ __subprog __u32 thread_ctx_read(const struct site *s, struct task_state *ts)
 	}
 
 	__u32 outcome = THREAD_CTX_UNREADABLE, flags = 0;
-	__u64 tp = thread_pointer(task), var, rec = 0;
+	__u64 tp = thread_pointer(task), var, rec;
 	if (!tp)
 		goto out;
 	if (p->access == THREAD_CTX_STATIC) {
@@ -1440,22 +1449,31 @@ __subprog __u32 thread_ctx_read(const struct site *s, struct task_state *ts)
 		if (var == TLS_VAR_NONE || var == TLS_VAR_UNREADABLE)
 			goto out;
 	}
-	if (bpf_probe_read_user(&rec, sizeof(rec), (const void *)var))
+	if (bpf_probe_read_user(buf, sizeof(buf[0]), (const void *)var))
 		goto out;
+	rec = buf[0];
 	outcome = THREAD_CTX_NO_CONTEXT;
 	if (!rec)
 		goto out;
 	outcome = THREAD_CTX_INVALID;
 	if (rec & 1)
 		goto out; /* records start at an even address */
+	/* The head in one read, onto the stack: into a map value (ts), the
+	 * kernel's hardened-usercopy check of the destination costs more
+	 * (harness/bench, Linux 6.18 x86-64). */
 	outcome = THREAD_CTX_UNREADABLE;
+	if (bpf_probe_read_user(buf, THREAD_RECORD_HEADER, (const void *)rec))
+		goto out;
+	__u8 valid = ((__u8 *)buf)[__builtin_offsetof(struct thread_context, valid)];
+	outcome = valid == 0 ? THREAD_CTX_NO_CONTEXT : THREAD_CTX_INVALID;
+	if (valid != 1 || !(buf[0] | buf[1]) || !buf[2])
+		goto out;
 	struct thread_context *c = &ts->tctx;
-	if (bpf_probe_read_user(c, THREAD_RECORD_HEADER, (const void *)rec))
-		goto out;
-	outcome = c->valid == 0 ? THREAD_CTX_NO_CONTEXT : THREAD_CTX_INVALID;
-	__u64 *ids = (__u64 *)c->trace_id;
-	if (c->valid != 1 || !(ids[0] | ids[1]) || !ids[2])
-		goto out;
+	__u64 *dst = (__u64 *)c;
+	dst[0] = buf[0];
+	dst[1] = buf[1];
+	dst[2] = buf[2];
+	((__u32 *)dst)[6] = ((__u32 *)buf)[6];
 	__u32 n = 0;
 	if ((s->flags & SITE_THREAD_ATTRS) && c->attrs_size) {
 		n = at_most(c->attrs_size, ABI_THREAD_ATTRS_MAX);
@@ -1463,15 +1481,6 @@ __subprog __u32 thread_ctx_read(const struct site *s, struct task_state *ts)
 			n = 0;
 	}
 	c->attrs_len = n;
-	/* valid once more: a writer that broke the protocol (another thread
-	 * changing the record) may have changed it during the reads. */
-	__u8 valid = 0;
-	outcome = THREAD_CTX_UNREADABLE;
-	if (bpf_probe_read_user(&valid, 1, (const void *)(rec + __builtin_offsetof(struct thread_context, valid))))
-		goto out;
-	outcome = THREAD_CTX_INVALID;
-	if (valid != 1)
-		goto out;
 	outcome = THREAD_CTX_READ;
 	flags = RECORD_THREAD_CONTEXT | (c->trace_flags & 1 ? 0 : RECORD_UNSAMPLED);
 out:
@@ -1482,16 +1491,20 @@ out:
 /* thread_ctx_copy writes the thread context of ts as a span record
  * carries it (32 bytes and its attrs, rounded up to 8) into w at end, and
  * returns where it ends. */
-__subprog __u32 thread_ctx_copy(struct task_state *ts, struct values *w, __u32 end)
+static __always_inline __u32 thread_ctx_copy(struct task_state *ts, struct values *w, __u32 end)
 {
-	__u32 n = at_most(ts->tctx.attrs_len, ABI_THREAD_ATTRS_MAX);
-	__u32 len = at_most((__builtin_offsetof(struct thread_context, attrs) + n + 7) & ~7u, sizeof(struct thread_context));
-
 	end = at_most(end, ABI_DATA_CAP);
-	if (len < __builtin_offsetof(struct thread_context, attrs) ||
-	    bpf_probe_read_kernel(w->data + end, len, &ts->tctx))
-		return end;
-	return end + len;
+	__u64 *dst = (__u64 *)(w->data + end);
+	__u64 *src = (__u64 *)&ts->tctx;
+	__u32 words = (__builtin_offsetof(struct thread_context, attrs) + ts->tctx.attrs_len + 7) / 8;
+
+	words = at_most(words, sizeof(struct thread_context) / 8);
+	for (__u32 i = 0; i < sizeof(struct thread_context) / 8; i++) {
+		if (i >= words)
+			break;
+		dst[i] = src[i];
+	}
+	return end + 8 * words;
 }
 
 /*

@@ -172,8 +172,8 @@ type SpanCounts struct {
 type ThreadContextCounts struct {
 	// Read: a valid context, taken. NoContext: none published (a NULL
 	// pointer, valid 0, no TLS block for the module yet). Invalid: valid
-	// neither 0 nor 1, an id all zeros, valid changed during the read, an
-	// odd pointer. Unreadable: the variable or the record could not be read.
+	// neither 0 nor 1, an id all zeros, an odd pointer. Unreadable: the
+	// variable or the record could not be read.
 	Read, NoContext, Invalid, Unreadable uint64
 	// Asked counts the requests (ProcessThreadContext records);
 	// NoEntry those the engine's table of processes had no room for.
