@@ -284,13 +284,16 @@ func staticOffset(machine elf.Machine, w uint64) (int64, error) {
 
 // The code of a TLS descriptor resolver for static TLS, which returns its
 // argument: x86-64 "mov 8(%rax),%rax; ret", aarch64 "ldr x0, [x0, #8];
-// ret", each with an optional landing pad before it (endbr64, bti c).
+// ret", each with an optional landing pad before it (endbr64; bti c, or
+// the nop glibc puts in its place when built without BTI, as Debian's
+// aarch64 glibc 2.36 is).
 var (
 	x86ReturnArg = []byte{0x48, 0x8b, 0x40, 0x08}
 	x86Endbr64   = []byte{0xf3, 0x0f, 0x1e, 0xfa}
 	arm64LoadArg = []byte{0x00, 0x04, 0x40, 0xf9} // ldr x0, [x0, #8]
 	arm64Ret     = []byte{0xc0, 0x03, 0x5f, 0xd6}
 	arm64BTIC    = []byte{0x5f, 0x24, 0x03, 0xd5}
+	arm64Nop     = []byte{0x1f, 0x20, 0x03, 0xd5}
 )
 
 // returnsArgument says whether code is a TLS descriptor resolver that
@@ -305,7 +308,9 @@ func returnsArgument(machine elf.Machine, code []byte) bool {
 		code = code[len(x86ReturnArg):]
 		return bytes.HasPrefix(code, []byte{0xc3}) || bytes.HasPrefix(code, []byte{0xf3, 0xc3})
 	case elf.EM_AARCH64:
-		code = bytes.TrimPrefix(code, arm64BTIC)
+		if bytes.HasPrefix(code, arm64BTIC) || bytes.HasPrefix(code, arm64Nop) {
+			code = code[len(arm64BTIC):]
+		}
 		return bytes.HasPrefix(code, arm64LoadArg) && bytes.HasPrefix(code[len(arm64LoadArg):], arm64Ret)
 	}
 	return false

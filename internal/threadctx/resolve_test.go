@@ -157,6 +157,9 @@ func TestReturnsArgument(t *testing.T) {
 	arm := append(append([]byte{}, arm64LoadArg...), arm64Ret...)
 	assert.True(t, returnsArgument(elf.EM_AARCH64, arm))
 	assert.True(t, returnsArgument(elf.EM_AARCH64, append(append([]byte{}, arm64BTIC...), arm...)))
+	// Debian's aarch64 glibc 2.36 (no BTI): nop; ldr x0, [x0, #8]; ret.
+	assert.True(t, returnsArgument(elf.EM_AARCH64, append(append([]byte{}, arm64Nop...), arm...)))
+	assert.False(t, returnsArgument(elf.EM_AARCH64, append(append([]byte{}, arm64Nop...), append(arm64Nop, arm...)...)))
 	assert.False(t, returnsArgument(elf.EM_AARCH64, arm64LoadArg))
 	assert.False(t, returnsArgument(elf.EM_RISCV, arm))
 }
