@@ -1474,9 +1474,16 @@ __subprog __u32 thread_ctx_read(const struct site *s, struct task_state *ts)
 	dst[1] = buf[1];
 	dst[2] = buf[2];
 	((__u32 *)dst)[6] = ((__u32 *)buf)[6];
-	__u32 n = 0;
+	__u64 n = 0;
 	if ((s->flags & SITE_THREAD_ATTRS) && c->attrs_size) {
-		n = at_most(c->attrs_size, ABI_THREAD_ATTRS_MAX);
+		/* Bounded in a 64-bit register: clang copies the value it
+		 * compares, and the verifier of Linux 6.1 carries a bound to
+		 * the copies of a 64-bit register only (at_most's 32-bit one
+		 * was refused there). */
+		n = c->attrs_size;
+		asm volatile("" : "+r"(n));
+		if (n > ABI_THREAD_ATTRS_MAX)
+			n = ABI_THREAD_ATTRS_MAX;
 		if (bpf_probe_read_user(c->attrs, n, (const void *)(rec + THREAD_RECORD_HEADER)))
 			n = 0;
 	}
