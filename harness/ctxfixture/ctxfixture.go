@@ -84,6 +84,10 @@ func (v Variant) Commands(arch, src, dir string) [][]string {
 	return [][]string{lib, prog}
 }
 
+// PrebuiltDir is the directory of the variant's build among the fixtures
+// harness/armvm prebuilds for the arm64 VM (under testutil.Prebuilt).
+func (v Variant) PrebuiltDir() string { return "threadctx-" + v.Name }
+
 // Files returns the files of a build in its directory.
 func (v Variant) Files() []string {
 	if v.Model == "" {

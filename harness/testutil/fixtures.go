@@ -27,6 +27,7 @@ const FixturesEnv = "ARMVM_FIXTURES"
 //	demo-O0/demo, demo-O0/libdemo.so   the same at -O0
 //	c/NAME                             testdata/NAME/NAME.c, as BuildC builds it
 //	go/NAME                            the Go program testdata/NAME, as BuildGo builds it
+//	threadctx-VARIANT/...              testdata/threadctx, as BuildThreadCtx builds it (ctxfixture)
 //	testdata/...                       the files of testdata the tests read there
 const (
 	// PrebuiltCDir is where the C programs of BuildC are.
@@ -215,10 +216,6 @@ func BuildGoARM64(t testing.TB, name string) string {
 	return out
 }
 
-// PrebuiltThreadCtxDir returns the directory of the prebuilt thread-context
-// fixture of a variant (harness/ctxfixture), relative to Prebuilt.
-func PrebuiltThreadCtxDir(variant string) string { return "threadctx-" + variant }
-
 // BuildThreadCtx builds variant of testdata/threadctx (harness/ctxfixture:
 // the application whose SDK publishes each thread's context, and the SDK's
 // library unless the writer is linked into the application) into a
@@ -231,7 +228,7 @@ func BuildThreadCtx(t testing.TB, variant string) string {
 		t.Fatalf("no thread-context fixture variant %q", variant)
 	}
 	if Prebuilt() != "" {
-		return filepath.Join(copyPrebuilt(t, PrebuiltThreadCtxDir(variant), v.Files()...), ctxfixture.App)
+		return filepath.Join(copyPrebuilt(t, v.PrebuiltDir(), v.Files()...), ctxfixture.App)
 	}
 	dir := t.TempDir()
 	for _, args := range v.Commands(runtime.GOARCH, Testdata("threadctx"), dir) {
