@@ -22,6 +22,11 @@
  *                        "torn N"
  *   carrier N SEED       N calls of carried(traceparent of ids(SEED + 1, i))
  *                        under ids(SEED, i); "carrier N"
+ *   pub TRACE SPAN FLAGS N
+ *                        N calls of outer(i) (which calls inner twice) under
+ *                        the context of trace id TRACE and span id SPAN (hex)
+ *                        with trace flags FLAGS, as an SDK publishes its
+ *                        active span; "pub N"
  *   attrs N SEED         N calls of probed(i) under ids(SEED, i) with
  *                        attributes method=GET (key 0) and route=/r/i (key 1),
  *                        after publishing the OTEP 4719 process context whose
@@ -100,6 +105,20 @@ static void hex(char *out, const uint8_t *b, int n)
 {
 	for (int i = 0; i < n; i++)
 		sprintf(out + 2 * i, "%02x", b[i]);
+}
+
+/* unhex decodes n bytes of hex digits into b; it returns 0 on success. */
+static int unhex(uint8_t *b, const char *s, int n)
+{
+	if ((int)strlen(s) != 2 * n)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		unsigned v;
+		if (sscanf(s + 2 * i, "%2x", &v) != 1)
+			return -1;
+		b[i] = (uint8_t)v;
+	}
+	return 0;
 }
 
 static void *thread_pointer(void)
@@ -276,6 +295,19 @@ int main(void)
 				detach();
 			}
 			printf("carrier %d\n", n);
+		} else if (strncmp(line, "pub ", 4) == 0) {
+			char trace[40], span[24];
+			if (sscanf(line, "pub %39s %23s %d %d", trace, span, &flags, &n) != 4 || unhex(rec.trace_id, trace, 16) ||
+			    unhex(rec.span_id, span, 8)) {
+				printf("pub: bad arguments\n");
+				return 1;
+			}
+			rec.trace_flags = (uint8_t)flags;
+			attach(&rec);
+			for (int i = 0; i < n; i++)
+				outer(i);
+			detach();
+			printf("pub %d\n", n);
 		} else if (sscanf(line, "attrs %d %d", &n, &seed) == 2) {
 			static int published;
 			if (!published++)
