@@ -1,0 +1,238 @@
+package receiver
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
+	"github.com/otel-uprobe/uprobereceiver/internal/config"
+)
+
+// The recipes (internal/recipe) on the real programs of this machine,
+// each test scoped to the processes it starts (pid: or a process:
+// selector), so that other tests' programs do not change its counts.
+
+// spansNamed returns the spans of that name.
+func spansNamed(spans []flatSpan, name string) []flatSpan {
+	var out []flatSpan
+	for _, sp := range spans {
+		if sp.Name() == name {
+			out = append(out, sp)
+		}
+	}
+	return out
+}
+
+// countBy counts spans by the text of one attribute ("-" when absent).
+func countBy(spans []flatSpan, key string) map[string]int {
+	out := map[string]int{}
+	for _, sp := range spans {
+		v, ok := sp.Attributes().Get(key)
+		if !ok {
+			out["-"]++
+			continue
+		}
+		out[v.AsString()]++
+	}
+	return out
+}
+
+// ownHistogram returns the points of a histogram metric of the receiver's
+// own name (a span's metric:), by their attributes as "k=v,k=v".
+func ownHistogram(md pmetric.Metrics, name string) map[string]pmetric.ExponentialHistogramDataPoint {
+	out := map[string]pmetric.ExponentialHistogramDataPoint{}
+	eachMetric(md, name, func(m pmetric.Metric) {
+		for p := 0; p < m.ExponentialHistogram().DataPoints().Len(); p++ {
+			dp := m.ExponentialHistogram().DataPoints().At(p)
+			out[attrText(dp.Attributes())] = dp
+		}
+	})
+	return out
+}
+
+// ownSum returns the points of a sum metric of the receiver's own name (a
+// counter's metric:), by their attributes as "k=v,k=v".
+func ownSum(md pmetric.Metrics, name string) map[string]int64 {
+	out := map[string]int64{}
+	eachMetric(md, name, func(m pmetric.Metric) {
+		for p := 0; p < m.Sum().DataPoints().Len(); p++ {
+			dp := m.Sum().DataPoints().At(p)
+			out[attrText(dp.Attributes())] += dp.IntValue()
+		}
+	})
+	return out
+}
+
+func eachMetric(md pmetric.Metrics, name string, fn func(pmetric.Metric)) {
+	for i := 0; i < md.ResourceMetrics().Len(); i++ {
+		sms := md.ResourceMetrics().At(i).ScopeMetrics()
+		for j := 0; j < sms.Len(); j++ {
+			ms := sms.At(j).Metrics()
+			for k := 0; k < ms.Len(); k++ {
+				if ms.At(k).Name() == name {
+					fn(ms.At(k))
+				}
+			}
+		}
+	}
+}
+
+func attrText(m pcommon.Map) string {
+	var parts []string
+	for k, v := range m.All() {
+		parts = append(parts, k+"="+v.AsString())
+	}
+	sortStrings(parts)
+	return strings.Join(parts, ",")
+}
+
+func sortStrings(s []string) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
+
+// timePerCall asks a test program for its time per call ("time NS").
+func timePerCall(t *testing.T, p *testutil.Program, cmd string) int {
+	t.Helper()
+	line := p.Ask(cmd, "time ")
+	n, err := strconv.Atoi(strings.TrimPrefix(line, "time "))
+	require.NoError(t, err, line)
+	return n
+}
+
+// siteClasses lists how the kernel runs each probe of the receiver's
+// plan: "probe: class" lines, for the recipes' documented costs.
+func siteClasses(s started) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, a := range s.rcv.plan.Attachments {
+		line := fmt.Sprintf("%s: %s", s.rcv.plan.Probes[a.Probe].Ref, a.Class)
+		if !seen[line] {
+			seen[line] = true
+			out = append(out, line)
+		}
+	}
+	sortStrings(out)
+	return out
+}
+
+// TestRecipeDNS: recipe dns on the C library of a program that looks up
+// known names (3 × localhost through /etc/hosts, 2 × a numeric address, 2
+// × a name refused as not numeric, 2 × gethostbyname, 1 ×
+// gethostbyname2): a span per lookup with the name, EAI_NONAME as
+// error.type, and dns.lookup.duration by name and error.
+func TestRecipeDNS(t *testing.T) {
+	testutil.RequireRoot(t)
+	prog := testutil.StartProgram(t, testutil.BuildC(t, "recipeclib"), "ready")
+	before := timePerCall(t, prog, "time-gai 2000 127.0.0.1")
+	s := startReceiver(t, []config.Target{{Recipe: "dns", PID: prog.PID}})
+	t.Logf("site classes: %s", strings.Join(siteClasses(s), "; "))
+	after := timePerCall(t, prog, "time-gai 2000 127.0.0.1")
+	t.Logf("cost per numeric getaddrinfo: %d ns untraced, %d ns traced: %d ns added", before, after, after-before)
+	for range 3 {
+		prog.Ask("gai localhost", "gai 0")
+	}
+	for range 2 {
+		prog.Ask("gai 127.0.0.1 numeric", "gai 0")
+		prog.Ask("gai not-a-number numeric", "gai -2")
+		prog.Ask("ghbn localhost", "ghbn 1")
+	}
+	prog.Ask("ghbn2 localhost", "ghbn2 1")
+	require.NoError(t, s.rcv.Shutdown(context.Background()))
+
+	spans := allSpans(s.traces)
+	gai := spansNamed(spans, "getaddrinfo")
+	timed := 2 * 2000 // the timed calls before the lookups, traced once
+	assert.Equal(t, map[string]int{"localhost": 3, "127.0.0.1": 2 + timed/2, "not-a-number": 2}, countBy(gai, "dns.question.name"))
+	assert.Equal(t, map[string]int{"-": 3 + 2 + timed/2, "EAI_NONAME": 2}, countBy(gai, "error.type"), "error.type only on failures")
+	for _, sp := range gai {
+		assert.Equal(t, ptrace.SpanKindClient, sp.Kind())
+		failed := sp.Attributes().AsRaw()["dns.question.name"] == "not-a-number"
+		assert.Equal(t, failed, sp.Status().Code() == ptrace.StatusCodeError, "status error on failures")
+		assert.Equal(t, int64(prog.PID), attrInt(t, sp.resource, "process.pid"))
+	}
+	assert.Equal(t, map[string]int{"localhost": 2}, countBy(spansNamed(spans, "gethostbyname"), "dns.question.name"))
+	assert.Equal(t, map[string]int{"localhost": 1}, countBy(spansNamed(spans, "gethostbyname2"), "dns.question.name"))
+	// gethostbyname calls gethostbyname_r, gethostbyname2 gethostbyname2_r.
+	byID := map[pcommon.SpanID]flatSpan{}
+	for _, sp := range spans {
+		byID[sp.SpanID()] = sp
+	}
+	for name, parent := range map[string]string{"gethostbyname_r": "gethostbyname", "gethostbyname2_r": "gethostbyname2"} {
+		inner := spansNamed(spans, name)
+		require.Len(t, inner, len(spansNamed(spans, parent)), name)
+		for _, sp := range inner {
+			assert.Equal(t, parent, byID[sp.ParentSpanID()].Name(), "%s inside %s", name, parent)
+			assert.Equal(t, "localhost", attrStr(t, sp.Attributes(), "dns.question.name"))
+		}
+	}
+
+	lookups := ownHistogram(lastMetrics(t, s), "dns.lookup.duration")
+	counts := map[string]uint64{}
+	for attrs, dp := range lookups {
+		counts[attrs] = dp.Count()
+		assert.Greater(t, dp.Sum(), 0.0, "durations in seconds")
+		assert.Less(t, dp.Sum()/float64(dp.Count()), 1.0, "a local lookup takes less than a second")
+	}
+	assert.Equal(t, map[string]uint64{
+		"dns.question.name=localhost":                         3 + 2 + 1, // getaddrinfo, gethostbyname, gethostbyname2
+		"dns.question.name=127.0.0.1":                         2 + uint64(timed/2),
+		"dns.question.name=not-a-number,error.type=EAI_NONAME": 2,
+	}, counts)
+}
+
+// TestRecipeMalloc: recipe malloc on a program that allocates 5 × 3 MB
+// and 100 × 64 bytes and nothing else while traced: 5 malloc.large spans
+// of 3,000,000 bytes (min_size 1 MiB), and a size histogram of exactly
+// 105 values in the buckets of 64 and 3,000,000.
+func TestRecipeMalloc(t *testing.T) {
+	testutil.RequireRoot(t)
+	prog := testutil.StartProgram(t, testutil.BuildC(t, "recipeclib"), "ready")
+	before := timePerCall(t, prog, "time-malloc 200000 64")
+	timed := startReceiver(t, []config.Target{{Recipe: "malloc", PID: prog.PID}})
+	t.Logf("site classes: %s", strings.Join(siteClasses(timed), "; "))
+	after := timePerCall(t, prog, "time-malloc 200000 64")
+	t.Logf("cost per malloc (64 bytes, below min_size) and free: %d ns untraced, %d ns traced: %d ns added", before, after, after-before)
+	require.NoError(t, timed.rcv.Shutdown(context.Background()))
+
+	s := startReceiver(t, []config.Target{{Recipe: "malloc", PID: prog.PID}})
+	prog.Ask("malloc 5 3000000", "malloc 5")
+	prog.Ask("malloc 100 64", "malloc 100")
+	require.NoError(t, s.rcv.Shutdown(context.Background()))
+
+	large := spansNamed(allSpans(s.traces), "malloc.large")
+	require.Len(t, large, 5)
+	for _, sp := range large {
+		assert.Equal(t, int64(3000000), attrInt(t, sp.Attributes(), "malloc.size"))
+		assert.NotEqual(t, "0x0", attrStr(t, sp.Attributes(), "malloc.address"))
+		assert.Equal(t, ptrace.StatusCodeUnset, sp.Status().Code())
+	}
+	last := lastMetrics(t, s)
+	hits := sumPoints(last, "uprobe.probe.hits")
+	assert.Equal(t, int64(105), hits["uprobe:malloc"])
+	assert.Zero(t, hits["uprobe:calloc"])
+	assert.Zero(t, hits["uprobe:realloc"])
+	dp, ok := valuePoints(last)["uprobe:malloc"]
+	require.True(t, ok, "the size histogram")
+	assert.Equal(t, uint64(105), dp.Count())
+	assert.Equal(t, float64(5*3000000+100*64), dp.Sum())
+	// Bucket i of scale 0 is (2^i, 2^(i+1)]: 64 is in bucket 5, 3,000,000
+	// (between 2^21 and 2^22) in bucket 21.
+	buckets := dp.Positive().BucketCounts().AsRaw()
+	off := int(dp.Positive().Offset())
+	require.Equal(t, 5, off)
+	assert.Equal(t, uint64(100), buckets[5-off])
+	assert.Equal(t, uint64(5), buckets[21-off])
+}
