@@ -187,8 +187,8 @@ func TestRecipeDNS(t *testing.T) {
 		assert.Less(t, dp.Sum()/float64(dp.Count()), 1.0, "a local lookup takes less than a second")
 	}
 	assert.Equal(t, map[string]uint64{
-		"dns.question.name=localhost":                         3 + 2 + 1, // getaddrinfo, gethostbyname, gethostbyname2
-		"dns.question.name=127.0.0.1":                         2 + uint64(timed/2),
+		"dns.question.name=localhost":                          3 + 2 + 1, // getaddrinfo, gethostbyname, gethostbyname2
+		"dns.question.name=127.0.0.1":                          2 + uint64(timed/2),
 		"dns.question.name=not-a-number,error.type=EAI_NONAME": 2,
 	}, counts)
 }
