@@ -3,6 +3,7 @@ package receiver
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -235,4 +236,96 @@ func TestRecipeMalloc(t *testing.T) {
 	require.Equal(t, 5, off)
 	assert.Equal(t, uint64(100), buckets[5-off])
 	assert.Equal(t, uint64(5), buckets[21-off])
+}
+
+// tlsProgram builds testdata/recipetls and starts it with a fresh
+// self-signed certificate.
+func tlsProgram(t *testing.T) *testutil.Program {
+	t.Helper()
+	requireFile(t, "/usr/bin/openssl", "/usr/include/openssl/ssl.h")
+	dir := t.TempDir()
+	cert, key := dir+"/cert.pem", dir+"/key.pem"
+	out, err := exec.Command("/usr/bin/openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+		"-nodes", "-keyout", key, "-out", cert, "-subj", "/CN=localhost", "-days", "1").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	bin := testutil.BuildC(t, "recipetls", "-pthread", "-Wl,--no-as-needed", "-lssl", "-lcrypto")
+	return testutil.StartCommand(t, "ready", bin, cert, key)
+}
+
+// TestRecipeTLS: recipe tls on OpenSSL 3's libssl, in a program whose
+// client and server threads talk TLS 1.3 over a socketpair: 2 handshakes
+// (tls.connect and tls.accept, each with its tls.handshake), 5 SSL_write
+// calls of known sizes (3 × 100, 2 × 1,000 bytes) read by 5 SSL_read
+// calls, 4 SSL_write_ex of 50 bytes read by 4 SSL_read_ex; then with
+// plaintext_bytes: 16, writes of 100 and 10 bytes show their first 16 and
+// 10 bytes: never more than the write.
+func TestRecipeTLS(t *testing.T) {
+	testutil.RequireRoot(t)
+	prog := tlsProgram(t)
+	prog.Ask("connect", "connected")
+	before := timePerCall(t, prog, "time 2000 100")
+	s := startReceiver(t, []config.Target{{Recipe: "tls", PID: prog.PID}})
+	t.Logf("site classes: %s", strings.Join(siteClasses(s), "; "))
+	after := timePerCall(t, prog, "time 2000 100")
+	t.Logf("cost per 100-byte SSL_write and its SSL_read: %d ns untraced, %d ns traced: %d ns added", before, after, after-before)
+	prog.Ask("connect", "connected")
+	prog.Ask("connect", "connected")
+	prog.Ask("write 3 100", "wrote 3")
+	prog.Ask("write 2 1000", "wrote 2")
+	prog.Ask("writeex 4 50", "wrote 4")
+	require.NoError(t, s.rcv.Shutdown(context.Background()))
+
+	spans := allSpans(s.traces)
+	byID := map[pcommon.SpanID]flatSpan{}
+	for _, sp := range spans {
+		byID[sp.SpanID()] = sp
+		assert.Equal(t, int64(prog.PID), attrInt(t, sp.resource, "process.pid"))
+		assert.NotEqual(t, ptrace.StatusCodeError, sp.Status().Code(), "%s succeeded", sp.Name())
+	}
+	const timed = 2000
+	assert.Equal(t, map[string]int{"100": 3 + timed, "1000": 2}, countBy(spansNamed(spans, "tls.write"), "tls.write.size"))
+	assert.Equal(t, map[string]int{"100": 3 + timed, "1000": 2}, countBy(spansNamed(spans, "tls.write"), "tls.write.bytes"))
+	assert.Equal(t, map[string]int{"65536": 5 + timed}, countBy(spansNamed(spans, "tls.read"), "tls.read.size"))
+	assert.Equal(t, map[string]int{"100": 3 + timed, "1000": 2}, countBy(spansNamed(spans, "tls.read"), "tls.read.bytes"))
+	assert.Equal(t, map[string]int{"50": 4}, countBy(spansNamed(spans, "tls.write_ex"), "tls.write.size"))
+	assert.Equal(t, map[string]int{"65536": 4}, countBy(spansNamed(spans, "tls.read_ex"), "tls.read.size"))
+	connects, accepts := spansNamed(spans, "tls.connect"), spansNamed(spans, "tls.accept")
+	require.Len(t, connects, 2)
+	require.Len(t, accepts, 2)
+	for _, sp := range connects {
+		assert.Equal(t, ptrace.SpanKindClient, sp.Kind())
+	}
+	for _, sp := range accepts {
+		assert.Equal(t, ptrace.SpanKindServer, sp.Kind())
+	}
+	handshakes := spansNamed(spans, "tls.handshake")
+	require.Len(t, handshakes, 4)
+	assert.Equal(t, map[string]int{"tls.connect": 2, "tls.accept": 2}, func() map[string]int {
+		out := map[string]int{}
+		for _, sp := range handshakes {
+			out[byID[sp.ParentSpanID()].Name()]++
+		}
+		return out
+	}(), "each handshake inside its SSL_connect or SSL_accept")
+	for _, sp := range spans {
+		_, ok := sp.Attributes().Get("tls.plaintext")
+		assert.False(t, ok, "no plaintext unless asked for")
+	}
+
+	// plaintext_bytes: 16.
+	s = startReceiver(t, []config.Target{{Recipe: "tls", PID: prog.PID, RecipeOptions: map[string]any{"plaintext_bytes": 16}}})
+	prog.Ask("write 2 100", "wrote 2")
+	prog.Ask("write 1 10", "wrote 1")
+	prog.Ask("writeex 1 5", "wrote 1")
+	require.NoError(t, s.rcv.Shutdown(context.Background()))
+	plain := map[string]int{}
+	for _, name := range []string{"tls.write", "tls.write_ex"} {
+		for _, sp := range spansNamed(allSpans(s.traces), name) {
+			v, ok := sp.Attributes().Get("tls.plaintext")
+			require.True(t, ok)
+			require.Equal(t, pcommon.ValueTypeBytes, v.Type())
+			plain[name+" "+string(v.Bytes().AsRaw())]++
+		}
+	}
+	assert.Equal(t, map[string]int{"tls.write 0123456789012345": 2, "tls.write 0123456789": 1, "tls.write_ex 01234": 1}, plain)
 }
