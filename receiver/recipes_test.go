@@ -3,7 +3,10 @@ package receiver
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +19,7 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 )
 
 // The recipes (internal/recipe) on the real programs of this machine,
@@ -328,4 +332,107 @@ func TestRecipeTLS(t *testing.T) {
 		}
 	}
 	assert.Equal(t, map[string]int{"tls.write 0123456789012345": 2, "tls.write 0123456789": 1, "tls.write_ex 01234": 1}, plain)
+}
+
+// recipePython is the script of TestRecipePython: known imports, three
+// full collections, f called 50 times from Python code (through g) and 7
+// times from C (map), a generator resumed by next, throw and close, then a
+// timed loop of h called from C; it ends with os._exit, so that the
+// interpreter's own final collection does not run.
+const recipePython = `import gc, sys, os, time
+import json, decimal, colorsys
+try:
+    import no_such_module_recipe
+except ImportError:
+    pass
+for _ in range(3):
+    gc.collect(2)
+def f(x):
+    return x + 1
+def g(n):
+    s = 0
+    for i in range(n):
+        s += f(i)
+    return s
+g(50)
+list(map(f, range(7)))
+def thrower():
+    try:
+        yield 1  # line 20
+    except ValueError:
+        yield 2  # line 22
+t = thrower(); next(t); t.throw(ValueError); t.close()
+def h(x):
+    return x
+n = int(sys.argv[1])
+t0 = time.perf_counter_ns()
+list(map(h, range(n)))
+sys.stdout.write("time %d\n" % ((time.perf_counter_ns() - t0) // n))
+sys.stdout.flush()
+os._exit(0)
+`
+
+// TestRecipePython: recipe python (functions: true) on Debian's
+// python3.11, scoped to the interpreter it starts (a process: selector on
+// the script's name): one import span per known module (a failed import
+// is an error), three generation-2 collections (spans and
+// cpython.gc.collections), and function spans exactly where CPython 3.11.2
+// fires function__entry: where a generator is resumed by throw() or
+// close() (2 for thrower, at the yields it was suspended at), never for a
+// call, from Python code (f through g) or from C (f, h through map), whose
+// returns fire function__return alone (unmatched).
+func TestRecipePython(t *testing.T) {
+	testutil.RequireRoot(t)
+	requireFile(t, python)
+	script := filepath.Join(t.TempDir(), fmt.Sprintf("recipe_python_%d.py", os.Getpid()))
+	require.NoError(t, os.WriteFile(script, []byte(recipePython), 0o644))
+	const calls = 20000
+	run := func() int {
+		out, err := exec.Command(python, "-I", "-S", script, strconv.Itoa(calls)).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(string(out), "time ")))
+		require.NoError(t, err, "%s", out)
+		return n
+	}
+	before := run()
+	sel := &procfs.Selector{CommandLine: regexp.QuoteMeta(script)}
+	s := startReceiver(t, []config.Target{{Recipe: "python", Process: sel, RecipeOptions: map[string]any{"functions": true}}})
+	t.Logf("site classes: %s", strings.Join(siteClasses(s), "; "))
+	after := run()
+	t.Logf("cost per Python function called from C (map) with functions: true: %d ns untraced, %d ns traced: %d ns added", before, after, after-before)
+	unmatched := spanStats(t, s, "python.function").Unmatched
+	require.NoError(t, s.rcv.Shutdown(context.Background()))
+
+	spans := allSpans(s.traces)
+	imports := map[string]string{}
+	for _, sp := range spansNamed(spans, "python.import") {
+		name := attrStr(t, sp.Attributes(), "python.import.module")
+		if _, seen := imports[name]; seen {
+			t.Errorf("module %s imported twice", name)
+		}
+		imports[name] = fmt.Sprintf("found=%d status=%s", attrInt(t, sp.Attributes(), "python.import.found"), sp.Status().Code())
+	}
+	for _, m := range []string{"json", "json.decoder", "decimal", "colorsys", "gc"} {
+		assert.Equal(t, "found=1 status=Unset", imports[m], m)
+	}
+	assert.Equal(t, "found=0 status=Error", imports["no_such_module_recipe"])
+
+	gens := countBy(spansNamed(spans, "python.gc"), "cpython.gc.generation")
+	assert.Equal(t, 3, gens["2"], "gc.collect(2) three times, no final collection")
+	collections := ownSum(lastMetrics(t, s), "cpython.gc.collections")
+	assert.Equal(t, int64(3), collections["cpython.gc.generation=2"])
+	for g := range 2 {
+		key := fmt.Sprintf("cpython.gc.generation=%d", g)
+		assert.Equal(t, int64(gens[strconv.Itoa(g)]), collections[key], "the kernel's count of generation %d is the spans'", g)
+	}
+
+	var mine []flatSpan
+	for _, sp := range spansNamed(spans, "python.function") {
+		if attrStr(t, sp.Attributes(), "code.file.path") == script {
+			mine = append(mine, sp)
+		}
+	}
+	assert.Equal(t, map[string]int{"thrower": 2}, countBy(mine, "code.function.name"), "no span for f, g or h: calls fire no function__entry")
+	assert.Equal(t, map[string]int{"20": 1, "22": 1}, countBy(mine, "code.line.number"), "entered at the yields throw() and close() resumed")
+	assert.GreaterOrEqual(t, unmatched, uint64(calls+50+7), "every return of h, f and g fired function__return alone")
 }
