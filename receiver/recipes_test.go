@@ -3,6 +3,7 @@ package receiver
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -435,4 +437,165 @@ func TestRecipePython(t *testing.T) {
 	assert.Equal(t, map[string]int{"thrower": 2}, countBy(mine, "code.function.name"), "no span for f, g or h: calls fire no function__entry")
 	assert.Equal(t, map[string]int{"20": 1, "22": 1}, countBy(mine, "code.line.number"), "entered at the yields throw() and close() resumed")
 	assert.GreaterOrEqual(t, unmatched, uint64(calls+50+7), "every return of h, f and g fired function__return alone")
+}
+
+// waitFor polls cond until it holds (PostgreSQL says when a lock is taken
+// or awaited only through its views), failing after a minute.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within a minute", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// pgbenchLatency runs pgbench's SELECT 1 (simple protocol, one client,
+// n transactions) three times and returns the lowest average latency, in
+// microseconds.
+func pgbenchLatency(t *testing.T, pg *postgresServer, n int) float64 {
+	t.Helper()
+	best := math.Inf(1)
+	for range 3 {
+		best = min(best, pgbenchOnce(t, pg, n))
+	}
+	return best
+}
+
+func pgbenchOnce(t *testing.T, pg *postgresServer, n int) float64 {
+	t.Helper()
+	script := filepath.Join(t.TempDir(), "select1.sql")
+	require.NoError(t, os.WriteFile(script, []byte("SELECT 1;\n"), 0o644))
+	out, err := exec.Command("/usr/lib/postgresql/15/bin/pgbench", "-h", pg.socketDir, "-U", "postgres", "-n", "-c", "1",
+		"-t", strconv.Itoa(n), "-M", "simple", "-f", script, "postgres").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	m := regexp.MustCompile(`latency average = ([0-9.]+) ms`).FindSubmatch(out)
+	require.NotNil(t, m, "%s", out)
+	ms, err := strconv.ParseFloat(string(m[1]), 64)
+	require.NoError(t, err)
+	return ms * 1000
+}
+
+// TestRecipePostgres: recipe postgresql (path: the name postgres) on
+// PostgreSQL 15, scoped to the server it starts (its postmaster's command
+// line, inherited by its backends): a span per statement with its text,
+// operation and db.system.name; the transaction of each statement outside
+// BEGIN inside it; a failed statement closed by its transaction's abort,
+// as an error; a sqlcommenter comment putting a statement in its
+// application's trace; a lock wait of known mode and relation under the
+// statement that waited.
+func TestRecipePostgres(t *testing.T) {
+	testutil.RequireRoot(t)
+	pg := startPostgres(t)
+	requireFile(t, "/usr/lib/postgresql/15/bin/pgbench")
+	before := pgbenchLatency(t, pg, 2000)
+	sel := &procfs.Selector{CommandLine: regexp.QuoteMeta(pg.dir)}
+	s := startReceiver(t, []config.Target{{Recipe: "postgresql", Process: sel}})
+	t.Logf("site classes: %s", strings.Join(siteClasses(s), "; "))
+	after := pgbenchLatency(t, pg, 2000)
+	t.Logf("cost per SELECT 1 (pgbench, simple protocol): %.1f us untraced, %.1f us traced: %.1f us added", before, after, after-before)
+
+	const (
+		create  = "CREATE TABLE recipe_t (id int)"
+		insert  = "INSERT INTO recipe_t VALUES (1), (2)"
+		answer  = "SELECT 6 * 7 AS answer"
+		failing = "SELECT 1 / 0 AS recipe_failure"
+		trace   = "4bf92f3577b34da6a3ce929d0e0e4736"
+		parent  = "00f067aa0ba902b7"
+		waiting = "SELECT count(*) FROM recipe_t /* waits */"
+	)
+	commented := "SELECT 2 AS commented /*traceparent='00-" + trace + "-" + parent + "-01'*/"
+	pg.query(t, create)
+	pg.query(t, insert)
+	for range 3 {
+		require.Equal(t, "42", pg.query(t, answer))
+	}
+	out, err := exec.Command(psql, "-h", pg.socketDir, "-U", "postgres", "-d", "postgres", "-At", "-c", failing).CombinedOutput()
+	require.Error(t, err, "%s", out)
+	require.Contains(t, string(out), "division by zero")
+	require.Equal(t, "2", pg.query(t, commented))
+	relation := pg.query(t, "SELECT 'recipe_t'::regclass::oid")
+
+	// A lock wait: session A holds an ACCESS EXCLUSIVE lock in a
+	// transaction block while session B's SELECT waits for it.
+	a := exec.Command(psql, "-h", pg.socketDir, "-U", "postgres", "-d", "postgres", "-At")
+	stdin, err := a.StdinPipe()
+	require.NoError(t, err)
+	require.NoError(t, a.Start())
+	t.Cleanup(func() { _ = a.Process.Kill(); _ = a.Wait() })
+	fmt.Fprintln(stdin, "BEGIN;")
+	fmt.Fprintln(stdin, "LOCK TABLE recipe_t IN ACCESS EXCLUSIVE MODE;")
+	locks := "SELECT count(*) FROM pg_locks WHERE relation = " + relation + " AND "
+	waitFor(t, "session A's lock", func() bool { return pg.query(t, locks+"granted /* poll */") == "1" })
+	b := exec.Command(psql, "-h", pg.socketDir, "-U", "postgres", "-d", "postgres", "-At", "-c", waiting)
+	require.NoError(t, b.Start())
+	waitFor(t, "session B's wait", func() bool { return pg.query(t, locks+"NOT granted /* poll */") == "1" })
+	fmt.Fprintln(stdin, "COMMIT;")
+	require.NoError(t, b.Wait(), "session B's SELECT ends once A commits")
+	stdin.Close()
+	require.NoError(t, a.Wait())
+	require.NoError(t, s.rcv.Shutdown(context.Background()))
+
+	spans := allSpans(s.traces)
+	byID := map[pcommon.SpanID]flatSpan{}
+	for _, sp := range spans {
+		byID[sp.SpanID()] = sp
+	}
+	queries := map[string][]flatSpan{}
+	for _, sp := range spansNamed(spans, "postgresql.query") {
+		assert.Equal(t, "postgresql", attrStr(t, sp.Attributes(), "db.system.name"))
+		assert.Equal(t, ptrace.SpanKindServer, sp.Kind())
+		assert.Equal(t, "postgresql", attrStr(t, sp.resource, "service.name"))
+		text := attrStr(t, sp.Attributes(), "db.query.text")
+		queries[text] = append(queries[text], sp)
+	}
+	counts := map[string]int{}
+	for _, q := range []string{create, insert, answer, failing, commented, waiting, "SELECT 1;", "BEGIN;", "LOCK TABLE recipe_t IN ACCESS EXCLUSIVE MODE;", "COMMIT;"} {
+		counts[q] = len(queries[q])
+	}
+	assert.Equal(t, map[string]int{create: 1, insert: 1, answer: 3, failing: 1, commented: 1, waiting: 1, "SELECT 1;": 3 * 2000,
+		"BEGIN;": 1, "LOCK TABLE recipe_t IN ACCESS EXCLUSIVE MODE;": 1, "COMMIT;": 1}, counts)
+	operation := map[string]string{create: "CREATE", insert: "INSERT", answer: "SELECT", failing: "SELECT", "BEGIN;": "BEGIN", "COMMIT;": "COMMIT"}
+	for q, op := range operation {
+		for _, sp := range queries[q] {
+			assert.Equal(t, op, attrStr(t, sp.Attributes(), "db.operation.name"), q)
+		}
+	}
+	// Each statement outside BEGIN … COMMIT is its own transaction, inside
+	// its span; the failed one's span ends at the abort, as an error, and
+	// its transaction never commits.
+	transactions := map[string]int{}
+	for _, sp := range spansNamed(spans, "postgresql.transaction") {
+		if p, ok := byID[sp.ParentSpanID()]; ok && p.Name() == "postgresql.query" {
+			transactions[attrStr(t, p.Attributes(), "db.query.text")]++
+			assert.Equal(t, sp.TraceID(), p.TraceID())
+		}
+	}
+	for _, q := range []string{create, insert, answer, commented, waiting} {
+		assert.Equal(t, len(queries[q]), transactions[q], "the transaction of %q", q)
+	}
+	assert.Zero(t, transactions[failing])
+	for q, list := range queries {
+		for _, sp := range list {
+			assert.Equal(t, q == failing, sp.Status().Code() == ptrace.StatusCodeError, "%q: error only where the statement failed", q)
+		}
+	}
+	assert.Equal(t, "closed at its error exit usdt:postgresql:transaction__abort", queries[failing][0].Status().Message())
+	// sqlcommenter.
+	c := queries[commented][0]
+	assert.Equal(t, trace, c.TraceID().String())
+	assert.Equal(t, parent, c.ParentSpanID().String())
+	// The lock wait.
+	waits := spansNamed(spans, "postgresql.lock_wait")
+	require.Len(t, waits, 1)
+	w := waits[0]
+	parentOf := byID[w.ParentSpanID()]
+	assert.Equal(t, "postgresql.transaction", parentOf.Name(), "in the transaction of the statement that waited")
+	assert.Equal(t, waiting, attrStr(t, byID[parentOf.ParentSpanID()].Attributes(), "db.query.text"), "under the statement that waited")
+	assert.Equal(t, "AccessShareLock", attrStr(t, w.Attributes(), "postgresql.lock.mode"))
+	assert.Equal(t, "relation", attrStr(t, w.Attributes(), "postgresql.lock.tag.type"))
+	assert.Equal(t, relation, strconv.FormatInt(attrInt(t, w.Attributes(), "postgresql.lock.relation.oid"), 10))
+	assert.Greater(t, w.EndTimestamp()-w.StartTimestamp(), pcommon.Timestamp(0))
 }
