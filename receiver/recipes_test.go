@@ -599,3 +599,74 @@ func TestRecipePostgres(t *testing.T) {
 	assert.Equal(t, relation, strconv.FormatInt(attrInt(t, w.Attributes(), "postgresql.lock.relation.oid"), 10))
 	assert.Greater(t, w.EndTimestamp()-w.StartTimestamp(), pcommon.Timestamp(0))
 }
+
+const (
+	jdk17     = "/usr/lib/jvm/java-17-openjdk-amd64"
+	jdk17Java = jdk17 + "/bin/java"
+)
+
+// TestRecipeJVM: recipe jvm (path: the libjvm.so of every JDK under
+// /usr/lib/jvm, found by the recipe's search) on OpenJDK 17, scoped to
+// the java process it starts (a token on its command line), with the
+// user's own filtered counters beside the recipe's: 3 full collections
+// (System.gc() under G1) as jvm.gc spans and jvm.gc.duration points named
+// by G1, 5 known
+// classes loaded, 2 known threads started; then, with
+// -XX:+ExtendedDTraceProbes and extended_dtrace_probes: true, the one
+// call of RecipeJvm.main as a jvm.method span.
+func TestRecipeJVM(t *testing.T) {
+	testutil.RequireRoot(t)
+	requireFile(t, jdk17Java, jdk17+"/bin/javac", jdk17+"/lib/server/libjvm.so")
+	classes := t.TempDir()
+	out, err := exec.Command(jdk17+"/bin/javac", "-d", classes, testutil.Testdata("recipejvm", "RecipeJvm.java")).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	token := fmt.Sprintf("recipe-jvm-%d", os.Getpid())
+	java := func(flags ...string) {
+		args := append([]string{"-Xms256m", "-Xmx256m", "-XX:+UseG1GC"}, flags...)
+		out, err := exec.Command(jdk17Java, append(args, "-cp", classes, "RecipeJvm", "3", token)...).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		require.Equal(t, "done\n", string(out))
+	}
+	sel := &procfs.Selector{CommandLine: regexp.QuoteMeta(token)}
+	known := config.Counter{Probe: "usdt:hotspot:class__loaded", Filter: []string{`arg0:string prefix "RecipeJvm$Known"`}}
+	workers := config.Counter{Probe: "usdt:hotspot:thread__start", Filter: []string{`arg0:string prefix "recipe-worker-"`}}
+	s := startReceiver(t, []config.Target{{Recipe: "jvm", Process: sel, Counters: []config.Counter{known, workers}}})
+	t.Logf("site classes: %s", strings.Join(siteClasses(s), "; "))
+	java()
+	require.NoError(t, s.rcv.Shutdown(context.Background()))
+
+	spans := allSpans(s.traces)
+	gcs := spansNamed(spans, "jvm.gc")
+	require.Len(t, gcs, 3, "three System.gc(), no other collection in a 256 MB heap")
+	for _, sp := range gcs {
+		assert.Equal(t, "end of major GC", attrStr(t, sp.Attributes(), "jvm.gc.action"))
+		assert.Equal(t, "G1 Old Generation", attrStr(t, sp.Attributes(), "jvm.gc.name"))
+		assert.Equal(t, jdk17Java, attrStr(t, sp.resource, "process.executable.path"))
+	}
+	last := lastMetrics(t, s)
+	durations := ownHistogram(last, "jvm.gc.duration")
+	require.Contains(t, durations, "jvm.gc.action=end of major GC,jvm.gc.name=G1 Old Generation")
+	dp := durations["jvm.gc.action=end of major GC,jvm.gc.name=G1 Old Generation"]
+	assert.Equal(t, uint64(3), dp.Count())
+	assert.Len(t, durations, 1)
+	hits := sumPoints(last, "uprobe.probe.hits")
+	assert.Equal(t, int64(5), hits[known.Ref()], "the five known classes")
+	assert.Equal(t, int64(2), hits[workers.Ref()], "the two known threads")
+	loaded := ownSum(last, "jvm.class.loaded")[""]
+	assert.GreaterOrEqual(t, loaded, int64(5+400), "the JVM loads hundreds of classes to start")
+	assert.Equal(t, hits["usdt:hotspot:class__loaded"], loaded, "jvm.class.loaded is the probe's hits")
+	assert.GreaterOrEqual(t, hits["usdt:hotspot:thread__start"], int64(2))
+	assert.Empty(t, spansNamed(spans, "jvm.method"), "no method spans without the option")
+
+	// Method spans: -XX:+ExtendedDTraceProbes and the option.
+	s = startReceiver(t, []config.Target{{Recipe: "jvm", Process: sel, RecipeOptions: map[string]any{"extended_dtrace_probes": true}}})
+	java("-XX:+ExtendedDTraceProbes")
+	require.NoError(t, s.rcv.Shutdown(context.Background()))
+	methods := map[string]int{}
+	for _, sp := range spansNamed(allSpans(s.traces), "jvm.method") {
+		methods[attrStr(t, sp.Attributes(), "jvm.class.name")+"."+attrStr(t, sp.Attributes(), "code.function.name")]++
+	}
+	assert.Equal(t, 1, methods["RecipeJvm.main"], "main, its names cut to their lengths")
+	assert.Equal(t, 2, methods["RecipeJvm.lambda$main$0"], "the two workers' runnables")
+	assert.Greater(t, len(methods), 100, "every method the JVM runs")
+}

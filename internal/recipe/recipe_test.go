@@ -115,9 +115,6 @@ func TestSemanticConventions(t *testing.T) {
 	gc := spans("jvm", nil)["jvm.gc"]
 	assert.ElementsMatch(t, []string{string(semconv127.JVMGCActionKey), string(semconv127.JVMGCNameKey)}, keys(gc))
 	assert.Equal(t, "jvm.gc.duration", gc.Metric.Name)
-	pool := spans("jvm", nil)["jvm.gc.pool"]
-	assert.Contains(t, keys(pool), string(semconv127.JVMMemoryPoolNameKey))
-	assert.Contains(t, keys(pool), string(semconv127.JVMGCNameKey))
 	method := spans("jvm", map[string]any{"extended_dtrace_probes": true})["jvm.method"]
 	assert.Contains(t, keys(method), string(semconv.CodeFunctionNameKey))
 
