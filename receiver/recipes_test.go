@@ -3,11 +3,15 @@ package receiver
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -669,4 +673,171 @@ func TestRecipeJVM(t *testing.T) {
 	assert.Equal(t, 1, methods["RecipeJvm.main"], "main, its names cut to their lengths")
 	assert.Equal(t, 2, methods["RecipeJvm.lambda$main$0"], "the two workers' runnables")
 	assert.Greater(t, len(methods), 100, "every method the JVM runs")
+}
+
+// httpServer is a Go HTTP server under test: its process and address.
+type httpServer struct {
+	prog *testutil.Program
+	exe  string
+	pid  int
+	addr string // 127.0.0.1:PORT
+}
+
+// startTestHTTP starts testdata/recipegohttp, stripped of its symbol table
+// and DWARF (-ldflags=-s -w) when stripped is set.
+func startTestHTTP(t *testing.T, stripped bool) httpServer {
+	t.Helper()
+	exe := testutil.BuildGo(t, "recipegohttp", stripped)
+	p := testutil.StartProgram(t, exe, "")
+	port := strings.TrimPrefix(p.Ask("", "ready "), "ready ")
+	return httpServer{prog: p, exe: exe, pid: p.PID, addr: "127.0.0.1:" + port}
+}
+
+// goHTTPBinVersion is the go-httpbin of TestRecipeGoHTTP, built from the
+// Go module proxy.
+const goHTTPBinVersion = "v2.26.0"
+
+// startGoHTTPBin builds go-httpbin (go install, with -ldflags=-s -w when
+// stripped) and serves it on a free port of 127.0.0.1.
+func startGoHTTPBin(t *testing.T, stripped bool) httpServer {
+	t.Helper()
+	bin := t.TempDir()
+	args := []string{"install"}
+	if stripped {
+		args = append(args, "-ldflags=-s -w")
+	}
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), append(args, "github.com/mccutchen/go-httpbin/v2/cmd/go-httpbin@"+goHTTPBinVersion)...)
+	cmd.Env = append(os.Environ(), "GOBIN="+bin, "GOFLAGS=-mod=mod", "GOWORK=off")
+	cmd.Dir = bin
+	if out, err := cmd.CombinedOutput(); err != nil {
+		testutil.SkipOrFail(t, "building go-httpbin %s from the module proxy: %v\n%s", goHTTPBinVersion, err, out)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+	srv := exec.Command(filepath.Join(bin, "go-httpbin"), "-host", "127.0.0.1", "-port", port, "-log-level", "OFF")
+	require.NoError(t, srv.Start())
+	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	addr := "127.0.0.1:" + port
+	waitFor(t, "go-httpbin listening", func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return httpServer{exe: srv.Path, pid: srv.Process.Pid, addr: addr}
+}
+
+// do sends n requests and checks their status.
+func (h httpServer) do(t *testing.T, client *http.Client, n int, method, path string, status int) {
+	t.Helper()
+	for range n {
+		req, err := http.NewRequest(method, "http://"+h.addr+path, strings.NewReader(""))
+		require.NoError(t, err)
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		require.Equal(t, status, resp.StatusCode, "%s %s", method, path)
+	}
+}
+
+// latency returns the mean time of n GET requests of path, in microseconds.
+func (h httpServer) latency(t *testing.T, client *http.Client, n int, path string) float64 {
+	t.Helper()
+	start := time.Now()
+	h.do(t, client, n, "GET", path, 200)
+	return float64(time.Since(start).Microseconds()) / float64(n)
+}
+
+// TestRecipeGoHTTP: recipe go-http on the receiver's test server and on
+// go-httpbin built from the module proxy, each with DWARF (names) and
+// stripped (stripped: true, registers), scoped to the server's pid: a
+// server span per request with its method, path and host, and each status
+// in a WriteHeader span, inside the request's span unless the server
+// wrote it after the handler.
+func TestRecipeGoHTTP(t *testing.T) {
+	testutil.RequireRoot(t)
+	type request struct {
+		n            int
+		method, path string
+		status       int
+	}
+	for _, server := range []struct {
+		name     string
+		start    func(*testing.T, bool) httpServer
+		requests []request
+		// after are the statuses the server writes after the handler.
+		after map[string]int
+	}{
+		{"testprogram", startTestHTTP, []request{{3, "GET", "/hello", 200}, {2, "GET", "/missing", 404}, {2, "POST", "/items", 201}, {1, "GET", "/silent", 200}}, map[string]int{"200": 1}},
+		{"go-httpbin", startGoHTTPBin, []request{{2, "GET", "/get", 200}, {1, "POST", "/post", 200}, {2, "GET", "/status/418", 418}}, nil},
+	} {
+		for _, stripped := range []bool{false, true} {
+			name := server.name + "/names"
+			if stripped {
+				name = server.name + "/registers"
+			}
+			t.Run(name, func(t *testing.T) {
+				h := server.start(t, stripped)
+				client := &http.Client{Timeout: time.Minute}
+				defer client.CloseIdleConnections()
+				probe := "/hello"
+				if server.name == "go-httpbin" {
+					probe = "/get"
+				}
+				before := h.latency(t, client, 1000, probe)
+				target := config.Target{Recipe: "go-http", Path: h.exe, PID: h.pid}
+				if stripped {
+					target.RecipeOptions = map[string]any{"stripped": true}
+				}
+				timed := startReceiver(t, []config.Target{target})
+				t.Logf("site classes: %s", strings.Join(siteClasses(timed), "; "))
+				after := h.latency(t, client, 1000, probe)
+				t.Logf("cost per request (GET %s, keep-alive): %.1f us untraced, %.1f us traced: %.1f us added", probe, before, after, after-before)
+				require.NoError(t, timed.rcv.Shutdown(context.Background()))
+
+				s := startReceiver(t, []config.Target{target})
+				want := map[string]int{}
+				statuses := map[string]int{}
+				for _, r := range server.requests {
+					h.do(t, client, r.n, r.method, r.path, r.status)
+					want[r.method+" "+r.path] += r.n
+					statuses[strconv.Itoa(r.status)] += r.n
+				}
+				require.NoError(t, s.rcv.Shutdown(context.Background()))
+
+				spans := allSpans(s.traces)
+				got := map[string]int{}
+				byID := map[pcommon.SpanID]flatSpan{}
+				for _, sp := range spansNamed(spans, "http.server.request") {
+					byID[sp.SpanID()] = sp
+					got[attrStr(t, sp.Attributes(), "http.request.method")+" "+attrStr(t, sp.Attributes(), "url.path")]++
+					assert.Equal(t, h.addr, attrStr(t, sp.Attributes(), "server.address"))
+					assert.Equal(t, ptrace.SpanKindServer, sp.Kind())
+					assert.Equal(t, int64(h.pid), attrInt(t, sp.resource, "process.pid"))
+				}
+				assert.Equal(t, want, got)
+				inside, outside := map[string]int{}, map[string]int{}
+				for _, sp := range spansNamed(spans, "http.response.write_header") {
+					code := strconv.FormatInt(attrInt(t, sp.Attributes(), "http.response.status_code"), 10)
+					if _, ok := byID[sp.ParentSpanID()]; ok {
+						inside[code]++
+					} else {
+						outside[code]++
+					}
+				}
+				for code, n := range server.after {
+					statuses[code] -= n
+				}
+				assert.Equal(t, statuses, inside, "statuses written by handlers, inside their request's span")
+				if server.after == nil {
+					server.after = map[string]int{}
+				}
+				assert.Equal(t, server.after, outside, "statuses the server wrote after the handler")
+			})
+		}
+	}
 }
