@@ -7,6 +7,10 @@
 // Usage:
 //
 //	uprobe-list [-debug-dir DIR]... [-optimized-uprobes auto|yes|no] FILE [PATTERN]
+//	uprobe-list -recipe NAME
+//
+// Without PATTERN it also lists the recipes (internal/recipe) that apply to
+// the file; -recipe NAME prints a recipe's YAML, to copy and change.
 //
 // Without PATTERN it lists the file's USDT probes (every site with its
 // semaphore and argument specs, as readelf -n shows them, and each argument
@@ -65,14 +69,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var debugDirs dirs
 	fs.Var(&debugDirs, "debug-dir", "root of separate debug files (repeatable; default "+debuginfo.DefaultDebugDir+")")
+	recipeName := fs.String("recipe", "", "print the YAML of recipe NAME (a target of the receiver's configuration, to copy and change) and exit")
 	optimized := fs.String("optimized-uprobes", "auto", "whether the kernel rewrites uprobes on 5-byte nops into calls (x86-64, Linux 6.17): auto (as the receiver finds out), yes or no")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: uprobe-list [-debug-dir DIR]... [-optimized-uprobes auto|yes|no] FILE [PATTERN]")
+		fmt.Fprintln(stderr, "       uprobe-list -recipe NAME")
 		fmt.Fprintln(stderr, "PATTERN: usdt:PROVIDER:NAME, line:FILE:LINE (or FILE:LINE), or a function glob")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *recipeName != "" {
+		return printRecipe(*recipeName, stdout, stderr)
 	}
 	if fs.NArg() < 1 || fs.NArg() > 2 {
 		fs.Usage()
@@ -244,6 +253,7 @@ func (l *lister) overview() error {
 	fns := l.in.Functions(nil)
 	l.printf("\nFunctions: %d\n", len(fns))
 	l.table(fns)
+	l.recipes()
 	return nil
 }
 
