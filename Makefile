@@ -30,9 +30,12 @@ GENERATE_PACKAGES := clang-14 llvm-14 libbpf-dev linux-libc-dev
 # the fixtures' compilers (gcc, g++, clang-14; llvm-14's llvm-dwarfdump),
 # gdb for the debuginfo tests (it checks compiled paths against the running
 # program), PostgreSQL 15 and Python 3.11 for the tests that trace binaries
-# nobody here wrote (receiver's TestPostgres, TestPython); mk/arm64.mk adds
+# nobody here wrote (receiver's TestPostgres, TestPython, and the recipes'
+# tests: TestRecipe*), and for the recipes' tests also OpenSSL's headers
+# and command (TestRecipeTLS builds a TLS client and server and makes its
+# certificate) and OpenJDK 17 with javac (TestRecipeJVM); mk/arm64.mk adds
 # the arm64 cross tools.
-TEST_PACKAGES := $(RUN_PACKAGES) g++ gdb clang-14 llvm-14 postgresql-15 postgresql-client-15 python3.11
+TEST_PACKAGES := $(RUN_PACKAGES) g++ gdb clang-14 llvm-14 postgresql-15 postgresql-client-15 python3.11 libssl-dev openssl openjdk-17-jdk-headless
 # BENCH_PACKAGES: bpftrace, which make bench compares against.
 BENCH_PACKAGES := $(RUN_PACKAGES) bpftrace
 
