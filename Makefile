@@ -34,8 +34,9 @@ GENERATE_PACKAGES := clang-14 llvm-14 libbpf-dev linux-libc-dev
 # tests: TestRecipe*), and for the recipes' tests also OpenSSL's headers
 # and command (TestRecipeTLS builds a TLS client and server and makes its
 # certificate) and OpenJDK 17 with javac (TestRecipeJVM); mk/arm64.mk adds
-# the arm64 cross tools.
-TEST_PACKAGES := $(RUN_PACKAGES) g++ gdb clang-14 llvm-14 postgresql-15 postgresql-client-15 python3.11 libssl-dev openssl openjdk-17-jdk-headless
+# the arm64 cross tools; libc6-dbg for the probe browser's tests, which
+# paste every line a listing of glibc offers (cmd/uprobe-list).
+TEST_PACKAGES := $(RUN_PACKAGES) g++ gdb clang-14 llvm-14 postgresql-15 postgresql-client-15 python3.11 libc6-dbg libssl-dev openssl openjdk-17-jdk-headless
 # BENCH_PACKAGES: bpftrace, which make bench compares against.
 BENCH_PACKAGES := $(RUN_PACKAGES) bpftrace
 

@@ -23,6 +23,13 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/names/golden/uprobe-list.golden")
 
+// TestMain lists at the default width, whatever the shell running the
+// tests says in $COLUMNS (tests that mean a width give -width).
+func TestMain(m *testing.M) {
+	os.Unsetenv("COLUMNS")
+	os.Exit(m.Run())
+}
+
 // list runs the command in this process and returns its output.
 func list(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
@@ -56,7 +63,7 @@ func TestGolden(t *testing.T) {
 	line := testutil.MarkerLine(t, b.Source, "total")
 	var all strings.Builder
 	for _, pattern := range []string{"", "handle_request", fmt.Sprintf("names.c:%d", line), "usdt:names:request", "ct_0[0-2]"} {
-		args := []string{"-debug-dir", b.DebugDir, b.Program}
+		args := []string{"-width", "120", "-debug-dir", b.DebugDir, b.Program}
 		if pattern != "" {
 			args = append(args, pattern)
 		}
@@ -156,7 +163,7 @@ func TestUSDTAgreesWithReadelf(t *testing.T) {
 // says what is missing.
 func TestGoListing(t *testing.T) {
 	bin := testutil.BuildGo(t, "names/goapp", false)
-	out, errOut, code := list(t, "-debug-dir", t.TempDir(), bin, "main.(*Server).*")
+	out, errOut, code := list(t, "-width", "0", "-debug-dir", t.TempDir(), bin, "main.(*Server).*")
 	require.Equal(t, 0, code, errOut)
 	for _, s := range []string{
 		"function: main.(*Server).Handle",
@@ -169,10 +176,11 @@ func TestGoListing(t *testing.T) {
 		assert.Contains(t, out, s)
 	}
 	stripped := testutil.BuildGo(t, "names/goapp", true)
-	out, errOut, code = list(t, "-debug-dir", t.TempDir(), stripped, "main.(*Server).*")
+	out, errOut, code = list(t, "-width", "0", "-debug-dir", t.TempDir(), stripped, "main.(*Server).*")
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "a Go binary linked with -ldflags=-w (or -s -w) carries no DWARF; build it without -w")
-	assert.Contains(t, out, "function: main.(*Server).Handle", "functions come from Go's own table")
+	assert.Contains(t, out, "- function: main.(*Server).Handle", "functions come from Go's own table")
+	assert.Contains(t, out, "ret.string: retval:gostring", "Go's result registers without DWARF")
 }
 
 func TestErrors(t *testing.T) {
@@ -283,7 +291,9 @@ func TestRedZoneSites(t *testing.T) {
 		require.Equal(t, 0, code, errOut)
 		for _, l := range strings.Split(out, "\n") {
 			if s, ok := strings.CutPrefix(strings.TrimSpace(l), "placed at "); ok {
-				return s
+				addr, rest, _ := strings.Cut(s, " in ")
+				_, class, _ := strings.Cut(rest, ", ")
+				return addr + ", " + class
 			}
 		}
 		t.Fatalf("no placement in:\n%s", out)
@@ -317,18 +327,18 @@ func TestRedZoneSites(t *testing.T) {
 // Each function's exit is the one Resolve plans for a span on it.
 func TestExceptionReturns(t *testing.T) {
 	bin := testutil.BuildCXX(t, "unwind")
-	out, errOut, code := list(t, "-debug-dir", t.TempDir(), bin, "_ZN3app*")
+	out, errOut, code := list(t, "-width", "0", "-debug-dir", t.TempDir(), bin, "_ZN3app*")
 	require.Equal(t, 0, code, errOut)
 	masked := addrRE.ReplaceAllString(out, "0x…")
 	for _, re := range []string{
-		`(?m)^  _ZN3app6middleEl +\+0x0 [^\n]+ {2}\+0x[0-9a-f]+ single-stepped \(retq?\) \(exceptions may unwind through it\) +function: _ZN3app6middleEl$`,
-		`(?m)^  _ZN3app7attemptElPl +\+0x0 emulated \(push %rbx\) +\+0x[0-9a-f]+ single-stepped \(retq?\) \(exceptions may unwind through it\) +function: _ZN3app7attemptElPl$`,
-		`(?m)^  _ZN3app4leafEl +\+0x0 emulated \(push %rbx\) +uretprobe at \+0x0 emulated \(push %rbx\) +function: _ZN3app4leafEl$`,
-		`(?m)^  _ZN3app7throwerEl\.cold .* not probeable: exceptions may unwind through it, and it has no RET +function: _ZN3app7throwerEl\.cold$`,
+		`(?m)^    - function: _ZN3app6middleEl +# \+0x0 [^\n]+ {2}RET \+0x[0-9a-f]+ single-stepped \(exceptions may unwind through it\)$`,
+		`(?m)^    - function: _ZN3app7attemptElPl +# \+0x0 emulated \(push %rbx\) +RET \+0x[0-9a-f]+ single-stepped \(exceptions may unwind through it\)$`,
+		`(?m)^    - function: _ZN3app4leafEl +# \+0x0 emulated \(push %rbx\) +uretprobe \(\+0x0 emulated\)$`,
+		`(?m)^    # _ZN3app7throwerEl\.cold +# .* not probeable: exceptions may unwind through it, and it has no RET$`,
 		`(?m)^  exit ret:_ZN3app6middleEl at 0x… \(\+0x[0-9a-f]+\), single-stepped \(retq?\)\n` +
 			`  returns: auto probes the RET instructions: an exception may unwind through _ZN3app6middleEl, which a kernel return probe would make abort the program: ` +
 			`_ZN3app6middleEl runs other code \(\+0x[0-9a-f]+: callq? _ZN3app7throwerEl\) and its file unwinds exceptions \(it imports __cxa_\w+\)$`,
-		`(?m)^  exit uretprobe:_ZN3app4leafEl at 0x… \(\+0x0\), emulated \(push %rbx\)\n  at entry:$`,
+		`(?m)^  exit uretprobe:_ZN3app4leafEl at 0x… \(\+0x0\), emulated \(push %rbx\)\n  spans:$`,
 	} {
 		assert.Regexp(t, re, masked)
 	}
@@ -348,5 +358,5 @@ func TestExceptionReturns(t *testing.T) {
 	out, errOut, code = list(t, "-debug-dir", b.DebugDir, b.Program)
 	require.Equal(t, 0, code, errOut)
 	assert.NotContains(t, out, "exceptions may unwind", "a C file")
-	assert.Contains(t, out, "uretprobe at")
+	assert.Contains(t, out, "uretprobe (+0x0")
 }

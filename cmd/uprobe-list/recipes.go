@@ -3,11 +3,13 @@ package main
 import (
 	"fmt"
 	"io"
+	"sort"
 
+	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/recipe"
 )
 
-// printRecipe writes recipe name's YAML (uprobe-list --recipe NAME): a
+// printRecipe writes recipe name's YAML (uprobe-list -recipe NAME): a
 // collector configuration to copy and change. It returns the exit status.
 func printRecipe(name string, stdout, stderr io.Writer) int {
 	r, err := recipe.Get(name)
@@ -39,17 +41,68 @@ func (l *lister) applyingRecipes() []*recipe.Recipe {
 	return out
 }
 
-// recipes lists the recipes that apply to the file, each with the target
-// to paste and how to see what it traces; nothing when none applies.
+// recipeTarget returns the target of recipe r on the inspected file that
+// the planner takes, as the collector's Start would: with the recipe's
+// defaults, else with one of its boolean options set (go-http's stripped:
+// on a binary without DWARF); nil and the planner's refusal of the
+// defaults when it takes none.
+func (l *lister) recipeTarget(r *recipe.Recipe) (*config.Target, error) {
+	try := func(options map[string]any) (*config.Target, error) {
+		xs, err := recipe.Expand([]config.Target{{Recipe: r.Name, Path: l.path, RecipeOptions: options}})
+		if err != nil {
+			return nil, err
+		}
+		if err := l.in.Check(xs[0]); err != nil {
+			return nil, err
+		}
+		return &config.Target{Recipe: r.Name, Path: l.path, RecipeOptions: options}, nil
+	}
+	t, refusal := try(nil)
+	if t != nil {
+		return t, nil
+	}
+	for _, n := range r.OptionNames() {
+		if r.Options[n].Type != "bool" || r.Options[n].Default == true {
+			continue
+		}
+		if t, err := try(map[string]any{n: true}); err == nil {
+			return t, nil
+		}
+	}
+	return nil, refusal
+}
+
+// recipes lists the recipes that apply to the file, each as a target to
+// paste under the receiver's targets: when the planner takes it (else a
+// comment says why not); nothing when none applies.
 func (l *lister) recipes() {
 	rs := l.applyingRecipes()
 	if len(rs) == 0 {
 		return
 	}
-	l.printf("\nRecipes: %d\n", len(rs))
+	l.p.printf("\nRecipes: %d (each item pastes under the receiver's targets:; uprobe-list -recipe NAME prints a recipe's spans and counters, to copy and change)", len(rs))
+	l.p.println("  targets:")
 	for _, r := range rs {
-		l.printf("  %s: %s\n", r.Name, r.Description)
-		l.printf("    targets:  - {recipe: %s, path: %s}\n", r.Name, l.path)
-		l.printf("    its spans and counters: uprobe-list --recipe %s\n", r.Name)
+		l.p.text("    # " + r.Name + ": " + r.Description)
+		t, err := l.recipeTarget(r)
+		if err != nil {
+			l.p.text(fmt.Sprintf("    # (recipe %s is refused here: %s)", r.Name, shortError(err)))
+			continue
+		}
+		l.p.yamlLines("    ", "- recipe: "+yamlScalar(t.Recipe))
+		l.p.yamlLines("      ", "path: "+yamlScalar(t.Path))
+		for _, n := range sortedOptionNames(t.RecipeOptions) {
+			l.p.yamlLines("      ", fmt.Sprintf("recipe_options: {%s: %v}", n, t.RecipeOptions[n]))
+		}
 	}
+}
+
+// sortedOptionNames returns the keys of options, sorted.
+func sortedOptionNames(options map[string]any) []string {
+	out := make([]string, 0, len(options))
+	for n := range options {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -23,15 +25,47 @@ func TestRecipeYAML(t *testing.T) {
 	out, errOut, code = list(t, "--recipe", "malloc")
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, `filter: "arg0:u64 >= 1048576"`, "the options' defaults")
+	_, errOut, code = list(t, "-recipe", "dns", "/bin/true")
+	assert.Equal(t, 2, code)
+	assert.Equal(t, "uprobe-list: -recipe NAME takes no FILE\n", errOut)
 	_, errOut, code = list(t, "-recipe", "mysql")
 	assert.Equal(t, 2, code)
 	assert.Equal(t, "uprobe-list: no recipe \"mysql\" (recipes: dns, go-http, jvm, malloc, postgresql, python, tls)\n", errOut)
 }
 
+// recipeOffers returns the target items of a listing's Recipes section
+// (the lines under its "  targets:", comments dropped) and the recipes
+// they name.
+func recipeOffers(t *testing.T, listing string) (lines, names []string) {
+	t.Helper()
+	_, section, ok := strings.Cut(listing, "\nRecipes: ")
+	if !ok {
+		return nil, nil
+	}
+	_, block, ok := strings.Cut(section, "\n  targets:\n")
+	require.True(t, ok, "a Recipes section has a targets: block:\n%s", section)
+	for _, line := range strings.Split(block, "\n") {
+		if line == "" {
+			break
+		}
+		require.True(t, strings.HasPrefix(line, "    "), "a line of the targets: block: %q", line)
+		if strings.HasPrefix(strings.TrimSpace(line), "#") {
+			continue
+		}
+		lines = append(lines, line)
+		if name, ok := strings.CutPrefix(line, "    - recipe: "); ok {
+			names = append(names, name)
+		}
+	}
+	return lines, names
+}
+
 // TestRecipesThatApply: the listing of a file ends with the recipes that
-// apply to it: the C library's dns and malloc, libssl's tls, Debian's
-// python3.11's python, PostgreSQL's postgresql, a Go HTTP server's
-// go-http; a file none applies to lists none.
+// apply to it, each a target to paste under the receiver's targets: that
+// the collector's Start accepts: the C library's dns and malloc, libssl's
+// tls, Debian's python3.11's python, PostgreSQL's postgresql, libjvm's
+// jvm, a Go HTTP server's go-http (stripped: with recipe_options:
+// {stripped: true}); a file none applies to lists none.
 func TestRecipesThatApply(t *testing.T) {
 	for file, want := range map[string][]string{
 		"/lib/x86_64-linux-gnu/libc.so.6":                         {"dns", "malloc"},
@@ -44,20 +78,28 @@ func TestRecipesThatApply(t *testing.T) {
 		if _, err := os.Stat(file); err != nil {
 			testutil.SkipOrFail(t, "%s is not installed", file)
 		}
-		out, errOut, code := list(t, file)
+		out, errOut, code := list(t, "-width", "100", file)
 		require.Equal(t, 0, code, errOut)
-		var got []string
-		if _, section, ok := strings.Cut(out, "\nRecipes: "); ok {
-			for _, line := range strings.Split(section, "\n") {
-				if name, _, ok := strings.Cut(line, ": "); ok && strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "    ") {
-					got = append(got, strings.TrimSpace(name))
-				}
-			}
-			assert.Contains(t, section, "targets:  - {recipe: "+want[0]+", path: "+file+"}")
-		}
+		lines, got := recipeOffers(t, out)
 		assert.Equal(t, want, got, file)
+		if len(lines) > 0 {
+			assert.Contains(t, lines, "      path: "+file)
+			pasted := "receivers:\n  uprobe:\n    targets:\n" + strings.Join(lines, "\n") + "\n"
+			assert.NoError(t, startAccepts(pasted), "%s:\n%s", file, pasted)
+		}
 	}
-	out, errOut, code := list(t, testutil.BuildGo(t, "recipegohttp", true))
-	require.Equal(t, 0, code, errOut)
-	assert.Contains(t, out, "\nRecipes: 1\n  go-http: ", "a stripped Go HTTP server: its function table names net/http's functions")
+	for _, stripped := range []bool{false, true} {
+		path := testutil.BuildGo(t, "recipegohttp", stripped)
+		out, errOut, code := list(t, path)
+		require.Equal(t, 0, code, errOut)
+		lines, got := recipeOffers(t, out)
+		assert.Equal(t, []string{"go-http"}, got, "a Go HTTP server (stripped: %v): its function table names net/http's functions", stripped)
+		if stripped {
+			assert.Contains(t, lines, "      recipe_options: {stripped: true}", "no DWARF: by registers")
+		} else {
+			assert.NotContains(t, strings.Join(lines, "\n"), "recipe_options")
+		}
+		pasted := "receivers:\n  uprobe:\n    targets:\n" + strings.Join(lines, "\n") + "\n"
+		assert.NoError(t, startAccepts(pasted), pasted)
+	}
 }

@@ -83,9 +83,10 @@ type Span struct {
 	// its own, named after it.
 	Function string `mapstructure:"function"`
 	// SourceFile restricts Function to the functions whose compile unit
-	// (or declaration file) path matches this glob, read from the DWARF;
-	// "*/server/*.c" or "net/http" (a Go package). It makes Function a
-	// pattern.
+	// (or declaration file) path matches this glob, read from the DWARF,
+	// as a path suffix of whole components (glob.MatchPath):
+	// "*/server/*.c", "libio/fileops.c" or "net/http" (a Go package). It
+	// makes Function a pattern.
 	SourceFile string `mapstructure:"source_file"`
 	// MaxFunctions bounds the functions a Function pattern may match; a
 	// pattern matching more is refused with the count. 0 means

@@ -487,7 +487,7 @@ func (s *Scope) finish(pl place, want *fetch.Type) (Access, error) {
 			a.Note = "the length of a " + typeName(pl.typ)
 			return s.fieldScalar(a, pl, 8, fetch.KindSigned)
 		}
-		return Access{}, fmt.Errorf("a %s: name one of its fields (%s), or read it as bytes[%d]: %w", x.Kind, fieldNames(x), max(size, 1), ErrNotFetchable)
+		return Access{}, s.structRefusal(pl, x, size)
 	case *dwarf.FloatType, *dwarf.ComplexType:
 		return Access{}, fmt.Errorf("floating-point: read its bits as x%d: %w", size*8, ErrNotFetchable)
 	case *dwarf.VoidType, nil:
@@ -535,9 +535,44 @@ func (s *Scope) finishPieces(a Access, pl place, t dwarf.Type) (Access, error) {
 		return s.fieldScalar(a, pl, 8, fetch.KindSigned)
 	}
 	if str, ok := t.(*dwarf.StructType); ok {
-		return Access{}, fmt.Errorf("a %s held in registers: name one of its fields (%s): %w", str.Kind, fieldNames(str), ErrNotFetchable)
+		return Access{}, s.structRefusal(pl, str, typeSize(t))
 	}
 	return Access{}, fmt.Errorf("a value in %d pieces: %w", len(pl.pieces), ErrTooComplex)
+}
+
+// structRefusal is the error that refuses a struct (or union) read as one
+// value. It suggests only what compiles from where the struct is: the
+// fields a step reaches (every field of one in memory; of one in
+// registers, the fields that start a register or a piece: the upper bytes
+// of a register cannot be read alone), bytes[N] for one in memory, xN for
+// one held whole in a register (div_t's quot and rem in %rax: $return.quot
+// or $return:x64, never $return.rem).
+func (s *Scope) structRefusal(pl place, x *dwarf.StructType, size int64) error {
+	var names []string
+	for _, f := range x.Field {
+		if f.Name == "" || f.BitSize != 0 {
+			continue
+		}
+		if _, err := s.step(pl, fetch.Step{Kind: fetch.StepField, Field: f.Name}); err == nil {
+			names = append(names, f.Name)
+		}
+	}
+	fields := "name one of its fields (" + strings.Join(names, ", ") + ")"
+	switch {
+	case len(names) == 1:
+		fields = "name its field " + names[0]
+	case len(names) == 0:
+		fields = "none of its fields (" + fieldNames(x) + ") starts a register"
+	}
+	switch {
+	case pl.mem:
+		return fmt.Errorf("a %s: %s, or read it as bytes[%d]: %w", x.Kind, fields, max(size, 1), ErrNotFetchable)
+	case pl.pieces != nil:
+		return fmt.Errorf("a %s held in registers: %s: %w", x.Kind, fields, ErrNotFetchable)
+	case size == 1 || size == 2 || size == 4 || size == 8:
+		return fmt.Errorf("a %s held in a register: %s, or read the register as x%d: %w", x.Kind, fields, size*8, ErrNotFetchable)
+	}
+	return fmt.Errorf("a %s held in a register: %s: %w", x.Kind, fields, ErrNotFetchable)
 }
 
 func isByteSlice(t dwarf.Type) bool {

@@ -359,3 +359,59 @@ func TestParamsSources(t *testing.T) {
 	_, _, err = f.locate(e, newNameResolver(f.data), fn, fn.Entry, SiteEntry, func() (Addr, error) { return Addr{Reg: 7, Off: 8}, nil })
 	assert.True(t, errors.Is(err, errPrologueSlot), "%v", err)
 }
+
+// A struct refused as one value names only what compiles instead: a
+// div_t-like result held whole in %rax offers its field at offset 0 and
+// x64, never its field in the upper half (which was offered before, and
+// refused as "byte 4 of a value held in a register"); one in memory
+// offers every field and bytes[N]. Every suggestion compiles.
+func TestStructRefusalSuggestsWhatCompiles(t *testing.T) {
+	gcc := requireTool(t, "gcc")
+	dir := t.TempDir()
+	src := filepath.Join(dir, "pair.c")
+	require.NoError(t, os.WriteFile(src, []byte(`typedef struct { int quot; int rem; } pair_t;
+struct big { long a, b, c; };
+__attribute__((noinline)) pair_t divide(int n, int d) { pair_t p = { n / d, n % d }; return p; }
+__attribute__((noinline)) long sum(struct big *b) { return b->a + b->b + b->c; }
+int main(int argc, char **argv) { struct big b = { argc, 2, 3 }; return divide(argc, 2).rem + (int)sum(&b); }
+`), 0o644))
+	bin := filepath.Join(dir, "pair")
+	run(t, dir, nil, gcc, "-O2", "-g", "-o", bin, src)
+	f := open(t, bin)
+
+	compile := func(s *Scope, text string) (Access, error) {
+		e, err := fetch.Parse(text)
+		require.NoError(t, err)
+		p, err := fetch.ParsePath(e.Path)
+		require.NoError(t, err)
+		if e.Typed {
+			return s.CompileAs(p, e.Type)
+		}
+		return s.Compile(p)
+	}
+	fn, err := f.Function("divide")
+	require.NoError(t, err)
+	ret, err := f.Scope(fn, 0, SiteReturn)
+	require.NoError(t, err)
+	_, err = compile(ret, "$return")
+	require.ErrorIs(t, err, ErrNotFetchable)
+	assert.Contains(t, err.Error(), "a struct held in a register: name its field quot, or read the register as x64")
+	for _, ok := range []string{"$return.quot", "$return:x64"} {
+		_, err := compile(ret, ok)
+		assert.NoError(t, err, ok)
+	}
+	_, err = compile(ret, "$return.rem")
+	assert.ErrorIs(t, err, ErrTooComplex, "the upper half of %rax")
+
+	fn, err = f.Function("sum")
+	require.NoError(t, err)
+	entry, err := f.Scope(fn, 0, SiteEntry)
+	require.NoError(t, err)
+	_, err = compile(entry, "$b[0]")
+	require.ErrorIs(t, err, ErrNotFetchable)
+	assert.Contains(t, err.Error(), "a struct: name one of its fields (a, b, c), or read it as bytes[24]")
+	for _, ok := range []string{"$b[0].a", "$b[0].c", "$b[0]:bytes[24]"} {
+		_, err := compile(entry, ok)
+		assert.NoError(t, err, ok)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
+	"github.com/otel-uprobe/uprobereceiver/internal/glob"
 )
 
 // declLine returns the line of src whose text starts with prefix.
@@ -227,4 +229,51 @@ func TestFormatEnum(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, table, a.Enum)
 	assert.Equal(t, "enum flags", a.TypeName)
+}
+
+// A compile unit of a reproducible build names its file relative to a
+// relative directory, as Debian's glibc does (DW_AT_comp_dir "./libio",
+// DW_AT_name "fileops.c"): source globs match it as a path suffix, with
+// or without a leading "*/", and as the DWARF spells it. Before, only
+// "sub/prog.c" matched; "*/sub/prog.c" matched nothing.
+func TestSelectRelativeCompDir(t *testing.T) {
+	gcc := requireTool(t, "gcc")
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "sub")
+	require.NoError(t, os.MkdirAll(sub, 0o755))
+	src, err := os.ReadFile(testutil.Testdata("debuginfo", "prog.c"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(sub, "prog.c"), src, 0o644))
+	out := filepath.Join(dir, "prog")
+	run(t, sub, nil, gcc, "-O2", "-g", "-fdebug-prefix-map="+dir+"=.", "-o", out, "prog.c")
+	f := open(t, out)
+	fns, err := f.Select(Selector{Name: mustGlob(t, "handle_request")})
+	require.NoError(t, err)
+	require.Len(t, fns, 1)
+	require.Equal(t, "sub/prog.c", fns[0].CU, "DW_AT_comp_dir ./sub joined to DW_AT_name prog.c")
+	for _, c := range []struct {
+		source string
+		want   bool
+	}{
+		{"sub/prog.c", true},
+		{"*/sub/prog.c", true},
+		{"./sub/prog.c", true},
+		{"prog.c", true},
+		{"*/prog.c", true},
+		{"*.c", true},
+		{"/sub/prog.c", false},
+		{"ub/prog.c", false},
+		{"*/other/prog.c", false},
+	} {
+		fns, err := f.Select(Selector{Name: mustGlob(t, "handle_request"), Source: mustGlob(t, c.source)})
+		require.NoError(t, err)
+		assert.Equal(t, c.want, len(fns) == 1, "source_file %q", c.source)
+	}
+}
+
+func mustGlob(t *testing.T, p string) *glob.Glob {
+	t.Helper()
+	g, err := glob.Compile(p)
+	require.NoError(t, err)
+	return g
 }

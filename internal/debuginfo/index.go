@@ -529,7 +529,7 @@ func ParseSelector(text string) (Selector, error) {
 
 // Match reports whether fn is selected.
 func (s Selector) Match(fn *Function) bool {
-	if s.Source != nil && !s.Source.MatchPath(fn.CU) && (fn.DeclFile == "" || !s.Source.MatchPath(fn.DeclFile)) {
+	if s.Source != nil && !s.matchSource(fn) {
 		return false
 	}
 	if s.Name == nil {
@@ -538,6 +538,30 @@ func (s Selector) Match(fn *Function) bool {
 	for _, n := range fn.Names() {
 		if s.Name.Match(n) {
 			return true
+		}
+	}
+	return false
+}
+
+// matchSource reports whether the source glob matches one of the paths
+// of fn's source file, with Glob.MatchPath (a path suffix of whole
+// components; a relative path lies under some directory): the compile
+// unit's path (DW_AT_name joined to DW_AT_comp_dir), DW_AT_name and
+// DW_AT_comp_dir + "/" + DW_AT_name as the DWARF spells them (Debian's
+// "./libio" and "fileops.c" give "libio/fileops.c", "fileops.c" and
+// "./libio/fileops.c"), and the declaration's file.
+func (s Selector) matchSource(fn *Function) bool {
+	if s.Source.MatchPath(fn.CU) || (fn.DeclFile != "" && s.Source.MatchPath(fn.DeclFile)) {
+		return true
+	}
+	if cu := fn.cu; cu != nil && cu.name != "" {
+		if cu.name != fn.CU && s.Source.MatchPath(cu.name) {
+			return true
+		}
+		if cu.compDir != "" && !path.IsAbs(cu.name) {
+			if raw := cu.compDir + "/" + cu.name; raw != fn.CU && s.Source.MatchPath(raw) {
+				return true
+			}
 		}
 	}
 	return false

@@ -6,7 +6,6 @@ package glob
 
 import (
 	"fmt"
-	"path"
 	"strings"
 	"unicode/utf8"
 )
@@ -27,6 +26,11 @@ import (
 // "?" matches one character, "[abc]", "[a-z]" and "[^a-z]" (or "[!a-z]")
 // one character of a class, and "\c" the character c itself: write "\[" for
 // the "[" of a Go generic instantiation such as "main.Map\[go.shape.int\]".
+// "[]", which would be an empty class, is the two characters themselves, as
+// in Go's slice types: so every Go function name, generic instantiations
+// such as "slices.Sort[go.shape.[]uint8]" included, compiles (and the
+// planner takes a pattern that is exactly a function's name as that
+// function, see config.FunctionIsPattern).
 type Glob struct {
 	text  string
 	toks  []globTok
@@ -103,6 +107,9 @@ func Compile(pattern string) (*Glob, error) {
 			g.plain = false
 			g.toks = append(g.toks, globTok{kind: globOne})
 			i++
+		case c == '[' && i+1 < len(pattern) && pattern[i+1] == ']':
+			lit.WriteString("[]")
+			i += 2
 		case c == '[':
 			flush()
 			g.plain = false
@@ -249,15 +256,25 @@ func (t globTok) classHas(r rune) bool {
 	return in != t.neg
 }
 
-// MatchPath matches a source file path: the whole path, or, when the
-// pattern has no "/", its base name ("server.c" and "*.c" match
-// "/src/app/server.c"; "*/app/*.c" matches it too).
+// MatchPath matches a source file path as a path suffix of whole
+// components: the pattern matches the whole path or its end after a "/"
+// ("server.c", "app/server.c", "*/app/*.c" and "/src/*" all match
+// "/src/app/server.c"; "pp/server.c" does not). A relative path, such as
+// the compile unit "libio/fileops.c" of a reproducible build (DW_AT_name
+// "fileops.c" under DW_AT_comp_dir "./libio"), lies under some directory:
+// "*/libio/fileops.c" matches it as it matches "/build/glibc/libio/fileops.c",
+// and only a pattern that starts with "/" needs an absolute path.
 func (g *Glob) MatchPath(p string) bool {
 	if g.Match(p) {
 		return true
 	}
-	if !strings.Contains(g.text, "/") {
-		return g.Match(path.Base(p))
+	if !strings.HasPrefix(p, "/") && !strings.HasPrefix(g.text, "/") && g.Match("/"+p) {
+		return true
+	}
+	for i := 0; i+1 < len(p); i++ {
+		if p[i] == '/' && g.Match(p[i+1:]) {
+			return true
+		}
 	}
 	return false
 }

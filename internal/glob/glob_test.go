@@ -32,6 +32,9 @@ func TestGlob(t *testing.T) {
 		{"*a*b*c*", []string{"abc", "xxaxxbxxcxx", "a.b/c"}, []string{"acb", "ab"}},
 		{"**", []string{"", "anything at all"}, nil},
 		{"*", []string{"", "x.y.z", "a/b"}, nil},
+		// "[]" is itself: Go's slice types.
+		{"f[]*", []string{"f[]", "f[]int"}, []string{"f", "fx"}},
+		{`f\[[]]`, []string{"f[[]]"}, []string{"f[]"}},
 	}
 	for _, c := range cases {
 		g, err := Compile(c.pattern)
@@ -43,10 +46,22 @@ func TestGlob(t *testing.T) {
 			assert.False(t, g.Match(s), "%q should not match %q", c.pattern, s)
 		}
 	}
-	for _, lit := range []string{"handle_request", `main.(\*Server).Handle`, "main.(*Server).Handle", "srv::x(int)"} {
+	for _, lit := range []string{"handle_request", `main.(\*Server).Handle`, "main.(*Server).Handle", "srv::x(int)", "f[]int"} {
 		g, err := Compile(lit)
 		require.NoError(t, err)
 		assert.True(t, g.Literal(), "%q is literal", lit)
+	}
+	// Every Go function name compiles, so that config.Validate takes it
+	// (the planner then takes a pattern that is exactly a function's name
+	// as that function): these generic instantiations of a Go HTTP server
+	// were refused with "empty character class" before "[]" was literal.
+	for _, name := range []string{
+		"slices.BinarySearchFunc[go.shape.[]go.shape.*net.IPNet,go.shape.*uint8,go.shape.[]uint8]",
+		"slices.DeleteFunc[go.shape.[][]*crypto/x509.Certificate,go.shape.[]*crypto/x509.Certificate]",
+		"mime/multipart.(*Writer).CreatePart.Keys[go.shape.map[string][]string,go.shape.string,go.shape.[]string].func1",
+	} {
+		_, err := Compile(name)
+		assert.NoError(t, err, name)
 	}
 	for _, pat := range []string{"a*", "a?", "[ab]"} {
 		g, err := Compile(pat)
@@ -60,7 +75,7 @@ func TestGlobErrors(t *testing.T) {
 		pattern string
 		column  int
 	}{
-		{"abc\\", 4}, {"[abc", 1}, {"a[]", 3}, {"[z-a]", 4}, {"x[a-", 2}, {strings.Repeat("a", maxGlobLen+1), maxGlobLen + 1},
+		{"abc\\", 4}, {"[abc", 1}, {"a[^]", 4}, {"a[!]", 4}, {"[z-a]", 4}, {"x[a-", 2}, {strings.Repeat("a", maxGlobLen+1), maxGlobLen + 1},
 	} {
 		_, err := Compile(c.pattern)
 		var ge *Error
@@ -80,8 +95,26 @@ func TestGlobMatchPath(t *testing.T) {
 		{"*.c", "/src/app/server.cc", false},
 		{"*/debuginfo/*.c", "/src/testdata/debuginfo/prog.c", true},
 		{"/src/*", "/src/a/b.c", true},
-		{"app/*.c", "/src/app/server.c", false},
+		{"app/*.c", "/src/app/server.c", true},
+		{"pp/*.c", "/src/app/server.c", false},
 		{"*/app/*.c", "/src/app/server.c", true},
+		{"src", "/src/app/server.c", false},
+		{"/app/*.c", "/src/app/server.c", false},
+		// Debian's glibc: DW_AT_comp_dir "./libio", DW_AT_name "fileops.c".
+		{"libio/fileops.c", "libio/fileops.c", true},
+		{"*/libio/fileops.c", "libio/fileops.c", true},
+		{"fileops.c", "libio/fileops.c", true},
+		{"*/fileops.c", "libio/fileops.c", true},
+		{"/libio/*", "libio/fileops.c", false},
+		// Fedora's: an absolute DW_AT_comp_dir.
+		{"libio/fileops.c", "/usr/src/debug/glibc-2.38/libio/fileops.c", true},
+		{"*/libio/fileops.c", "/usr/src/debug/glibc-2.38/libio/fileops.c", true},
+		{"libio/fileops.c", "/usr/src/debug/glibc-2.38/libio/wfileops.c", false},
+		// Go's compile units are package paths.
+		{"net/http", "net/http", true},
+		{"http", "net/http", true},
+		{"*/http", "net/http", true},
+		{"ttp", "net/http", false},
 	} {
 		g, err := Compile(c.pattern)
 		require.NoError(t, err)

@@ -52,6 +52,12 @@ func compile(a config.Attribute, p config.ProbeRef, loc location, r role) (plan.
 			return plan.Fetch{}, fmt.Errorf("%q: retval needs a uretprobe: or ret: exit", e.Text)
 		}
 		f.Register = arch.CReturn() // also Go's first result: rax, x0 (R0)
+		if loc.file != nil && loc.file.isGo && e.Type.Kind == fetch.KindGoString {
+			// A Go function's string (or []byte) result: its pointer
+			// and length are its first two result registers, the first
+			// two of Go's integer argument registers.
+			f.LenRegister = arch.GoIntArgs()[1]
+		}
 	case fetch.RootArg:
 		isGo := loc.file != nil && loc.file.isGo
 		goArgs, cArgs := arch.GoIntArgs(), arch.CIntArgs()
@@ -122,7 +128,7 @@ func compile(a config.Attribute, p config.ProbeRef, loc location, r role) (plan.
 		f.Store, f.MaxLen = plan.StoreGoString, typ.MaxLen
 		f.LastIsAddress = len(e.Derefs) > 0
 		if len(f.Derefs) == 0 && f.LenRegister == regs.None {
-			return plan.Fetch{}, fmt.Errorf("%q: a gostring needs its length: use argN (pointer and length in two registers) or +OFF(EXPR):gostring (a string header in memory)", e.Text)
+			return plan.Fetch{}, fmt.Errorf("%q: a gostring needs its length: use argN (pointer and length in two registers), retval of a Go function, or +OFF(EXPR):gostring (a string header in memory)", e.Text)
 		}
 	case fetch.KindBytes:
 		f.Store, f.MaxLen = plan.StoreBytes, typ.MaxLen

@@ -679,6 +679,19 @@ func (pl *Planner) readFile(ti int, c Candidate, fl *file) (_ *plan.FileSpec, er
 	if tg.BuildID != "" && fl.buildID != tg.BuildID {
 		return nil, fmt.Errorf("target %s: %s: %w (the file has %q, the target wants %q)", t.Path, c.Path, ErrBuildIDMismatch, fl.buildID, tg.BuildID)
 	}
+	if err := pl.place(ti, c.Path, fl, spec); err != nil {
+		return nil, err
+	}
+	spec.Open = fl.release()
+	return spec, nil
+}
+
+// place adds to spec the attachments and sites of target ti's probes in
+// fl, their fetches compiled at each location.
+func (pl *Planner) place(ti int, path string, fl *file, spec *plan.FileSpec) error {
+	def := pl.defs[ti]
+	t := def.target
+	tg := pl.Targets[ti]
 	var errs []error
 	note := func(format string, args ...any) { pl.note(ti, format, args...) }
 	for _, pd := range def.probes {
@@ -687,7 +700,7 @@ func (pl *Planner) readFile(ti int, c Candidate, fl *file) (_ *plan.FileSpec, er
 			fns = append(fns, fl.functions[name]...)
 		}
 		if pd.fns != nil && len(fns) == 0 {
-			errs = append(errs, fmt.Errorf("target %s: %s: %s: no function %s in this file", t.Path, c.Path, pd.probe, strings.Join(pd.fns, ", ")))
+			errs = append(errs, fmt.Errorf("target %s: %s: %s: no function %s in this file", t.Path, path, pd.probe, strings.Join(pd.fns, ", ")))
 			continue
 		}
 		locs, err := fl.locate(pd.probe, fns)
@@ -743,11 +756,10 @@ func (pl *Planner) readFile(ti int, c Candidate, fl *file) (_ *plan.FileSpec, er
 	}
 	spec.File.DebugInfo = fl.debugSource()
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return err
 	}
 	if max := pl.opts.maxSitesPerFile(); len(spec.Attachments) > max {
-		return nil, fmt.Errorf("target %s: %s: %d probe locations, over max_sites_per_file (%d): %w", t.Path, c.Path, len(spec.Attachments), max, ErrTooManySites)
+		return fmt.Errorf("target %s: %s: %d probe locations, over max_sites_per_file (%d): %w", t.Path, path, len(spec.Attachments), max, ErrTooManySites)
 	}
-	spec.Open = fl.release()
-	return spec, nil
+	return nil
 }

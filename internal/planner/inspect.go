@@ -9,6 +9,8 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/glob"
 	"github.com/otel-uprobe/uprobereceiver/internal/insn"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
+	"github.com/otel-uprobe/uprobereceiver/internal/regs"
 	"github.com/otel-uprobe/uprobereceiver/internal/usdt"
 )
 
@@ -40,6 +42,9 @@ func (in *Inspection) Close() { in.fl.close() }
 // Go reports whether the file is a Go binary, and its Go version.
 func (in *Inspection) Go() (bool, string) { return in.fl.isGo, in.fl.goVersion }
 
+// Arch is the file's architecture, whose registers its probes read.
+func (in *Inspection) Arch() regs.Arch { return in.fl.arch }
+
 // Executable reports whether processes run the file (as opposed to loading
 // it as a shared library).
 func (in *Inspection) Executable() bool { return in.fl.executable() }
@@ -66,11 +71,20 @@ type FunctionName struct {
 
 // Functions returns the names of the file's functions that have code (a
 // size), by address, those the glob matches (by name or demangled name)
-// when it is not nil.
+// when it is not nil. A glob that is exactly a function's name selects
+// that function only, as in a span's function: (Go's generic
+// instantiations are spelled with brackets: main.Map[go.shape.int]).
 func (in *Inspection) Functions(glob *glob.Glob) []FunctionName {
 	var out []FunctionName
+	exact := glob != nil && len(in.fl.functions[glob.String()]) > 0
 	for name, fns := range in.fl.functions {
-		if glob != nil && !glob.Match(name) && !glob.Match(displayName(name, false)) && !glob.Match(displayName(name, true)) {
+		switch {
+		case glob == nil:
+		case exact:
+			if name != glob.String() {
+				continue
+			}
+		case !glob.Match(name) && !glob.Match(displayName(name, false)) && !glob.Match(displayName(name, true)):
 			continue
 		}
 		fn := FunctionName{Name: name}
@@ -94,6 +108,58 @@ func (in *Inspection) Functions(glob *glob.Glob) []FunctionName {
 		return out[i].Name < out[j].Name
 	})
 	return out
+}
+
+// Select returns the functions a function pattern with a source_file:
+// glob selects (source, nil for none), as Resolve expands the pattern:
+// from the DWARF when the file has debuginfo, one per symbol name, by
+// address. A source glob needs the debuginfo.
+func (in *Inspection) Select(name, source *glob.Glob) ([]FunctionName, error) {
+	matches, err := in.fl.matchFunctions(name, source, func(string, ...any) {})
+	if err != nil {
+		return nil, err
+	}
+	at := map[string]int{}
+	var out []FunctionName
+	for _, m := range matches {
+		i, ok := at[m.symbol]
+		if !ok {
+			i = len(out)
+			at[m.symbol] = i
+			out = append(out, FunctionName{Name: m.symbol, Address: m.fn.Address})
+		}
+		out[i].Count++
+		out[i].Address = min(out[i].Address, m.fn.Address)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Address != out[j].Address {
+			return out[i].Address < out[j].Address
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out, nil
+}
+
+// Check reports whether Resolve would accept target t on this file, with
+// Resolve's error when it would not: the configuration's checks
+// (config.Validate), then the target's spans and counters defined from
+// this file (function patterns expanded, returns: auto decided) and every
+// fetch compiled at every location, under the inspection's Options. t's
+// path is not looked for: this file stands for its files. The probe
+// browser offers a configuration line only when Check accepts it.
+func (in *Inspection) Check(t config.Target) error {
+	if err := config.Validate([]config.Target{t}); err != nil {
+		return err
+	}
+	pl := &Planner{Plan: &plan.Plan{}, opts: in.fl.opts}
+	pl.Targets = append(pl.Targets, plan.PlannedTarget{
+		Path: t.Path, PID: t.PID, Selector: t.Process, BuildID: t.BuildID, ServiceName: t.ServiceNameOrDefault(),
+		Executable: in.fl.executable(), Chosen: t.PID != 0 || t.Process != nil,
+	})
+	if _, err := pl.define(0, t, in.fl); err != nil {
+		return err
+	}
+	return pl.place(0, in.fl.path, in.fl, &plan.FileSpec{Locations: map[int]int{}})
 }
 
 // FunctionProbes returns the references a function: span of that name uses

@@ -1,0 +1,3 @@
+module httpserver
+
+go 1.26
