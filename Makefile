@@ -67,13 +67,18 @@ endef
 
 # deps installs every package any target needs (CI runs it first);
 # deps-run, deps-generate, deps-test and deps-bench install one target's.
+# Both make /usr/share/man/man1 first: OpenJDK's postinst registers its
+# man pages as alternatives and fails where the directory is absent
+# (Debian's slim images drop it).
 deps:
+	mkdir -p /usr/share/man/man1
 	$(call apt-install,$(RUN_PACKAGES) $(GENERATE_PACKAGES) $(TEST_PACKAGES) $(BENCH_PACKAGES))
 deps-run:
 	$(call apt-install,$(RUN_PACKAGES))
 deps-generate:
 	$(call apt-install,$(GENERATE_PACKAGES))
 deps-test:
+	mkdir -p /usr/share/man/man1
 	$(call apt-install,$(TEST_PACKAGES))
 deps-bench:
 	$(call apt-install,$(BENCH_PACKAGES))
