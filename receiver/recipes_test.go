@@ -426,6 +426,8 @@ func TestRecipePython(t *testing.T) {
 	gens := countBy(spansNamed(spans, "python.gc"), "cpython.gc.generation")
 	assert.Equal(t, 3, gens["2"], "gc.collect(2) three times, no final collection")
 	collections := ownSum(lastMetrics(t, s), "cpython.gc.collections")
+	gcDurations := durations(lastMetrics(t, s))["python.gc"]
+	assert.Equal(t, uint64(len(spansNamed(spans, "python.gc"))), gcDurations.Count(), "the collections' durations, counted in the kernel")
 	assert.Equal(t, int64(3), collections["cpython.gc.generation=2"])
 	for g := range 2 {
 		key := fmt.Sprintf("cpython.gc.generation=%d", g)
@@ -587,6 +589,10 @@ func TestRecipePostgres(t *testing.T) {
 		}
 	}
 	assert.Equal(t, "closed at its error exit usdt:postgresql:transaction__abort", queries[failing][0].Status().Message())
+	// The statements' duration histogram, counted in the kernel: every
+	// statement's span, the failed one's too.
+	statements := durations(lastMetrics(t, s))["postgresql.query"]
+	assert.Equal(t, uint64(len(spansNamed(spans, "postgresql.query"))), statements.Count())
 	// sqlcommenter.
 	c := queries[commented][0]
 	assert.Equal(t, trace, c.TraceID().String())
