@@ -621,7 +621,7 @@ const (
 // user's own filtered counters beside the recipe's: 3 full collections
 // (System.gc() under G1) as jvm.gc spans and jvm.gc.duration points named
 // by G1, 5 known
-// classes loaded, 2 known threads started; then, with
+// classes loaded, 2 known threads started and ended; then, with
 // -XX:+ExtendedDTraceProbes and extended_dtrace_probes: true, the one
 // call of RecipeJvm.main as a jvm.method span.
 func TestRecipeJVM(t *testing.T) {
@@ -638,9 +638,47 @@ func TestRecipeJVM(t *testing.T) {
 		require.Equal(t, "done\n", string(out))
 	}
 	sel := &procfs.Selector{CommandLine: regexp.QuoteMeta(token)}
+
+	// The costs: a class load under the recipe, a Java call under
+	// extended_dtrace_probes (each the best of runs: 3 untraced, 2 traced,
+	// each traced run under a receiver of its own).
+	timeJava := func(targets []config.Target, loads int, flags ...string) (loadNs, callNs int) {
+		loadNs, callNs = math.MaxInt, math.MaxInt
+		runs := 3
+		if targets != nil {
+			runs = 2
+		}
+		for range runs {
+			var s started
+			if targets != nil {
+				s = startReceiver(t, targets)
+			}
+			args := append([]string{"-Xms256m", "-Xmx256m", "-XX:+UseG1GC", "-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,RecipeJvm::called"}, flags...)
+			out, err := exec.Command(jdk17Java, append(args, "-cp", classes, "RecipeJvm", "time", strconv.Itoa(loads), "20000", token)...).CombinedOutput()
+			require.NoError(t, err, "%s", out)
+			var load, call int
+			_, err = fmt.Sscanf(string(out), "load %d\ncall %d\n", &load, &call)
+			require.NoError(t, err, "%s", out)
+			loadNs, callNs = min(loadNs, load), min(callNs, call)
+			if targets != nil {
+				require.NoError(t, s.rcv.Shutdown(context.Background()))
+			}
+		}
+		return loadNs, callNs
+	}
+	loadBefore, callPlain := timeJava(nil, 1000)
+	loadAfter, _ := timeJava([]config.Target{{Recipe: "jvm", Process: sel}}, 1000)
+	t.Logf("cost per class load (a class loader's defineClass): %d ns untraced, %d ns traced: %d ns added", loadBefore, loadAfter, loadAfter-loadBefore)
+	// No loads here: each runs hundreds of Java methods, each a span.
+	_, callBefore := timeJava(nil, 0, "-XX:+ExtendedDTraceProbes")
+	_, callAfter := timeJava([]config.Target{{Recipe: "jvm", Process: sel, RecipeOptions: map[string]any{"extended_dtrace_probes": true}}}, 0, "-XX:+ExtendedDTraceProbes")
+	t.Logf("cost per Java call (JIT-compiled, not inlined): %d ns without -XX:+ExtendedDTraceProbes, %d ns with it untraced, %d ns traced with extended_dtrace_probes: %d ns added by the probes",
+		callPlain, callBefore, callAfter, callAfter-callBefore)
+
 	known := config.Counter{Probe: "usdt:hotspot:class__loaded", Filter: []string{`arg0:string prefix "RecipeJvm$Known"`}}
 	workers := config.Counter{Probe: "usdt:hotspot:thread__start", Filter: []string{`arg0:string prefix "recipe-worker-"`}}
-	s := startReceiver(t, []config.Target{{Recipe: "jvm", Process: sel, Counters: []config.Counter{known, workers}}})
+	ended := config.Counter{Probe: "usdt:hotspot:thread__stop", Filter: []string{`arg0:string prefix "recipe-worker-"`}}
+	s := startReceiver(t, []config.Target{{Recipe: "jvm", Process: sel, Counters: []config.Counter{known, workers, ended}}})
 	t.Logf("site classes: %s", strings.Join(siteClasses(s), "; "))
 	java()
 	require.NoError(t, s.rcv.Shutdown(context.Background()))
@@ -661,7 +699,8 @@ func TestRecipeJVM(t *testing.T) {
 	assert.Len(t, durations, 1)
 	hits := sumPoints(last, "uprobe.probe.hits")
 	assert.Equal(t, int64(5), hits[known.Ref()], "the five known classes")
-	assert.Equal(t, int64(2), hits[workers.Ref()], "the two known threads")
+	assert.Equal(t, int64(2), hits[workers.Ref()], "the two known threads started")
+	assert.Equal(t, int64(2), hits[ended.Ref()], "and ended")
 	loaded := ownSum(last, "jvm.class.loaded")[""]
 	assert.GreaterOrEqual(t, loaded, int64(5+400), "the JVM loads hundreds of classes to start")
 	assert.Equal(t, hits["usdt:hotspot:class__loaded"], loaded, "jvm.class.loaded is the probe's hits")
