@@ -620,7 +620,7 @@ const (
 // the java process it starts (a token on its command line), with the
 // user's own filtered counters beside the recipe's: 3 full collections
 // (System.gc() under G1) as jvm.gc spans and jvm.gc.duration points named
-// by G1, 5 known
+// by G1, 10 classes of dropped class loaders unloaded by them, 5 known
 // classes loaded, 2 known threads started and ended; then, with
 // -XX:+ExtendedDTraceProbes and extended_dtrace_probes: true, the one
 // call of RecipeJvm.main as a jvm.method span.
@@ -678,7 +678,8 @@ func TestRecipeJVM(t *testing.T) {
 	known := config.Counter{Probe: "usdt:hotspot:class__loaded", Filter: []string{`arg0:string prefix "RecipeJvm$Known"`}}
 	workers := config.Counter{Probe: "usdt:hotspot:thread__start", Filter: []string{`arg0:string prefix "recipe-worker-"`}}
 	ended := config.Counter{Probe: "usdt:hotspot:thread__stop", Filter: []string{`arg0:string prefix "recipe-worker-"`}}
-	s := startReceiver(t, []config.Target{{Recipe: "jvm", Process: sel, Counters: []config.Counter{known, workers, ended}}})
+	unloaded := config.Counter{Probe: "usdt:hotspot:class__unloaded", Filter: []string{`arg0:string prefix "RecipeJvm$Known"`}}
+	s := startReceiver(t, []config.Target{{Recipe: "jvm", Process: sel, Counters: []config.Counter{known, workers, ended, unloaded}}})
 	t.Logf("site classes: %s", strings.Join(siteClasses(s), "; "))
 	java()
 	require.NoError(t, s.rcv.Shutdown(context.Background()))
@@ -698,11 +699,15 @@ func TestRecipeJVM(t *testing.T) {
 	assert.Equal(t, uint64(3), dp.Count())
 	assert.Len(t, durations, 1)
 	hits := sumPoints(last, "uprobe.probe.hits")
-	assert.Equal(t, int64(5), hits[known.Ref()], "the five known classes")
+	assert.Equal(t, int64(10+5), hits[known.Ref()], "Known1 in ten dropped class loaders, then the five known classes")
+	assert.Equal(t, int64(10), hits[unloaded.Ref()], "the ten Known1 of the dropped class loaders, unloaded by the full collections")
+	unloads := ownSum(last, "jvm.class.unloaded")[""]
+	assert.GreaterOrEqual(t, unloads, int64(10))
+	assert.Equal(t, hits["usdt:hotspot:class__unloaded"], unloads, "jvm.class.unloaded is the probe's hits")
 	assert.Equal(t, int64(2), hits[workers.Ref()], "the two known threads started")
 	assert.Equal(t, int64(2), hits[ended.Ref()], "and ended")
 	loaded := ownSum(last, "jvm.class.loaded")[""]
-	assert.GreaterOrEqual(t, loaded, int64(5+400), "the JVM loads hundreds of classes to start")
+	assert.GreaterOrEqual(t, loaded, int64(10+5+400), "the JVM loads hundreds of classes to start")
 	assert.Equal(t, hits["usdt:hotspot:class__loaded"], loaded, "jvm.class.loaded is the probe's hits")
 	assert.GreaterOrEqual(t, hits["usdt:hotspot:thread__start"], int64(2))
 	assert.Empty(t, spansNamed(spans, "jvm.method"), "no method spans without the option")

@@ -1,7 +1,9 @@
 // RecipeJvm is the JVM program of the recipe tests (receiver's
-// recipes_test.go): java RecipeJvm GCS [TOKEN] runs GCS full collections
-// (System.gc()), loads the five classes RecipeJvm$Known1 … Known5, runs
-// two threads named recipe-worker-0 and recipe-worker-1, and prints "done".
+// recipes_test.go): java RecipeJvm GCS [TOKEN] loads RecipeJvm$Known1 in
+// ten class loaders it then drops, runs GCS full collections
+// (System.gc(), which unload those ten), loads the five classes
+// RecipeJvm$Known1 … Known5, runs two threads named recipe-worker-0 and
+// recipe-worker-1, and prints "done".
 // java RecipeJvm time LOADS CALLS [TOKEN] times LOADS class loads
 // (RecipeJvm$Known1, each in a class loader of its own) and CALLS calls of
 // a method the JIT does not inline, each after as many to warm up, and
@@ -34,6 +36,10 @@ public class RecipeJvm {
             return;
         }
         int gcs = Integer.parseInt(args[0]);
+        byte[] b = known1();
+        for (int i = 0; i < 10; i++) {
+            new OneClass().define(b);
+        }
         for (int i = 0; i < gcs; i++) {
             System.gc();
         }
@@ -51,11 +57,15 @@ public class RecipeJvm {
         System.out.println("done");
     }
 
-    static void time(int loads, int calls) throws Exception {
-        byte[] b;
+    // known1 returns the bytes of RecipeJvm$Known1's class file.
+    static byte[] known1() throws Exception {
         try (InputStream in = RecipeJvm.class.getResourceAsStream("RecipeJvm$Known1.class")) {
-            b = in.readAllBytes();
+            return in.readAllBytes();
         }
+    }
+
+    static void time(int loads, int calls) throws Exception {
+        byte[] b = known1();
         for (int i = 0; i < loads; i++) { // warm up the loading path
             new OneClass().define(b);
         }
