@@ -3,6 +3,7 @@ package planner
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -35,6 +36,17 @@ func TestRecipeLacksProbes(t *testing.T) {
 	_, err = Resolve([]config.Target{expandRecipe(t, config.Target{Recipe: "tls", Path: "/bin/true"})})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "recipe tls: uprobe:SSL_write: this file has no SSL_* functions: the tls recipe traces OpenSSL's libssl (path: libssl), not GnuTLS, NSS, rustls or Go's crypto/tls")
+
+	// Every recipe on a file that has none of its probes says its
+	// sentence, after its name.
+	for _, name := range recipe.Names() {
+		r, err := recipe.Get(name)
+		require.NoError(t, err)
+		require.NotEmpty(t, r.Lacking, name)
+		_, err = Resolve([]config.Target{expandRecipe(t, config.Target{Recipe: name, Path: "/bin/true"})})
+		require.Error(t, err, name)
+		assert.Regexp(t, "recipe "+regexp.QuoteMeta(name)+": [^ ]+: "+regexp.QuoteMeta(r.Lacking[0].Sentence)+" \\(", err.Error())
+	}
 
 	const postgres = "/usr/lib/postgresql/15/bin/postgres"
 	if _, err := os.Stat(postgres); err != nil {
