@@ -30,10 +30,13 @@ GENERATE_PACKAGES := clang-14 llvm-14 libbpf-dev linux-libc-dev
 # the fixtures' compilers (gcc, g++, clang-14; llvm-14's llvm-dwarfdump),
 # gdb for the debuginfo tests (it checks compiled paths against the running
 # program), PostgreSQL 15 and Python 3.11 for the tests that trace binaries
-# nobody here wrote (receiver's TestPostgres, TestPython); mk/arm64.mk adds
+# nobody here wrote (receiver's TestPostgres, TestPython, and the recipes'
+# tests: TestRecipe*), and for the recipes' tests also OpenSSL's headers
+# and command (TestRecipeTLS builds a TLS client and server and makes its
+# certificate) and OpenJDK 17 with javac (TestRecipeJVM); mk/arm64.mk adds
 # the arm64 cross tools; libc6-dbg for the probe browser's tests, which
 # paste every line a listing of glibc offers (cmd/uprobe-list).
-TEST_PACKAGES := $(RUN_PACKAGES) g++ gdb clang-14 llvm-14 postgresql-15 postgresql-client-15 python3.11 libc6-dbg
+TEST_PACKAGES := $(RUN_PACKAGES) g++ gdb clang-14 llvm-14 postgresql-15 postgresql-client-15 python3.11 libc6-dbg libssl-dev openssl openjdk-17-jdk-headless
 # BENCH_PACKAGES: bpftrace, which make bench compares against.
 BENCH_PACKAGES := $(RUN_PACKAGES) bpftrace
 
@@ -64,13 +67,18 @@ endef
 
 # deps installs every package any target needs (CI runs it first);
 # deps-run, deps-generate, deps-test and deps-bench install one target's.
+# Both make /usr/share/man/man1 first: OpenJDK's postinst registers its
+# man pages as alternatives and fails where the directory is absent
+# (Debian's slim images drop it).
 deps:
+	mkdir -p /usr/share/man/man1
 	$(call apt-install,$(RUN_PACKAGES) $(GENERATE_PACKAGES) $(TEST_PACKAGES) $(BENCH_PACKAGES))
 deps-run:
 	$(call apt-install,$(RUN_PACKAGES))
 deps-generate:
 	$(call apt-install,$(GENERATE_PACKAGES))
 deps-test:
+	mkdir -p /usr/share/man/man1
 	$(call apt-install,$(TEST_PACKAGES))
 deps-bench:
 	$(call apt-install,$(BENCH_PACKAGES))

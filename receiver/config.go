@@ -13,6 +13,7 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/debuginfo"
 	"github.com/otel-uprobe/uprobereceiver/internal/planner"
+	"github.com/otel-uprobe/uprobereceiver/internal/recipe"
 	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadata"
 )
 
@@ -140,7 +141,12 @@ func createDefaultConfig() *Config {
 
 // Validate reports every problem of the configuration at once.
 func (c *Config) Validate() error {
-	errs := []error{config.Validate(c.Targets)}
+	// A recipe target is validated as the recipe expands it.
+	targets, err := recipe.Expand(c.Targets)
+	errs := []error{err}
+	if err == nil {
+		errs = append(errs, config.Validate(targets))
+	}
 	if c.FlushInterval < time.Millisecond || c.FlushInterval > time.Second {
 		errs = append(errs, fmt.Errorf("flush_interval %v: want 1ms to 1s", c.FlushInterval))
 	}

@@ -5,6 +5,7 @@ package receiver
 import (
 	"context"
 	"math"
+	"slices"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -46,6 +47,9 @@ type metricsEmitter struct {
 	// missed returns the hits estimated for the time an overhead budget
 	// kept a probe detached; nil without a budget.
 	missed func(probe int) float64
+	// spans aggregates the span metrics (metric: of a span); nil when no
+	// span definition has one.
+	spans *spanMetrics
 }
 
 func newMetricsEmitter(cfg metadata.MetricsBuilderConfig, set receiver.Settings, plan *plan.Plan, hostName string, start pcommon.Timestamp) *metricsEmitter {
@@ -136,6 +140,8 @@ func (e *metricsEmitter) emit(st event.Stats, now pcommon.Timestamp) pmetric.Met
 		}
 		e.durations(ti, st, now, &sm, out)
 		e.values(ti, st, now, &sm, out)
+		e.counterMetricPoints(ti, st, now, &sm, out)
+		e.spanMetricPoints(ti, now, &sm, out)
 		for _, id := range containers[ti] {
 			for _, c := range st.ContainerHits {
 				if c.ContainerID == id && e.plan.Probes[c.Probe].Target == ti {
@@ -238,7 +244,7 @@ func fillValues(dp pmetric.ExponentialHistogramDataPoint, v event.ValueCounts) {
 // isExit says whether a probe closes a span (and so can lose records).
 func (e *metricsEmitter) isExit(probe int) bool {
 	for _, s := range e.plan.Spans {
-		if s.Exit == probe {
+		if s.Exit == probe || slices.Contains(s.ErrorExits, probe) {
 			return true
 		}
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/planner"
 	"github.com/otel-uprobe/uprobereceiver/internal/privilege"
 	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
+	"github.com/otel-uprobe/uprobereceiver/internal/recipe"
 	"github.com/otel-uprobe/uprobereceiver/internal/spans"
 	"github.com/otel-uprobe/uprobereceiver/internal/tracer"
 	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadata"
@@ -80,7 +81,12 @@ type uprobeReceiver struct {
 	checkUretprobes func() tracer.UretprobeSeccomp
 
 	// Set in Start, then owned by the goroutines until Shutdown.
-	tracer *tracer.Tracer
+	// targets are the configuration's, recipes expanded.
+	targets []config.Target
+	tracer  *tracer.Tracer
+	// spanMetrics aggregates span metrics (nil without any): spans are
+	// built for it even without a traces pipeline.
+	spanMetrics *spanMetrics
 	// byContainer counts hits per container for metrics; the collecting
 	// goroutine's.
 	byContainer *containerCounts
@@ -192,9 +198,16 @@ func (r *uprobeReceiver) start() error {
 	downloads, cancelDownloads := context.WithTimeout(context.Background(), debuginfodStartBound)
 	defer cancelDownloads()
 	locator := planner.HostLocator{}
+	// Recipe targets become the recipes' spans and counters (Validate
+	// expanded them once already).
+	targets, err := recipe.Expand(r.cfg.Targets)
+	if err != nil {
+		return err
+	}
+	r.targets = targets
 	// Every exec is looked at for targets' files (containers of new images,
 	// optional targets), unless every target is one process.
-	for _, t := range r.cfg.Targets {
+	for _, t := range r.targets {
 		r.sendExecs = r.sendExecs || t.PID == 0
 	}
 	// Processes' identities are taken from the engine's process records:
@@ -207,7 +220,7 @@ func (r *uprobeReceiver) start() error {
 	v1Controller, _ := mounts.PreferredV1()
 	refuseReturns := r.kernelReturnHazard()
 	for attempt := 1; ; attempt++ {
-		pl, err = planner.Resolve(r.cfg.Targets, planner.Options{
+		pl, err = planner.Resolve(r.targets, planner.Options{
 			OptimizedUprobes: tracer.HaveOptimizedUprobes(), ARM64StepsNop: tracer.ARM64StepsNop(),
 			KernelReturnsRefused:  refuseReturns,
 			AcceptUretprobeUnwind: slices.Contains(r.cfg.AcceptKernelHazards, hazardUretprobeUnwind),
@@ -231,7 +244,7 @@ func (r *uprobeReceiver) start() error {
 			continue
 		}
 		tr, err = tracer.Open(pl.Plan, tracer.Options{
-			RingBufferSize: r.cfg.RingBufferSize, NoRecords: r.traces == nil, MaxGoroutines: r.cfg.MaxGoroutines,
+			RingBufferSize: r.cfg.RingBufferSize, NoRecords: r.traces == nil && newSpanMetrics(pl.Plan) == nil, MaxGoroutines: r.cfg.MaxGoroutines,
 			SendExecs: r.sendExecs, ProcessFacts: true, Cgroup1Controller: v1Controller,
 			// A budget switches probes one by one and measures programs.
 			ProbeControl: r.cfg.OverheadBudget > 0, ProgramStats: r.cfg.OverheadBudget > 0,
@@ -298,7 +311,14 @@ func (r *uprobeReceiver) start() error {
 		attributes = attributes || t.ThreadAttributes
 	}
 	r.threads = newThreadContexts(log, r.tel, tr, procfs.FS{}, attributes)
+	// Span metrics are built from the spans, also without a traces pipeline.
+	r.spanMetrics = newSpanMetrics(pl.Plan)
+	var observe func(uint32, ptrace.Span)
+	if r.spanMetrics != nil {
+		observe = r.spanMetrics.observe
+	}
 	settings := spans.Settings{
+		Observe:      observe,
 		Plan:         pl.Plan,
 		WallOffsetNs: offset,
 		Salt:         [2]uint64{binary.LittleEndian.Uint64(salt[:8]), binary.LittleEndian.Uint64(salt[8:])},
@@ -313,6 +333,7 @@ func (r *uprobeReceiver) start() error {
 	}
 	r.builder = spans.NewBuilder(settings)
 	r.emitter = newMetricsEmitter(r.cfg.MetricsBuilderConfig, r.set, pl.Plan, r.hostName, pcommon.NewTimestampFromTime(time.Now()))
+	r.emitter.spans = r.spanMetrics
 	if r.budget != nil {
 		r.emitter.missed = r.budget.missed
 	}
@@ -340,10 +361,10 @@ func (r *uprobeReceiver) start() error {
 	}
 	log.Info("Probes attached", zap.Int("targets", len(pl.Targets)), zap.Int("files", len(pl.Files)),
 		zap.Int("probes", len(pl.Probes)), zap.Int("spans", len(pl.Spans)), zap.Int("locations", len(pl.Attachments)))
-	r.watcher = newFileWatcher(log, pl, r.cfg.Targets, locator)
+	r.watcher = newFileWatcher(log, pl, r.targets, locator)
 	r.watcher.notify = tr.Interrupt // the drain goroutine may be asleep
 	r.watcher.leftOut = func(ti int, c planner.Candidate, err error) {
-		r.leftOut(context.Background(), r.cfg.Targets[ti].Path, c, err)
+		r.leftOut(context.Background(), r.targets[ti].Path, c, err)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -368,7 +389,7 @@ func (r *uprobeReceiver) start() error {
 // the sentence that refuses them, or "" when they are safe or the hazard is
 // accepted (accept_kernel_hazards), which it logs.
 func (r *uprobeReceiver) kernelReturnHazard() string {
-	if !mayUseKernelReturns(r.cfg.Targets) {
+	if !mayUseKernelReturns(r.targets) {
 		return ""
 	}
 	start := time.Now()
@@ -564,7 +585,7 @@ func (r *uprobeReceiver) drain(ctx context.Context) {
 	// is left itself). Between batches, an ended ctx stops the drain.
 	deliverCtx := context.WithoutCancel(ctx)
 	for {
-		if r.traces != nil {
+		if r.buildsSpans() {
 			r.builder.Begin(min(r.cfg.MaxBatchSpans, r.tracer.Buffered()))
 		}
 		r.records.read = 0
@@ -575,6 +596,8 @@ func (r *uprobeReceiver) drain(ctx context.Context) {
 		}
 		if r.traces != nil {
 			r.deliver(deliverCtx, r.builder.End())
+		} else if r.buildsSpans() {
+			r.builder.End() // built for the span metrics only
 		}
 		r.reportCounts(deliverCtx)
 		// The batch was full when it took as many records as it could,
@@ -601,9 +624,13 @@ type drainRecords struct {
 // Span builds a span that counts: one of a pending process counts only if
 // the process was chosen for its target. One whose choice is no longer
 // known is dropped and counted.
+// buildsSpans says whether span records are built: for the traces
+// pipeline, or for span metrics.
+func (r *uprobeReceiver) buildsSpans() bool { return r.traces != nil || r.spanMetrics != nil }
+
 func (d *drainRecords) Span(ev *event.SpanRecord) {
 	d.read++
-	if d.r.traces == nil {
+	if !d.r.buildsSpans() {
 		return
 	}
 	keep, known := d.r.chooser.keep(ev)
@@ -641,7 +668,7 @@ func (d *drainRecords) Process(p *event.Process) {
 	d.read++
 	r := d.r
 	r.ids.process(p)
-	if (p.Event == event.ProcessExec || p.Event == event.ProcessExit) && r.traces != nil {
+	if (p.Event == event.ProcessExec || p.Event == event.ProcessExit) && r.buildsSpans() {
 		r.builder.ProcessEnded(p.PID) // its carrier spans will not come
 	}
 	switch p.Event {
@@ -951,6 +978,8 @@ func (r *uprobeReceiver) Shutdown(ctx context.Context) error {
 		if r.traces != nil {
 			r.deliver(ctx, r.builder.Flush()) // spans still waiting for a trace context
 			r.reportCounts(ctx)
+		} else if r.buildsSpans() {
+			r.builder.Flush()
 		}
 		r.collect(ctx)
 		err = errors.Join(err, r.tracer.Close())

@@ -75,6 +75,7 @@ func (l *lister) overview() error {
 	l.p.printf("\nFunctions: %d (each line pastes under a target's spans:; ENTRY and RETURN say where the uprobes go and how the kernel runs them)", len(fns))
 	l.functionTable(fns)
 	l.cutNote(fmt.Sprintf("uprobe-list %s NAME shows one function whole", l.path))
+	l.recipes()
 	return nil
 }
 

@@ -7,6 +7,7 @@
 // Usage:
 //
 //	uprobe-list [flags] FILE [PATTERN]
+//	uprobe-list -recipe NAME
 //
 // Without PATTERN it lists the file's USDT probes (every site with its
 // semaphore and argument specs, as readelf -n shows them, and each argument
@@ -21,6 +22,10 @@
 //	                      demangled C++ and Rust names, a Go generic's exact
 //	                      name): their sites, their parameters at entry and
 //	                      $return at the return
+//
+// Without PATTERN the listing ends with the recipes (internal/recipe) that
+// apply to the file, each as a target to paste; -recipe NAME prints a
+// recipe's YAML, its spans and counters, to copy and change.
 //
 // -source-file GLOB selects functions by source file as a span's
 // source_file: does (PATTERN then defaults to "*").
@@ -80,6 +85,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var debugDirs dirs
 	fs.Var(&debugDirs, "debug-dir", "root of separate debug files (repeatable; default "+debuginfo.DefaultDebugDir+")")
+	recipeName := fs.String("recipe", "", "print the YAML of recipe NAME (a target of the receiver's configuration, to copy and change) and exit")
 	optimized := fs.String("optimized-uprobes", "auto", "whether the kernel rewrites uprobes on 5-byte nops into calls (x86-64, Linux 6.17): auto (as the receiver finds out), yes or no")
 	width := fs.Int("width", -1, "columns of the listing (0: no limit; default: the terminal's width, else $COLUMNS, else 120)")
 	depth := fs.Int("depth", defaultDepth, "levels of struct fields listed below a variable, through pointers")
@@ -87,11 +93,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	sourceFile := fs.String("source-file", "", "select functions by source file, as a span's source_file: (a glob on the compile unit's path)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, usage)
+		fmt.Fprintln(stderr, "       uprobe-list -recipe NAME")
 		fmt.Fprintln(stderr, "PATTERN: usdt:PROVIDER:NAME, line:FILE:LINE (or FILE:LINE), or a function glob")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *recipeName != "" {
+		if fs.NArg() > 0 {
+			fmt.Fprintln(stderr, "uprobe-list: -recipe NAME takes no FILE")
+			return 2
+		}
+		return printRecipe(*recipeName, stdout, stderr)
 	}
 	if fs.NArg() < 1 || fs.NArg() > 2 {
 		fs.Usage()

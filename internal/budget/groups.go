@@ -62,6 +62,14 @@ func Groups(plan *plan.Plan) []Group {
 		if a != b {
 			parent[max(a, b)] = min(a, b)
 		}
+		// An error exit closes the span too: it goes with it.
+		for _, x := range s.ErrorExits {
+			exit[x] = true
+			a, b := find(s.Entry), find(x)
+			if a != b {
+				parent[max(a, b)] = min(a, b)
+			}
+		}
 	}
 	index := map[int]int{}
 	var groups []Group

@@ -52,6 +52,18 @@ type Target struct {
 	// Counters are probes that are only counted: a probe reference, or a
 	// map with a filter and a value histogram (see Counter).
 	Counters []Counter `mapstructure:"counters"`
+	// Recipe names an embedded recipe (package recipe): the target takes
+	// the recipe's spans and counters, and its path when Path is empty,
+	// before its own. A target with a recipe must be expanded (recipe.Expand)
+	// before it is validated or planned.
+	Recipe string `mapstructure:"recipe"`
+	// RecipeOptions are the recipe's options, by name: each recipe says
+	// which it has, their types and defaults.
+	RecipeOptions map[string]any `mapstructure:"recipe_options"`
+	// FromRecipe is what expanding Recipe told the planner: where the
+	// recipe's usual file is, and what to say of a probe the file lacks.
+	// Nil for a target written without a recipe; never configuration.
+	FromRecipe *RecipeFacts `mapstructure:"-"`
 	// ThreadContext says whether the target's spans join the trace the
 	// traced thread published as its active span (OTEP 4947: an SDK's
 	// otel_thread_ctx_v1), and with which of its attributes; nil is the
@@ -157,6 +169,31 @@ type Span struct {
 	// ExitFilter are conditions evaluated at the span's exit (retval,
 	// $return and exit-side values), with the same effect.
 	ExitFilter []string `mapstructure:"exit_filter"`
+	// ErrorExit is a second probe that closes the span, marking it an
+	// error: a transaction's abort beside its commit (exit). Its exit
+	// attributes and exit_filter are read there as at Exit.
+	ErrorExit string `mapstructure:"error_exit"`
+	// ConstantAttributes are attributes with the same value on every span
+	// of the definition (db.system.name: postgresql).
+	ConstantAttributes map[string]string `mapstructure:"constant_attributes"`
+	// ValueNames name the values of integer attributes, by attribute key
+	// and value (in YAML, {0: end of minor GC}): the attribute is the
+	// name; a value without one stays its number, in text; a value named
+	// "" leaves the attribute out (error.type on success).
+	ValueNames map[string]map[string]string `mapstructure:"value_names"`
+	// FirstWord adds, by key, an attribute holding the first word (letters,
+	// digits and underscores, after blanks and /* comments */) of another
+	// string attribute: db.operation.name from db.query.text.
+	FirstWord map[string]string `mapstructure:"first_word"`
+	// Truncate cuts string or bytes attributes, by key, to the length an
+	// integer attribute of the span holds (the byte count of a buffer
+	// captured with a fixed bound); negative lengths cut to nothing.
+	Truncate map[string]string `mapstructure:"truncate"`
+	// Metric, when set, makes a histogram of the span's durations, in
+	// seconds, under a metric name of its own with some of the span's
+	// attributes (jvm.gc.duration by jvm.gc.name and jvm.gc.action),
+	// built from the spans the engine records (see SpanMetric).
+	Metric *SpanMetric `mapstructure:"metric"`
 }
 
 // DefaultMaxFunctions is the default of Span.MaxFunctions.
@@ -297,7 +334,15 @@ func Validate(targets []Target) error {
 	var errs []error
 	chosen, histograms := 0, 0
 	for i, t := range targets {
-		errs = append(errs, t.validate(fmt.Sprintf("targets[%d]", i))...)
+		where := fmt.Sprintf("targets[%d]", i)
+		if t.Recipe != "" {
+			where += fmt.Sprintf(" (recipe %s)", t.Recipe)
+			if t.FromRecipe == nil {
+				errs = append(errs, fmt.Errorf("%s: recipe %q is not expanded (recipe.Expand)", where, t.Recipe))
+				continue
+			}
+		}
+		errs = append(errs, t.validate(where)...)
 		// Limits of the engine that the configuration alone decides,
 		// said here rather than at Start after every file was read; the
 		// sentences are the resolver's.
@@ -407,7 +452,11 @@ func (t Target) validate(where string) []error {
 				errs = append(errs, fmt.Errorf("%s: probe %s: %s", sw, entry, ConditionsAtOneLocation(n)))
 			}
 		}
-		if exit != "" {
+		// The error exit closes the span as its exit does.
+		for _, exit := range []string{exit, s.errorExitKey()} {
+			if exit == "" {
+				continue
+			}
 			if other, dup := exits[exit]; dup {
 				errs = append(errs, fmt.Errorf("%s: probe %s already closes span %q", sw, exit, other))
 			}
@@ -484,6 +533,9 @@ func (c Counter) validate(where string) (key string, errs []error) {
 			key += " && "
 		}
 		key += cond.String()
+	}
+	if c.Metric != nil {
+		errs = append(errs, prefixed(where, c.Metric.validate())...)
 	}
 	if c.Histogram != "" {
 		e, err := fetch.Parse(c.Histogram)
@@ -689,6 +741,7 @@ func (s Span) validate(where string) (entry, exit string, errs []error) {
 			errs = append(errs, fmt.Errorf("%s.exit_attributes[%q]: key is also in attributes", where, k))
 		}
 	}
+	errs = append(errs, s.checkAdded(where, entryProbe, exitProbe, entryOK, exitOK, pattern)...)
 	for _, err := range s.checkContext(exitProbe, exitOK) {
 		errs = append(errs, fmt.Errorf("%s: %w", where, err))
 	}

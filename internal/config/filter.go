@@ -27,6 +27,9 @@ type Counter struct {
 	// counted hit, the kernel aggregates into an exponential histogram
 	// (the uprobe.probe.value metric).
 	Histogram string `mapstructure:"histogram"`
+	// Metric, when set, also reports the counter's hits as a sum of its
+	// own name (jvm.class.loaded), counted in the kernel.
+	Metric *CounterMetric `mapstructure:"metric"`
 }
 
 // CountersOf returns plain counters of the probe references refs.

@@ -1,8 +1,10 @@
 package debuginfo
 
 import (
+	"bytes"
 	"context"
 	"debug/elf"
+	"encoding/binary"
 	"runtime"
 	"testing"
 	"time"
@@ -197,4 +199,36 @@ func TestLineHeaderBomb(t *testing.T) {
 	assert.Empty(t, files)
 	assert.ErrorIs(t, err, ErrOverBudget)
 	assert.Contains(t, err.Error(), "declares 1000000000 entries")
+}
+
+// A unit whose last bytes are an unterminated LEB128 (every byte with its
+// high bit set) makes debug/dwarf return a null entry without moving, on
+// every call: the index must end with ErrMalformed, not loop. Before the
+// bound the index spun forever (found by FuzzCompressedSections in CI).
+func TestUnterminatedLEB128EndsTheIndex(t *testing.T) {
+	u := hostile.NewUnit(0x1000, 0x10)
+	u.Function("work", 0x1000, 0x10, "x", u.Base("long", 8), 1)
+	info := u.Info()
+	info = append(info[:len(info)-1], 0x80, 0x80, 0x80) // no terminator: a LEB128 that never ends
+	binary.LittleEndian.PutUint32(info, uint32(len(info)-4))
+	file, err := hostile.AppendSections(hostile.MinimalELF(),
+		hostile.Section{Name: ".debug_abbrev", Type: elf.SHT_PROGBITS, Data: hostile.Abbrev()},
+		hostile.Section{Name: ".debug_info", Type: elf.SHT_PROGBITS, Data: info})
+	require.NoError(t, err)
+	ef, err := elf.NewFile(bytes.NewReader(file))
+	require.NoError(t, err)
+	f, err := OpenELF(context.Background(), "leb128", ef, Options{DebugDirs: []string{}})
+	require.NoError(t, err)
+	defer f.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.Functions()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, ErrMalformed)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the index of a unit ending in an unterminated LEB128 did not end in 20 s")
+	}
 }

@@ -160,6 +160,13 @@ type index struct {
 // maxDIEDepth bounds the nesting the index follows (namespaces, classes).
 const maxDIEDepth = 64
 
+// maxNullRun bounds a run of null entries outside any list of children.
+// Valid DWARF has at most a few (padding at a unit's end). debug/dwarf
+// returns a null entry without moving when a unit ends in an unterminated
+// LEB128 (its last bytes all have the high bit set), forever: a 89-byte
+// .debug_info made the index loop without end (FuzzCompressedSections).
+const maxNullRun = 1 << 12
+
 // index builds the file's index once.
 func (f *File) index() (*index, error) {
 	f.once.Do(func() {
@@ -176,7 +183,7 @@ func (f *File) buildIndex() (*index, error) {
 	r := f.data.Reader()
 	names := newNameResolver(f.data)
 	var cu *compUnit
-	depth := 0
+	depth, nulls := 0, 0
 	for {
 		e, err := r.Next()
 		if err != nil {
@@ -186,9 +193,14 @@ func (f *File) buildIndex() (*index, error) {
 			break
 		}
 		if e.Tag == 0 {
-			depth--
+			if depth > 0 {
+				depth--
+			} else if nulls++; nulls > maxNullRun {
+				return nil, fmt.Errorf("over %d null entries outside any children: %w", maxNullRun, ErrMalformed)
+			}
 			continue
 		}
+		nulls = 0
 		if e.Tag == dwarf.TagCompileUnit || e.Tag == dwarf.TagSkeletonUnit {
 			dwo, ok := e.Val(dwarf.AttrDwoName).(string)
 			if !ok {

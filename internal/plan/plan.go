@@ -233,6 +233,9 @@ type Probe struct {
 	// span whose returns: auto probes the RET instructions (ret:) instead
 	// of a kernel return probe. Empty otherwise.
 	Why string
+	// Metric is the counter's sum under a name of its own (a counter's
+	// metric:), nil without one.
+	Metric *config.CounterMetric
 }
 
 // Histogram is the value histogram of one counter: the values of Expr, one
@@ -270,7 +273,32 @@ type SpanDef struct {
 	CarrierKey string
 	// Status marks the span as an error when the RoleStatus value holds it.
 	Status *config.Comparison
+	// ErrorExits are probe ids that also close the span, and mark it an
+	// error (error_exit).
+	ErrorExits []int
+	// Constants are attributes every span of the definition carries, in
+	// key order (constant_attributes).
+	Constants []KeyValue
+	// ValueNames name the values of integer attributes, by key
+	// (value_names); the planner puts each table in its fetches' Value.
+	ValueNames map[string][]fetch.Enumerator
+	// FirstWords are attributes made of the first word of another
+	// (first_word), in key order.
+	FirstWords []Derived
+	// Truncates cut attributes to the length another holds (truncate), in
+	// key order.
+	Truncates []Derived
+	// Metric is the histogram of the definition's durations under a name
+	// of its own (metric:), nil without one.
+	Metric *config.SpanMetric
 }
+
+// KeyValue is a constant attribute.
+type KeyValue struct{ Key, Value string }
+
+// Derived is an attribute computed from another one of the same span:
+// Key from From.
+type Derived struct{ Key, From string }
 
 // Carrier is where a span definition finds a trace context.
 type Carrier uint8

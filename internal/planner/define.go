@@ -210,11 +210,11 @@ func Resolve(targets []config.Target, opts ...Options) (*Planner, error) {
 	for i, t := range targets {
 		cands, err := pl.opts.Locator.Locate(t)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("target %s: %w", t.Path, err))
+			errs = append(errs, inRecipe(t, fmt.Errorf("target %s: %w", t.Path, err)))
 			cands = nil
 		}
 		if err == nil && len(cands) == 0 && !t.Optional {
-			errs = append(errs, fmt.Errorf("target %s: no such file on this host or in any process's root (optional: true waits for it)", t.Path))
+			errs = append(errs, inRecipe(t, fmt.Errorf("target %s: no such file on this host or in any process's root (optional: true waits for it)", t.Path)))
 		}
 		tg := plan.PlannedTarget{
 			Path: t.Path, PID: t.PID, Selector: t.Process, Optional: t.Optional, BuildID: t.BuildID,
@@ -520,6 +520,11 @@ func (pl *Planner) define(ti int, t config.Target, fl *file) (*targetDef, error)
 		}
 		entry, err1 := find(entryRef, j.fns)
 		exit, err2 := find(exitRef, j.fns)
+		var errorExit *probeDef
+		if s.ErrorExit != "" && err1 == nil && err2 == nil {
+			errorExit, err2 = find(s.ErrorExit, nil)
+		}
+		err1, err2 = recipeError(t, fl, entryRef, err1), recipeError(t, fl, exitRef, err2)
 		if err1 != nil || err2 != nil {
 			if j.pattern != "" {
 				note("function pattern %q: %s left out: %v", j.pattern, s.Function, errors.Join(err1, err2))
@@ -549,6 +554,9 @@ func (pl *Planner) define(ti int, t config.Target, fl *file) (*targetDef, error)
 		}
 		register(entry)
 		register(exit)
+		if errorExit != nil {
+			register(errorExit)
+		}
 		if choice.Why != "" && pl.Probes[exit.id].Why == "" {
 			pl.Probes[exit.id].Why = "returns: auto probes the RET instructions: " + choice.Why
 		}
@@ -558,6 +566,13 @@ func (pl *Planner) define(ti int, t config.Target, fl *file) (*targetDef, error)
 			continue
 		}
 		sd.Pattern = j.pattern
+		if err := derivedDef(&sd, s); err != nil {
+			errs = append(errs, fmt.Errorf("target %s: span %q: %w", t.Path, s.SpanName(""), err))
+			continue
+		}
+		if errorExit != nil {
+			sd.ErrorExits = []int{errorExit.id}
+		}
 		id := len(pl.Spans)
 		pl.Spans = append(pl.Spans, sd)
 		for _, pd := range []*probeDef{entry, exit} {
@@ -569,6 +584,9 @@ func (pl *Planner) define(ti int, t config.Target, fl *file) (*targetDef, error)
 		}
 		entry.entrySpan, entry.entry, entry.entryLenient, entry.entryFilter = id, entryFetches, j.pattern != "", entryFilter
 		exit.exitSpan, exit.exit, exit.exitLenient, exit.exitFilter = id, exitFetches, j.pattern != "", exitFilter
+		if errorExit != nil {
+			errorExit.exitSpan, errorExit.exit, errorExit.exitFilter = id, exitFetches, exitFilter
+		}
 	}
 	for _, c := range t.Counters {
 		conds, err := config.ParseConditions(c.Filter)
@@ -582,7 +600,7 @@ func (pl *Planner) define(ti int, t config.Target, fl *file) (*targetDef, error)
 		}
 		pd, err := findAs(c.Probe, nil, suffix, c.Ref())
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, recipeError(t, fl, c.Probe, err))
 			continue
 		}
 		pd.counted, pd.filtered = conds, len(conds) > 0
@@ -595,6 +613,9 @@ func (pl *Planner) define(ti int, t config.Target, fl *file) (*targetDef, error)
 			pd.hist = &config.Attribute{Key: "histogram", Expr: e}
 		}
 		register(pd)
+		if c.Metric != nil {
+			pl.Probes[pd.id].Metric = c.Metric
+		}
 		if pd.hist != nil {
 			pl.Histograms = append(pl.Histograms, plan.Histogram{Probe: pd.id, Expr: c.Histogram})
 			pd.histID = len(pl.Histograms)
@@ -685,7 +706,7 @@ func (pl *Planner) place(ti int, path string, fl *file, spec *plan.FileSpec) err
 		}
 		locs, err := fl.locate(pd.probe, fns)
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, recipeError(t, fl, pd.probe.String(), err))
 			continue
 		}
 		spec.Locations[pd.id] += len(locs)
@@ -713,10 +734,16 @@ func (pl *Planner) place(ti int, path string, fl *file, spec *plan.FileSpec) err
 				if site.Entry, err = cc.all(pd.entry, note); err != nil {
 					errs = append(errs, fmt.Errorf("target %s: span %q: %s: %w", t.Path, cc.span, pd.probe, err))
 				}
+				if err := nameValues(site.Entry, pl.Spans[pd.entrySpan].ValueNames); err != nil {
+					errs = append(errs, fmt.Errorf("target %s: span %q: %s: %w", t.Path, cc.span, pd.probe, err))
+				}
 			}
 			if pd.exitSpan >= 0 {
 				cc.role, cc.lenient, cc.span = atExit, pd.exitLenient, pl.Spans[pd.exitSpan].Name
 				if site.Exit, err = cc.all(pd.exit, note); err != nil {
+					errs = append(errs, fmt.Errorf("target %s: span %q: %s: %w", t.Path, cc.span, pd.probe, err))
+				}
+				if err := nameValues(site.Exit, pl.Spans[pd.exitSpan].ValueNames); err != nil {
 					errs = append(errs, fmt.Errorf("target %s: span %q: %s: %w", t.Path, cc.span, pd.probe, err))
 				}
 			}

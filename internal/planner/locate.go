@@ -89,6 +89,20 @@ func (l HostLocator) Locate(t config.Target) (_ []Candidate, err error) {
 			}
 		}
 		hostErr = err
+		if err != nil && t.FromRecipe != nil {
+			// The recipe's usual places of a file PATH does not know.
+			found, serr := searchRecipe(host, t.FromRecipe.Search)
+			if serr != nil {
+				closeAll(found)
+				return nil, serr
+			}
+			for _, c := range found {
+				add(&c)
+			}
+			if len(found) > 0 {
+				hostErr = nil
+			}
+		}
 	} else {
 		c, err := openCandidate(host, t.Path, "path")
 		if err != nil {

@@ -941,6 +941,10 @@ func (fl *file) checkedLoneNop(addr uint64, mismatch string) (insn.Inst, error) 
 // notFound names the file and the closest names it does have. For a name
 // written demangled (C++, Rust), it names the mangled symbols it stands for.
 func (fl *file) notFound(p config.ProbeRef) error {
+	return missingProbe{fl.notFoundText(p)}
+}
+
+func (fl *file) notFoundText(p config.ProbeRef) error {
 	var want string
 	var have []string
 	what := "function"

@@ -60,6 +60,10 @@ type Settings struct {
 	// the names do not have (the process added keys since they were read).
 	ThreadKeys      func(pid uint32, image event.Image) []string
 	ThreadKeysStale func(pid uint32, image event.Image)
+	// Observe, when set, is called with each span of a definition that
+	// has a metric (plan.SpanDef.Metric) as it joins the output; it may
+	// read the span, not keep it.
+	Observe func(def uint32, sp ptrace.Span)
 }
 
 // Counts are per-event problems and outcomes a Builder met, for self-telemetry.
@@ -248,6 +252,9 @@ func (b *Builder) finish(sp ptrace.Span, key resourceKey, def uint32, sampled bo
 		b.counts.TraceUnsampled[def]++
 		return
 	}
+	if b.s.Plan.Spans[def].Metric != nil && b.s.Observe != nil {
+		b.s.Observe(def, sp)
+	}
 	sp.MoveTo(b.slice(key, 0).AppendEmpty())
 }
 
@@ -273,7 +280,11 @@ func (b *Builder) Add(ev *event.SpanRecord) {
 		b.expect--
 	}
 	if def.Carrier == plan.CarrierNone && ev.ContextStartNs == 0 {
-		b.span(b.slice(key, b.expect+1).AppendEmpty(), ev, def)
+		sp := b.slice(key, b.expect+1).AppendEmpty()
+		b.span(sp, ev, def)
+		if def.Metric != nil && b.s.Observe != nil {
+			b.s.Observe(ev.Def, sp)
+		}
 		return
 	}
 	sp := ptrace.NewSpan()
@@ -389,6 +400,9 @@ func (b *Builder) span(sp ptrace.Span, ev *event.SpanRecord, def *plan.SpanDef) 
 	if def.Status != nil && h.hasStatus && def.Status.Holds(h.status) {
 		sp.Status().SetCode(ptrace.StatusCodeError)
 		sp.Status().SetMessage(def.Status.String() + " (value " + strconv.FormatInt(h.status, 10) + ")")
+	}
+	if len(def.Constants)+len(def.FirstWords)+len(def.Truncates)+len(def.ErrorExits) > 0 {
+		derive(sp, attrs, def, b.s.Plan.Sites[ev.ExitSite].Probe, b.s.Plan.Probes)
 	}
 	switch def.Carrier {
 	case plan.CarrierText:
@@ -537,7 +551,10 @@ func intValue(v plan.Value, raw uint64) int64 {
 func putInt(attrs pcommon.Map, key string, v plan.Value, raw uint64, text *arena) {
 	x := intValue(v, raw)
 	if v.Enum != nil {
-		attrs.PutStr(key, fetch.FormatEnum(v.Enum, x))
+		// A value named "" (value_names) leaves the attribute out.
+		if name := fetch.FormatEnum(v.Enum, x); name != "" {
+			attrs.PutStr(key, name)
+		}
 		return
 	}
 	if v.Type.Kind == fetch.KindHex {

@@ -1,0 +1,3 @@
+module recipegohttp
+
+go 1.26
