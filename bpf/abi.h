@@ -44,6 +44,12 @@ enum abi_limit {
 	 * with this many pending return probes gets no more; the return of a
 	 * call entered deeper is never reported. */
 	ABI_KERNEL_RETURN_DEPTH = 64,
+	/* Bytes of a thread context record's attrs-data (OTEP 4947) a span
+	 * carries: the rest of a longer attrs-data is cut off. */
+	ABI_THREAD_ATTRS_MAX = 128,
+	/* Nanoseconds between two requests of the engine for one process's
+	 * thread-context access (PROCESS_THREAD_CONTEXT), at most. */
+	ABI_THREAD_ASK_NS = 100000000,
 };
 
 /*
@@ -151,6 +157,10 @@ enum site_flag {
 	SITE_CHOSEN = 64,  /* only processes whose proc_entry has bit target_bit count */
 	SITE_FILTERED_HITS = 128, /* a filtered counter: only hits that pass its filters count */
 	SITE_PROC_HITS = 256, /* also count hits per process (proc_hits), for container.id */
+	/* entry_span, opened as the outermost span of a thread, reads the
+	 * thread's published context (OTEP 4947, struct thread_context) */
+	SITE_THREAD_CONTEXT = 512,
+	SITE_THREAD_ATTRS = 1024, /* with SITE_THREAD_CONTEXT: its attrs-data too */
 };
 
 /* filter_op is how a condition compares a fetched value with its constant. */
@@ -352,6 +362,10 @@ enum record_flag {
 				* parent exists */
 	RECORD_PENDING = 32,  /* the process was pending: keep the span only if it is chosen */
 	RECORD_FILTERED = 64, /* in the frame only: its filters did not hold: never recorded */
+	/* the span's thread had a published context when its outermost span
+	 * opened: a struct thread_context (32 bytes and its attrs) precedes the
+	 * trailer */
+	RECORD_THREAD_CONTEXT = 128,
 };
 
 /*
@@ -382,6 +396,78 @@ enum process_event {
 	PROCESS_EXIT = 3, /* a process the engine knew exited (any, with process_facts) */
 	PROCESS_SEEN = 4, /* it was running when user space listed the processes (task iterator) */
 	PROCESS_CGROUP = 5, /* it moved to another cgroup (with process_facts): its facts now */
+	/* A span opened in a process whose thread-context access the engine
+	 * does not know (no thread_ctx_proc, or THREAD_CTX_ASKED past
+	 * ABI_THREAD_ASK_NS, or THREAD_CTX_NONE and the process has mapped
+	 * more since): user space looks for otel_thread_ctx_v1 in it. */
+	PROCESS_THREAD_CONTEXT = 6,
+};
+
+/*
+ * thread_ctx_access says how the engine finds a process's otel_thread_ctx_v1
+ * (OTEP 4947), the thread-local pointer to the thread's context record.
+ */
+enum thread_ctx_access {
+	THREAD_CTX_ASKED = 0,  /* user space was asked (PROCESS_THREAD_CONTEXT) and has not answered */
+	THREAD_CTX_NONE = 1,   /* no module the process maps defines it */
+	/* it is at tls_offset from the thread pointer (static TLS: the
+	 * executable's, initial-exec, or a TLSDESC resolved to static TLS) */
+	THREAD_CTX_STATIC = 2,
+	/* it is at tls_offset in the TLS block of module dtv_module, found in
+	 * the thread's dynamic thread vector (glibc's layout) */
+	THREAD_CTX_DTV = 3,
+};
+
+/*
+ * thread_ctx_proc is what the engine knows of one process's thread
+ * context, by pid (map thread_ctx_procs): the engine makes it when it asks,
+ * user space fills it in. It holds for the image of start_ns and exec_id;
+ * exec and exit delete it, fork copies it.
+ */
+struct thread_ctx_proc {
+	__u64 start_ns; /* start time of the process */
+	__u64 exec_id;  /* the kernel's self_exec_id of its image */
+	__s64 tls_offset;
+	__u64 dtv_module; /* THREAD_CTX_DTV: the module id, an index into the DTV */
+	__u64 asked_ns;   /* when the engine last asked (bpf_ktime_get_ns) */
+	__u32 map_count;  /* the process's mappings when the engine last asked */
+	__u8 access;      /* enum thread_ctx_access */
+	__u8 pad[3];
+};
+
+/*
+ * thread_context is what the engine read of the thread's context record
+ * (OTEP 4947: trace-id, span-id, valid, trace-flags, attrs-data-size, then
+ * attrs-data), kept while the outermost span of the thread is open. A span
+ * record with RECORD_THREAD_CONTEXT carries its first 32 bytes and attrs_len
+ * bytes of attrs rounded up to 8, between its values and its trailer.
+ */
+struct thread_context {
+	__u8 trace_id[16];
+	__u8 span_id[8];
+	__u8 valid;       /* 1 */
+	__u8 trace_flags; /* W3C trace flags: bit 0 sampled */
+	__u16 attrs_size; /* attrs-data-size as the writer set it */
+	__u16 attrs_len;  /* bytes of attrs read: attrs_size up to ABI_THREAD_ATTRS_MAX, 0 without SITE_THREAD_ATTRS */
+	__u8 pad[2];
+	__u8 attrs[ABI_THREAD_ATTRS_MAX];
+};
+
+/* thread_ctx_outcome is what the engine found at a root span's entry in a
+ * process whose access it knows (the index of thread_ctx_stats.outcomes). */
+enum thread_ctx_outcome {
+	THREAD_CTX_READ = 0,       /* a valid context: the span joins its trace */
+	THREAD_CTX_NO_CONTEXT = 1, /* the pointer is NULL, valid is 0, or the thread has no TLS block for the module */
+	THREAD_CTX_INVALID = 2,    /* valid is neither 0 nor 1, an id is zero, or the pointer is odd */
+	THREAD_CTX_UNREADABLE = 3, /* the variable or the record could not be read */
+	THREAD_CTX_OUTCOMES = 4,
+};
+
+/* thread_ctx_stats counts, per CPU, the engine's thread-context work. */
+struct thread_ctx_stats {
+	__u64 outcomes[THREAD_CTX_OUTCOMES]; /* enum thread_ctx_outcome */
+	__u64 asked;    /* PROCESS_THREAD_CONTEXT records sent */
+	__u64 no_entry; /* requests that found thread_ctx_procs full */
 };
 
 /*
@@ -422,8 +508,10 @@ struct process_record {
 /*
  * span_record is the trailer of one ring-buffer record: the record holds
  * entry_len bytes of entry values, then exit_len bytes of exit values (in
- * site fetch order), then this structure, so that a record is built where
- * the entry values already are. Times are CLOCK_MONOTONIC nanoseconds
+ * site fetch order), then with RECORD_THREAD_CONTEXT the thread context
+ * (struct thread_context: 32 bytes, then attrs_len bytes of attrs rounded
+ * up to 8), then this structure, so that a record is built where the entry
+ * values already are. Times are CLOCK_MONOTONIC nanoseconds
  * (bpf_ktime_get_ns).
  */
 struct span_record {

@@ -56,6 +56,7 @@ struct mm_struct {
 	unsigned long arg_start;
 	unsigned long arg_end;
 	struct file *exe_file;
+	int map_count; /* the process's mappings (VMAs) */
 } __attribute__((preserve_access_index));
 
 struct kernfs_node {
@@ -75,6 +76,23 @@ struct css_set {
 	struct cgroup *dfl_cgrp;
 } __attribute__((preserve_access_index));
 
+/* thread_struct holds the thread pointer of a user thread as the kernel
+ * last saved it: fsbase on x86-64 (set by arch_prctl and clone, saved at
+ * context switch), tpidr_el0 in uw.tp_value on arm64 (saved at context
+ * switch: a thread that wrote it since it last left the CPU shows the old
+ * value, 0 for one that never left it since exec). */
+#if defined(__TARGET_ARCH_x86)
+struct thread_struct {
+	unsigned long fsbase;
+} __attribute__((preserve_access_index));
+#elif defined(__TARGET_ARCH_arm64)
+struct thread_struct {
+	struct {
+		unsigned long tp_value;
+	} uw;
+} __attribute__((preserve_access_index));
+#endif
+
 struct task_struct {
 	int pid;
 	int tgid;
@@ -85,6 +103,7 @@ struct task_struct {
 	struct signal_struct *signal;
 	struct uprobe_task *utask;
 	struct css_set *cgroups;
+	struct thread_struct thread;
 } __attribute__((preserve_access_index));
 
 /* The context of a task iterator (Linux 5.8). */
@@ -119,6 +138,11 @@ struct abi_types {
 	enum fetch_kind kind;
 	enum site_flag site_flag;
 	enum record_flag record_flag;
+	enum thread_ctx_access thread_ctx_access;
+	enum thread_ctx_outcome thread_ctx_outcome;
+	struct thread_ctx_proc thread_ctx_proc;
+	struct thread_context thread_context;
+	struct thread_ctx_stats thread_ctx_stats;
 };
 const struct abi_types *unused_abi_types __attribute__((unused));
 
@@ -261,7 +285,12 @@ struct task_state {
 		__u64 now;
 		__u32 frame;
 		__u32 site;
+		__u32 values_end; /* bytes of the record's values (entry and exit) */
+		__u32 pad;
 	} closing;
+	/* The context the thread had published (OTEP 4947) when its outermost
+	 * open span opened, with RECORD_THREAD_CONTEXT on that frame. */
+	struct thread_context tctx;
 	struct frame frames[ABI_MAX_DEPTH];
 	__u8 stack[VALUE_BASE_MAX + VALUE_WINDOW + sizeof(struct span_record)];
 };
@@ -393,6 +422,34 @@ __subprog int pending_add(__u32 pid, __u8 kind, __u32 id, __u8 bucket, __u64 n)
 	__sync_fetch_and_add(v, n);
 	return 0;
 }
+
+/* thread_ctx_procs holds what the engine knows of each process's
+ * otel_thread_ctx_v1 (OTEP 4947), by pid: made by the engine when it asks
+ * user space (a PROCESS_THREAD_CONTEXT record), filled in by user space,
+ * deleted at exec and exit, copied at fork. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct thread_ctx_proc);
+	__uint(max_entries, 1); /* set by the loader */
+} thread_ctx_procs SEC(".maps");
+
+/* thread_ctx_empty is the zero value new thread_ctx_procs entries are copied from. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct thread_ctx_proc);
+	__uint(max_entries, 1);
+} thread_ctx_empty SEC(".maps");
+
+/* thread_ctx_counts counts, per CPU, what reading thread contexts found. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct thread_ctx_stats);
+	__uint(max_entries, 1);
+} thread_ctx_counts SEC(".maps");
 
 /* choice says whether a hit of site s counts, for a process pid. */
 enum choice {
@@ -1225,8 +1282,242 @@ __subprog void go_release(struct pt_regs *regs, struct task_state *ts)
 }
 
 /*
+ * Thread contexts (OTEP 4947). An SDK publishes the active span of a thread
+ * through the ELF TLS variable otel_thread_ctx_v1, a pointer to a record:
+ * trace-id[16], span-id[8], valid, trace-flags, attrs-data-size (u16),
+ * attrs-data. User space finds the variable in the process's modules and
+ * tells the engine how to reach it from a thread (struct thread_ctx_proc);
+ * the outermost span a thread opens reads it.
+ */
+
+/* thread_pointer returns the thread pointer of a user task as the kernel
+ * saved it (see struct thread_struct): fsbase on x86-64, tpidr_el0 on arm64. */
+static __always_inline __u64 thread_pointer(struct task_struct *task)
+{
+#if defined(__TARGET_ARCH_x86)
+	return task->thread.fsbase;
+#elif defined(__TARGET_ARCH_arm64)
+	return task->thread.uw.tp_value;
+#endif
+}
+
+/* glibc's dynamic thread vector: the thread control block at the thread
+ * pointer holds a pointer to it (tcbhead_t.dtv: after the tcb pointer on
+ * x86-64, first on aarch64); each entry is 16 bytes (union dtv: the block's
+ * address and the one to free), entry 0 the generation and the entry before
+ * it the number of entries. A block not yet allocated for the thread is
+ * TLS_DTV_UNALLOCATED (-1). */
+#if defined(__TARGET_ARCH_x86)
+#define DTV_AT_TP 8
+#else
+#define DTV_AT_TP 0
+#endif
+#define DTV_ENTRY 16
+#define DTV_UNALLOCATED ((__u64)-1)
+
+/* THREAD_RECORD_HEADER is the size of a context record's fixed part
+ * (trace-id to attrs-data-size): attrs-data follows. */
+#define THREAD_RECORD_HEADER __builtin_offsetof(struct thread_context, attrs_len)
+_Static_assert(THREAD_RECORD_HEADER == 28, "the OTEP 4947 record header is 28 bytes");
+
+/* What thread_ctx_dtv returns when it finds no variable. */
+#define TLS_VAR_NONE 0       /* the thread has no block for the module */
+#define TLS_VAR_UNREADABLE 1 /* the DTV could not be read */
+
+/* thread_ctx_dtv returns the address of the variable in the current
+ * thread (thread pointer tp) for a THREAD_CTX_DTV process p: in the block
+ * of module p->dtv_module, at p->tls_offset; or TLS_VAR_NONE or
+ * TLS_VAR_UNREADABLE. */
+__subprog __u64 thread_ctx_dtv(__u64 tp, const struct thread_ctx_proc *p)
+{
+	__u64 dtv = 0, v = 0;
+
+	if (bpf_probe_read_user(&dtv, sizeof(dtv), (const void *)(tp + DTV_AT_TP)) || !dtv ||
+	    bpf_probe_read_user(&v, sizeof(v), (const void *)(dtv - DTV_ENTRY)))
+		return TLS_VAR_UNREADABLE;
+	__u64 m = p->dtv_module;
+	if (m == 0 || m > v)
+		return TLS_VAR_NONE; /* loaded after the thread last grew its DTV: it never used it */
+	if (bpf_probe_read_user(&v, sizeof(v), (const void *)(dtv + m * DTV_ENTRY)))
+		return TLS_VAR_UNREADABLE;
+	if (v == 0 || v == DTV_UNALLOCATED)
+		return TLS_VAR_NONE;
+	return v + p->tls_offset;
+}
+
+/* thread_ctx_count counts one thread_ctx_stats counter (field offset off). */
+static __always_inline void thread_ctx_count(__u32 off)
+{
+	__u32 zero = 0;
+	__u8 *st = bpf_map_lookup_elem(&thread_ctx_counts, &zero);
+
+	if (st && off <= sizeof(struct thread_ctx_stats) - sizeof(__u64))
+		add((__u64 *)(st + off), 1);
+}
+
+#define THREAD_CTX_OUTCOME(o) ((o) * sizeof(__u64))
+#define THREAD_CTX_ASKED_COUNT __builtin_offsetof(struct thread_ctx_stats, asked)
+#define THREAD_CTX_NO_ENTRY_COUNT __builtin_offsetof(struct thread_ctx_stats, no_entry)
+
+static __always_inline void send_process(struct task_struct *task, __u8 event, __u32 pid, __u32 parent,
+					 __u64 parent_start_ns, int wake);
+
+/*
+ * thread_ctx_ask asks user space how to reach the current process's
+ * otel_thread_ctx_v1: it makes its thread_ctx_procs entry (p, 0 for none)
+ * THREAD_CTX_ASKED for its image, at now, and sends a
+ * PROCESS_THREAD_CONTEXT record that wakes the reader.
+ */
+__subprog void thread_ctx_ask(struct task_struct *task, struct thread_ctx_proc *p, __u64 now)
+{
+	__u32 pid = task->tgid;
+
+	if (!p) {
+		__u32 zero = 0;
+		struct thread_ctx_proc *empty = bpf_map_lookup_elem(&thread_ctx_empty, &zero);
+		if (!empty)
+			return;
+		long err = bpf_map_update_elem(&thread_ctx_procs, &pid, empty, BPF_NOEXIST);
+		if (err) {
+			if (err != -17 /* EEXIST: another thread asks */)
+				thread_ctx_count(THREAD_CTX_NO_ENTRY_COUNT);
+			return;
+		}
+		p = bpf_map_lookup_elem(&thread_ctx_procs, &pid);
+		if (!p)
+			return;
+	}
+	p->access = THREAD_CTX_ASKED;
+	p->asked_ns = now;
+	p->start_ns = task->group_leader->start_time;
+	p->exec_id = task->self_exec_id;
+	p->map_count = task->mm->map_count;
+	thread_ctx_count(THREAD_CTX_ASKED_COUNT);
+	send_process(task, PROCESS_THREAD_CONTEXT, pid, 0, 0, 1);
+}
+
+/*
+ * thread_ctx_read reads the context the current thread published into
+ * ts->tctx, for site s opening the thread's outermost span, and returns
+ * the flags of that span's frame: RECORD_THREAD_CONTEXT when it is valid
+ * (valid is 1 and both ids are not zero), with RECORD_UNSAMPLED when its
+ * trace is not sampled; 0 otherwise. The record's head is copied in one
+ * read while its thread is stopped in this probe, as OTEP 4947's reading
+ * protocol has it: only the thread itself writes its record, so the read
+ * cannot be torn; a record caught mid-update (the writer set valid to 0
+ * to rewrite it in place) is no context. A writer on another thread breaks
+ * the protocol, and no re-read of valid could catch it (the record has no
+ * sequence counter): each helper call costs about 65 ns here. A process
+ * whose access the engine does not know is asked about instead. Each
+ * outcome is counted.
+ */
+__subprog __u32 thread_ctx_read(const struct site *s, struct task_state *ts)
+{
+	/* One buffer for the map key, the variable and the record's head:
+	 * the frame stays within 48 bytes. */
+	__u64 buf[4];
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	*(__u32 *)buf = task->tgid;
+	struct thread_ctx_proc *p = bpf_map_lookup_elem(&thread_ctx_procs, buf);
+	if (!p || p->start_ns != task->group_leader->start_time || p->exec_id != task->self_exec_id) {
+		thread_ctx_ask(task, p, bpf_ktime_get_ns());
+		return 0;
+	}
+	if (p->access < THREAD_CTX_STATIC) {
+		/* Not answered, or no variable in what the process mapped then:
+		 * ask again, at most every ABI_THREAD_ASK_NS (the answer may
+		 * have been lost; a library may have been loaded since). */
+		if (p->access == THREAD_CTX_ASKED || p->map_count != task->mm->map_count) {
+			__u64 now = bpf_ktime_get_ns();
+			if (now - p->asked_ns >= ABI_THREAD_ASK_NS)
+				thread_ctx_ask(task, p, now);
+		}
+		return 0;
+	}
+
+	__u32 outcome = THREAD_CTX_UNREADABLE, flags = 0;
+	__u64 tp = thread_pointer(task), var, rec;
+	if (!tp)
+		goto out;
+	if (p->access == THREAD_CTX_STATIC) {
+		var = tp + p->tls_offset;
+	} else {
+		var = thread_ctx_dtv(tp, p);
+		if (var == TLS_VAR_NONE)
+			outcome = THREAD_CTX_NO_CONTEXT;
+		if (var == TLS_VAR_NONE || var == TLS_VAR_UNREADABLE)
+			goto out;
+	}
+	if (bpf_probe_read_user(buf, sizeof(buf[0]), (const void *)var))
+		goto out;
+	rec = buf[0];
+	outcome = THREAD_CTX_NO_CONTEXT;
+	if (!rec)
+		goto out;
+	outcome = THREAD_CTX_INVALID;
+	if (rec & 1)
+		goto out; /* records start at an even address */
+	/* The head in one read, onto the stack: into a map value (ts), the
+	 * kernel's hardened-usercopy check of the destination costs more
+	 * (harness/bench, Linux 6.18 x86-64). */
+	outcome = THREAD_CTX_UNREADABLE;
+	if (bpf_probe_read_user(buf, THREAD_RECORD_HEADER, (const void *)rec))
+		goto out;
+	__u8 valid = ((__u8 *)buf)[__builtin_offsetof(struct thread_context, valid)];
+	outcome = valid == 0 ? THREAD_CTX_NO_CONTEXT : THREAD_CTX_INVALID;
+	if (valid != 1 || !(buf[0] | buf[1]) || !buf[2])
+		goto out;
+	struct thread_context *c = &ts->tctx;
+	__u64 *dst = (__u64 *)c;
+	dst[0] = buf[0];
+	dst[1] = buf[1];
+	dst[2] = buf[2];
+	((__u32 *)dst)[6] = ((__u32 *)buf)[6];
+	__u64 n = 0;
+	if ((s->flags & SITE_THREAD_ATTRS) && c->attrs_size) {
+		/* Bounded in a 64-bit register: clang copies the value it
+		 * compares, and the verifier of Linux 6.1 carries a bound to
+		 * the copies of a 64-bit register only (at_most's 32-bit one
+		 * was refused there). */
+		n = c->attrs_size;
+		asm volatile("" : "+r"(n));
+		if (n > ABI_THREAD_ATTRS_MAX)
+			n = ABI_THREAD_ATTRS_MAX;
+		if (bpf_probe_read_user(c->attrs, n, (const void *)(rec + THREAD_RECORD_HEADER)))
+			n = 0;
+	}
+	c->attrs_len = n;
+	outcome = THREAD_CTX_READ;
+	flags = RECORD_THREAD_CONTEXT | (c->trace_flags & 1 ? 0 : RECORD_UNSAMPLED);
+out:
+	thread_ctx_count(THREAD_CTX_OUTCOME(outcome));
+	return flags;
+}
+
+/* thread_ctx_copy writes the thread context of ts as a span record
+ * carries it (32 bytes and its attrs, rounded up to 8) into w at end, and
+ * returns where it ends. */
+static __always_inline __u32 thread_ctx_copy(struct task_state *ts, struct values *w, __u32 end)
+{
+	end = at_most(end, ABI_DATA_CAP);
+	__u64 *dst = (__u64 *)(w->data + end);
+	__u64 *src = (__u64 *)&ts->tctx;
+	__u32 words = (__builtin_offsetof(struct thread_context, attrs) + ts->tctx.attrs_len + 7) / 8;
+
+	words = at_most(words, sizeof(struct thread_context) / 8);
+	for (__u32 i = 0; i < sizeof(struct thread_context) / 8; i++) {
+		if (i >= words)
+			break;
+		dst[i] = src[i];
+	}
+	return end + 8 * words;
+}
+
+/*
  * open_frame opens the next frame of ts for site s (its id in the high 32
- * bits of at, RECORD_PENDING and RECORD_FILTERED in the low ones) at stack
+ * bits of at, RECORD_PENDING and RECORD_FILTERED in the low ones, and for
+ * the outermost span what thread_ctx_read returned) at stack
  * position pos, with the values of its entry. Its own function, like
  * send_span, to keep frames small.
  */
@@ -1238,8 +1529,11 @@ __subprog void open_frame(const struct site *s, struct pt_regs *regs, struct tas
 	__u16 carrier = 0;
 	if (depth > 0) {
 		struct frame *parent = frame_at(ts, depth - 1);
-		flags = parent->flags & RECORD_UNSAMPLED;
+		flags = parent->flags & (RECORD_UNSAMPLED | RECORD_THREAD_CONTEXT);
 		carrier = parent->flags & RECORD_CARRIER ? depth : parent->carrier;
+	} else if (at & RECORD_THREAD_CONTEXT) {
+		/* The application sampled, or not, the trace the span joins:
+		 * RECORD_UNSAMPLED comes with at. */
 	} else if (!emit_records ||
 		   (s->sample_threshold <= 0xffffffffULL && bpf_get_prandom_u32() >= s->sample_threshold)) {
 		flags = RECORD_UNSAMPLED;
@@ -1248,7 +1542,7 @@ __subprog void open_frame(const struct site *s, struct pt_regs *regs, struct tas
 		flags |= RECORD_CARRIER;
 	if (s->flags & SITE_FUNCTION)
 		flags |= RECORD_FUNCTION;
-	flags |= (__u32)at; /* RECORD_PENDING, RECORD_FILTERED */
+	flags |= (__u32)at; /* RECORD_PENDING, RECORD_FILTERED; at the root RECORD_THREAD_CONTEXT, RECORD_UNSAMPLED */
 
 	f->span = s->entry_span;
 	f->entry_site = at >> 32;
@@ -1325,6 +1619,9 @@ __noinline int span_entry(const struct site *s, __u32 site_id, __u32 extra_flags
 		count(s->entry_span, overflow);
 		return 0;
 	}
+	/* The thread's outermost span joins the trace the thread published. */
+	if (!ts->depth && (s->flags & SITE_THREAD_CONTEXT) && !(s->flags & SITE_GO) && emit_records)
+		at |= thread_ctx_read(s, ts);
 
 	open_frame(s, regs, ts, at, pos);
 	return 0;
@@ -1468,14 +1765,19 @@ static __always_inline void send_span(const struct site *s, struct pt_regs *regs
 	if (end > ABI_DATA_CAP || end < entry_len)
 		end = entry_len;
 	end = at_most(end, ABI_DATA_CAP); /* the same bound, where the verifier sees it */
+	ts->closing.values_end = end;
+	if (f->flags & RECORD_THREAD_CONTEXT)
+		end = thread_ctx_copy(ts, w, end);
+	end = at_most(end, ABI_DATA_CAP + sizeof(struct thread_context));
 
 	struct span_record *rec = (struct span_record *)(w->data + end);
 	rec->end_ns = ts->closing.now;
 	rec->exit_site = ts->closing.site;
 	rec->entry_len = entry_len;
-	rec->exit_len = end - entry_len;
+	rec->exit_len = ts->closing.values_end - entry_len;
 	rec->depth = k;
-	rec->flags = f->flags | (r & FETCHED_TRUNCATED ? RECORD_TRUNCATED : 0);
+	rec->flags = (f->flags & ~RECORD_THREAD_CONTEXT) | (end > ts->closing.values_end ? RECORD_THREAD_CONTEXT : 0) |
+		     (r & FETCHED_TRUNCATED ? RECORD_TRUNCATED : 0);
 	rec->exit_failed = r >> FETCHED_FAILED_SHIFT;
 	fill_record(s, regs, ts, rec);
 	if (bpf_ringbuf_output(&records, w, end + sizeof(struct span_record), wake_flags())) {
@@ -1907,6 +2209,7 @@ int on_exec(__u64 *ctx)
 
 	forget_thread(task);
 	forget_goroutines(pid);
+	bpf_map_delete_elem(&thread_ctx_procs, &pid); /* another image: other modules */
 	if (selector_bits) {
 		/* A new program: which selectors it matches is for user space to say. */
 		struct proc_entry *pe = bpf_map_lookup_elem(&procs, &pid);
@@ -1937,6 +2240,14 @@ int on_fork(__u64 *ctx)
 	}
 	if (pending || process_facts)
 		send_process(child, PROCESS_FORK, pid, ppid, parent->group_leader->start_time, pending);
+	/* The same image, the same thread-local variables: the child's
+	 * threads reach the context as the parent's did. */
+	struct thread_ctx_proc *tc = bpf_map_lookup_elem(&thread_ctx_procs, &ppid);
+	if (tc && tc->access != THREAD_CTX_ASKED && bpf_map_update_elem(&thread_ctx_procs, &pid, tc, BPF_ANY) == 0) {
+		tc = bpf_map_lookup_elem(&thread_ctx_procs, &pid);
+		if (tc)
+			tc->start_ns = child->start_time;
+	}
 	return 0;
 }
 
@@ -1950,6 +2261,7 @@ int on_exit(__u64 *ctx)
 	if (task->signal->live.counter != 0)
 		return 0; /* not the last thread of the process */
 	forget_goroutines(pid);
+	bpf_map_delete_elem(&thread_ctx_procs, &pid);
 	int chosen_exit = bpf_map_delete_elem(&procs, &pid) == 0 && selector_bits;
 	if (chosen_exit || process_facts)
 		send_process(task, PROCESS_EXIT, pid, 0, 0, chosen_exit);

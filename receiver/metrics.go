@@ -336,6 +336,20 @@ func (e *metricsEmitter) selfTelemetry(ctx context.Context, tel *metadata.Teleme
 			}
 		}
 	}
+	for _, o := range []struct {
+		outcome   metadata.AttributeThreadContextOutcome
+		cur, prev uint64
+	}{
+		{metadata.AttributeThreadContextOutcomeRead, st.Thread.Read, e.last.Thread.Read},
+		{metadata.AttributeThreadContextOutcomeNoContext, st.Thread.NoContext, e.last.Thread.NoContext},
+		{metadata.AttributeThreadContextOutcomeInvalid, st.Thread.Invalid, e.last.Thread.Invalid},
+		{metadata.AttributeThreadContextOutcomeUnreadable, st.Thread.Unreadable, e.last.Thread.Unreadable},
+	} {
+		if o.cur > o.prev {
+			tel.ReceiverUprobeThreadContexts.Add(ctx, int64(o.cur-o.prev), metric.WithAttributes(
+				attribute.String("thread_context.outcome", o.outcome.String())))
+		}
+	}
 	for i, v := range st.Values {
 		var prev uint64
 		if i < len(e.last.Values) {

@@ -103,6 +103,7 @@ type uprobeReceiver struct {
 	sendExecs   bool
 	waiting     map[int]bool    // targets with nothing traced now
 	ids         *identities     // container.id and process.executable.path of processes
+	threads     *threadContexts // the thread-context lookups (OTEP 4947)
 	budget      *overheadBudget // nil without overhead_budget
 	wakeups     int             // times the drain goroutine woke, for tests
 	detached    bool            // Shutdown detached the probes: no file is attached any more
@@ -305,13 +306,18 @@ func (r *uprobeReceiver) start() error {
 		log.Warn("Listing the running processes: their spans carry no container.id", zap.Error(err))
 	}
 	r.byContainer = newContainerCounts(r.ids.identity)
+	attributes := false
+	for _, t := range pl.Targets {
+		attributes = attributes || t.ThreadAttributes
+	}
+	r.threads = newThreadContexts(log, r.tel, tr, procfs.FS{}, attributes)
 	// Span metrics are built from the spans, also without a traces pipeline.
 	r.spanMetrics = newSpanMetrics(pl.Plan)
 	var observe func(uint32, ptrace.Span)
 	if r.spanMetrics != nil {
 		observe = r.spanMetrics.observe
 	}
-	r.builder = spans.NewBuilder(spans.Settings{
+	settings := spans.Settings{
 		Observe:      observe,
 		Plan:         pl.Plan,
 		WallOffsetNs: offset,
@@ -321,7 +327,11 @@ func (r *uprobeReceiver) start() error {
 		ScopeVersion: r.set.BuildInfo.Version,
 		Executable:   r.ids.Executable,
 		ContainerID:  r.ids.ContainerID,
-	})
+	}
+	if attributes {
+		settings.ThreadKeys, settings.ThreadKeysStale = r.threads.keysOf, r.threads.stale
+	}
+	r.builder = spans.NewBuilder(settings)
 	r.emitter = newMetricsEmitter(r.cfg.MetricsBuilderConfig, r.set, pl.Plan, r.hostName, pcommon.NewTimestampFromTime(time.Now()))
 	r.emitter.spans = r.spanMetrics
 	if r.budget != nil {
@@ -359,8 +369,9 @@ func (r *uprobeReceiver) start() error {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	r.wg.Add(3)
+	r.wg.Add(4)
 	go func() { defer r.wg.Done(); r.watcher.run(ctx) }()
+	go func() { defer r.wg.Done(); r.threads.run(ctx) }()
 	go r.drainLoop(ctx)                                  // hand completed spans to the pipeline
 	go r.every(ctx, r.cfg.CollectionInterval, r.collect) // emit the kernel's counters
 	r.wg.Add(1)
@@ -661,7 +672,10 @@ func (d *drainRecords) Process(p *event.Process) {
 		r.builder.ProcessEnded(p.PID) // its carrier spans will not come
 	}
 	switch p.Event {
+	case event.ProcessThreadContext:
+		r.threads.ask(d.ctx, p.PID, p.Image)
 	case event.ProcessExec:
+		r.threads.forget(p.PID)
 		r.chooser.exec(*p)
 		if r.sendExecs && !r.watcher.execed(int(p.PID)) {
 			r.tel.ReceiverUprobeFileChanges.Add(d.ctx, 1, metric.WithAttributes(attribute.String("change", "dropped")))
@@ -669,6 +683,7 @@ func (d *drainRecords) Process(p *event.Process) {
 	case event.ProcessFork:
 		r.chooser.fork(*p)
 	case event.ProcessExit:
+		r.threads.forget(p.PID)
 		r.chooser.exit(*p)
 	}
 }

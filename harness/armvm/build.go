@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+
+	"github.com/otel-uprobe/uprobereceiver/harness/ctxfixture"
 )
 
 // CrossCC is the C cross compiler the harness builds the static arm64
@@ -50,9 +52,10 @@ type Package struct {
 // DefaultSuite is what make test-arm64 runs: the architecture-independent
 // parsers and decoders; harness/armvm's own tests, among them the
 // privileged uprobe smoke tests on the VM's kernel; the engine's layout
-// (internal/bpfobj); every test of internal/tracer, which loads the arm64
-// engine into the kernel and traces the demo program through per-location
-// uprobes (Linux 6.1 has no uprobe_multi); the receiver's end-to-end tests
+// (internal/bpfobj); internal/threadctx (otel_thread_ctx_v1 found in each
+// arm64 build of the thread-context fixture); every test of
+// internal/tracer, which loads the arm64 engine into the kernel and traces
+// the demo program through per-location uprobes (Linux 6.1 has no uprobe_multi); the receiver's end-to-end tests
 // that need no compiler in the VM (ReceiverTests); and the collector
 // distribution built for arm64 against the demo (harness/e2e/distrotest, run
 // only when the Builder has the distribution).
@@ -63,6 +66,7 @@ var DefaultSuite = []Package{
 	{Path: "./internal/insn", Skip: "^(TestCFixture|TestGoFixture|TestCFixtureARM64|TestGoFixtureARM64)$"},
 	{Path: "./harness/armvm"},
 	{Path: "./internal/bpfobj"},
+	{Path: "./internal/threadctx"},
 	{Path: "./internal/tracer"},
 	{Path: "./receiver", Run: ReceiverTests},
 	{Path: "./harness/e2e/distrotest", Env: []string{"OTELCOL_UPROBE_BIN=" + DistroPath}, NeedsDistro: true},
@@ -73,12 +77,14 @@ var DefaultSuite = []Package{
 // register and stack arguments, two call sites, nested and recursive
 // functions, a shared library), the site classes the kernel gets, recursion
 // 256 deep in C and Go, refused offsets and instructions, a Go program whose
-// stack grows under entry and return probes, and the hardening cases (exec,
-// full records, short parents, panics). The others need gcc, Python, PostgreSQL or containers,
+// stack grows under entry and return probes, the hardening cases (exec,
+// full records, short parents, panics), and probe spans under the thread
+// contexts the fixture publishes (OTEP 4947) in its six builds. The others need gcc, Python, PostgreSQL or containers,
 // which the VM does not have, or start thousands of processes.
 const ReceiverTests = "^(TestEndToEndDemo|TestProcessStartedAfterStart|TestSiteClassesReported|TestRefusedOffsetsLeaveTheTargetUntouched|" +
 	"TestRefusedInstructionsLeaveTheTargetUntouched|TestGoStackGrowth|TestDeepRecursionC|TestDeepRecursionKernelReturnLimit|" +
-	"TestDeepRecursionGo|TestGoPanicRecover|TestExecEndsOpenSpans|TestFullRecord|TestShortParentsOfRecordedChildren)$"
+	"TestDeepRecursionGo|TestGoPanicRecover|TestExecEndsOpenSpans|TestFullRecord|TestShortParentsOfRecordedChildren|" +
+	"TestThreadContext|TestThreadContextAttributesAndDisabled)$"
 
 // DistroPath is where the collector distribution is in the VM.
 const DistroPath = fixturesDir + "/otelcol-uprobe"
@@ -222,7 +228,9 @@ func (b Builder) sdtInclude() (string, error) {
 //     (testdata/gobin/goprog), for harness/armvm's own tests;
 //   - for the tests that use harness/testutil (see its FixturesEnv):
 //     demo-O2 and demo-O0 (testdata/demo and its shared library, run path
-//     $ORIGIN), c/hardening and c/refuse, go/goprog (testdata/goprog), and
+//     $ORIGIN), c/hardening and c/refuse, go/goprog (testdata/goprog),
+//     every build of the thread-context fixture (testdata/threadctx, as
+//     harness/ctxfixture says: threadctx-VARIANT), and
 //     testdata/distro/collector.yaml;
 //   - the collector distribution at DistroPath when Distro is set.
 //
@@ -299,6 +307,20 @@ func (b Builder) Fixtures(ctx context.Context) ([]File, error) {
 			return nil, fmt.Errorf("building fixture %s: %w", p.name, err)
 		}
 		add("c/"+p.name, out)
+	}
+	for _, v := range ctxfixture.Variants {
+		out := filepath.Join(dir, v.PrebuiltDir())
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			return nil, err
+		}
+		for _, args := range v.Commands("arm64", filepath.Join(b.RepoRoot, "testdata", "threadctx"), out) {
+			if err := cc(args...); err != nil {
+				return nil, fmt.Errorf("building fixture %s: %w", v.PrebuiltDir(), err)
+			}
+		}
+		for _, f := range v.Files() {
+			add(v.PrebuiltDir()+"/"+f, filepath.Join(out, f))
+		}
 	}
 	for _, name := range goPrograms {
 		out := filepath.Join(dir, "go", name)

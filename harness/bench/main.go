@@ -78,7 +78,7 @@ func main() {
 	flag.StringVar(&s.distro, "distro", "", "path of otelcol-uprobe, for the memory measurement (skipped when empty)")
 	flag.BoolVar(&s.smoke, "smoke", false, "a seconds-long run that only proves the benchmark works")
 	flag.StringVar(&s.cpuProfile, "cpuprofile", "", "write a CPU profile of the throughput runs to this file")
-	flag.StringVar(&s.only, "only", "", "run only this part: per-hit, throughput, collector, attach or memory")
+	flag.StringVar(&s.only, "only", "", "run only this part: per-hit, thread-context, throughput, collector, attach or memory")
 	flag.StringVar(&s.floorDistro, "floor-distro", "", "path of otelcol-floor (the collector built with the spanfloor receiver), for the collector floor (skipped when empty)")
 	flag.StringVar(&s.flushInterval, "flush-interval", "", "the receiver's flush_interval in the collector measurement (default: the receiver's)")
 	flag.StringVar(&s.before, "before", "", "a benchmarks.json of an earlier run, shown next to this one's collector measurement")
@@ -125,9 +125,11 @@ type Result struct {
 	// Before is the collector measurement of an earlier run (-before).
 	Before *Collector `json:"before,omitempty"`
 	Attach *Attach    `json:"attach,omitempty"`
-	Memory *Memory    `json:"memory,omitempty"`
-	Goals  []Goal     `json:"goals"`
-	Notes  []string   `json:"notes,omitempty"`
+	// ThreadContext is what reading a published thread context costs.
+	ThreadContext *ThreadContext `json:"thread_context,omitempty"`
+	Memory        *Memory        `json:"memory,omitempty"`
+	Goals         []Goal         `json:"goals"`
+	Notes         []string       `json:"notes,omitempty"`
 }
 
 // PerHit is the cost one configuration adds per call of the probed function.
@@ -218,6 +220,11 @@ func run(s settings) error {
 	if part("per-hit") {
 		if err := perHit(s, res, w, workloadPath); err != nil {
 			return fmt.Errorf("per-hit costs: %w", err)
+		}
+	}
+	if part("thread-context") {
+		if err := threadContextCost(s, res, dir); err != nil {
+			return fmt.Errorf("thread context: %w", err)
 		}
 	}
 	if part("throughput") {
@@ -855,6 +862,10 @@ func goals(res *Result) {
 	if p, ok := find("receiver: span probe (entry+exit, 2 attributes)"); ok {
 		res.Goals = append(res.Goals, Goal{"span probe vs bare entry+return pair", "≤ 1.25×", fmt.Sprintf("%.2f×", p.Ratio), p.Ratio <= 1.25})
 	}
+	if tc := res.ThreadContext; tc != nil {
+		res.Goals = append(res.Goals, Goal{"reading a published thread context at a span's entry (BPF time, published − none)", "< 50 ns",
+			fmt.Sprintf("%.1f ns (median of %d paired cycles; per call with the trap: %+.0f ns)", tc.Added, tc.Cycles, tc.AddedWall), tc.Added < 50})
+	}
 	for _, t := range res.Throughput {
 		if t.TargetRate == 0 {
 			loss := float64(t.Lost) / float64(max(1, t.Fired))
@@ -894,6 +905,12 @@ func markdown(res *Result) string {
 			ratio = fmt.Sprintf("%.2f × %s", p.Ratio, p.Baseline)
 		}
 		fmt.Fprintf(&b, "| %s | %.0f | %s |\n", p.Name, p.AddedNs, ratio)
+	}
+	if tc := res.ThreadContext; tc != nil {
+		fmt.Fprintf(&b, "\n## Thread context (OTEP 4947) at a span's entry\n\nThe span probe above on probed() of a build of the workload whose executable exports otel_thread_ctx_v1 (static TLS): %d cycles of %d calls with a context published and %d with none, alternating; then a build that does not export it (a program without an SDK), and `thread_context: {enabled: false}`; medians over cycles. \"BPF\" is the engine's run time per call (entry and exit programs together), from the kernel's BPF run-time statistics (which add their own clock reads to every run); \"per call\" is the workload's own time per call, the trap included. The cost of taking a context is the median of published − none within each cycle: %.1f ns of BPF time.\n\n", tc.Cycles, tc.Calls, tc.Calls, tc.Added)
+		fmt.Fprintf(&b, "| thread context | BPF ns per call | ns per call |\n|---|---:|---:|\n")
+		fmt.Fprintf(&b, "| published (read, joins its trace) | %.1f | %.0f |\n| none published (NULL pointer) | %.1f | %.0f |\n| no otel_thread_ctx_v1 in the program | %.1f | %.0f |\n| `enabled: false` | %.1f | %.0f |\n",
+			tc.BPFPublished, tc.WallPublished, tc.BPFNone, tc.WallNone, tc.BPFNoVariable, tc.WallNoVariable, tc.BPFDisabled, tc.WallDisabled)
 	}
 	fmt.Fprintf(&b, "\n## Spans delivered into a pipeline (entry+exit with 2 attributes, counting consumer in the benchmark's process)\n\n")
 	fmt.Fprintf(&b, "| target rate | fired/s | fired | delivered | lost | receiver CPU | CPU per span |\n|---:|---:|---:|---:|---:|---:|---:|\n")

@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/otel-uprobe/uprobereceiver/harness/ctxfixture"
 )
 
 // FixturesEnv names the environment variable that holds, in the arm64 test
@@ -25,6 +27,7 @@ const FixturesEnv = "ARMVM_FIXTURES"
 //	demo-O0/demo, demo-O0/libdemo.so   the same at -O0
 //	c/NAME                             testdata/NAME/NAME.c, as BuildC builds it
 //	go/NAME                            the Go program testdata/NAME, as BuildGo builds it
+//	threadctx-VARIANT/...              testdata/threadctx, as BuildThreadCtx builds it (ctxfixture)
 //	testdata/...                       the files of testdata the tests read there
 const (
 	// PrebuiltCDir is where the C programs of BuildC are.
@@ -211,4 +214,25 @@ func BuildGoARM64(t testing.TB, name string) string {
 		t.Fatalf("GOARCH=arm64 go build testdata/%s: %v\n%s", name, err, b)
 	}
 	return out
+}
+
+// BuildThreadCtx builds variant of testdata/threadctx (harness/ctxfixture:
+// the application whose SDK publishes each thread's context, and the SDK's
+// library unless the writer is linked into the application) into a
+// temporary directory with gcc and returns the application's path; in the
+// arm64 VM it copies the prebuilt build.
+func BuildThreadCtx(t testing.TB, variant string) string {
+	t.Helper()
+	v, ok := ctxfixture.ByName(variant)
+	if !ok {
+		t.Fatalf("no thread-context fixture variant %q", variant)
+	}
+	if Prebuilt() != "" {
+		return filepath.Join(copyPrebuilt(t, v.PrebuiltDir(), v.Files()...), ctxfixture.App)
+	}
+	dir := t.TempDir()
+	for _, args := range v.Commands(runtime.GOARCH, Testdata("threadctx"), dir) {
+		Gcc(t, dir, args...)
+	}
+	return filepath.Join(dir, ctxfixture.App)
 }

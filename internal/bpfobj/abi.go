@@ -3,6 +3,7 @@ package bpfobj
 import (
 	"fmt"
 	"runtime"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 
@@ -36,6 +37,14 @@ type (
 	// ValueHist is the per-CPU value of the value_hists map: one
 	// counter's histogram of values.
 	ValueHist = engineX86ValueHist
+	// ThreadCtxProc is the value of the thread_ctx_procs map: how the
+	// engine reaches one process's otel_thread_ctx_v1 (OTEP 4947).
+	ThreadCtxProc = engineX86ThreadCtxProc
+	// ThreadContext is what the engine read of a thread's context record;
+	// a span record with RecordThreadContext carries its head.
+	ThreadContext = engineX86ThreadContext
+	// ThreadCtxStats is the per-CPU value of the thread_ctx_counts map.
+	ThreadCtxStats = engineX86ThreadCtxStats
 )
 
 // Limits of the engine (enum abi_limit).
@@ -72,6 +81,32 @@ const (
 	MaxFilters = int(engineX86AbiLimitABI_MAX_FILTERS)
 	// FilterTextMax is the bytes of a string condition's constant.
 	FilterTextMax = int(engineX86AbiLimitABI_FILTER_TEXT_MAX)
+	// ThreadAttrsMax is the bytes of a thread context's attrs-data a span
+	// record carries at most.
+	ThreadAttrsMax = int(engineX86AbiLimitABI_THREAD_ATTRS_MAX)
+	// ThreadAskNs is the least time between two requests of the engine
+	// for one process's thread-context access, in nanoseconds.
+	ThreadAskNs = uint64(engineX86AbiLimitABI_THREAD_ASK_NS)
+)
+
+// How the engine reaches a process's otel_thread_ctx_v1 (enum
+// thread_ctx_access, ThreadCtxProc.Access).
+const (
+	ThreadCtxAsked  = uint8(engineX86ThreadCtxAccessTHREAD_CTX_ASKED)
+	ThreadCtxNone   = uint8(engineX86ThreadCtxAccessTHREAD_CTX_NONE)
+	ThreadCtxStatic = uint8(engineX86ThreadCtxAccessTHREAD_CTX_STATIC)
+	ThreadCtxDTV    = uint8(engineX86ThreadCtxAccessTHREAD_CTX_DTV)
+)
+
+// What reading a thread's context found at a root span's entry (enum
+// thread_ctx_outcome: indexes of ThreadCtxStats.Outcomes).
+const (
+	ThreadCtxRead        = int(engineX86ThreadCtxOutcomeTHREAD_CTX_READ)
+	ThreadCtxNoContext   = int(engineX86ThreadCtxOutcomeTHREAD_CTX_NO_CONTEXT)
+	ThreadCtxInvalid     = int(engineX86ThreadCtxOutcomeTHREAD_CTX_INVALID)
+	ThreadCtxUnreadable  = int(engineX86ThreadCtxOutcomeTHREAD_CTX_UNREADABLE)
+	ThreadCtxOutcomes    = int(engineX86ThreadCtxOutcomeTHREAD_CTX_OUTCOMES)
+	threadContextHeadLen = int(unsafe.Offsetof(ThreadContext{}.Attrs))
 )
 
 // Filter operators (enum filter_op).
@@ -121,6 +156,11 @@ const (
 	// SiteProcHits marks a site whose hits are also counted per process
 	// (MapProcHits), for metrics with container.id.
 	SiteProcHits = uint16(engineX86SiteFlagSITE_PROC_HITS)
+	// SiteThreadContext marks an entry site whose span, opened as the
+	// thread's outermost, reads the thread's published context (OTEP
+	// 4947); SiteThreadAttrs its attrs-data too.
+	SiteThreadContext = uint16(engineX86SiteFlagSITE_THREAD_CONTEXT)
+	SiteThreadAttrs   = uint16(engineX86SiteFlagSITE_THREAD_ATTRS)
 )
 
 // Record flags (enum record_flag).
@@ -131,6 +171,9 @@ const (
 	RecordHasChild  = uint8(engineX86RecordFlagRECORD_HAS_CHILD)
 	RecordPending   = uint8(engineX86RecordFlagRECORD_PENDING)
 	RecordFiltered  = uint8(engineX86RecordFlagRECORD_FILTERED)
+	// RecordThreadContext: the record carries the thread context its
+	// trace joined, between its values and its trailer.
+	RecordThreadContext = uint8(engineX86RecordFlagRECORD_THREAD_CONTEXT)
 )
 
 // Record kinds (enum record_kind): the last byte of every record.
@@ -157,6 +200,9 @@ const (
 	ProcessExit   = uint8(engineX86ProcessEventPROCESS_EXIT)
 	ProcessSeen   = uint8(engineX86ProcessEventPROCESS_SEEN)
 	ProcessCgroup = uint8(engineX86ProcessEventPROCESS_CGROUP)
+	// ProcessThreadContext asks user space how to reach a process's
+	// otel_thread_ctx_v1.
+	ProcessThreadContext = uint8(engineX86ProcessEventPROCESS_THREAD_CONTEXT)
 )
 
 // Counters of pending processes (enum pending_kind, enum proc_mask_bit).
@@ -192,6 +238,8 @@ const (
 	MapPending               = engineX86MapPending
 	MapValueHists            = engineX86MapValueHists
 	MapProcHits              = engineX86MapProcHits
+	MapThreadCtxProcs        = engineX86MapThreadCtxProcs
+	MapThreadCtxCounts       = engineX86MapThreadCtxCounts
 	ProgramCountHitProc      = engineX86ProgCountHitProc
 	ProgramCountHitProcMulti = engineX86ProgCountHitProcMulti
 	ProgramOnFork            = engineX86ProgOnFork

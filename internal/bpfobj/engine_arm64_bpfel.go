@@ -28,6 +28,9 @@ const (
 	engineArm64MapSites              = "sites"
 	engineArm64MapSpans              = "spans"
 	engineArm64MapTaskStates         = "task_states"
+	engineArm64MapThreadCtxCounts    = "thread_ctx_counts"
+	engineArm64MapThreadCtxEmpty     = "thread_ctx_empty"
+	engineArm64MapThreadCtxProcs     = "thread_ctx_procs"
 	engineArm64MapValueHists         = "value_hists"
 	engineArm64ProgCountHit          = "count_hit"
 	engineArm64ProgCountHitMulti     = "count_hit_multi"
@@ -110,19 +113,22 @@ type engineArm64ProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type engineArm64MapSpecs struct {
-	EmptyState  *ebpf.MapSpec `ebpf:"empty_state"`
-	GoLive      *ebpf.MapSpec `ebpf:"go_live"`
-	GoStates    *ebpf.MapSpec `ebpf:"go_states"`
-	Pending     *ebpf.MapSpec `ebpf:"pending"`
-	Probes      *ebpf.MapSpec `ebpf:"probes"`
-	ProcHits    *ebpf.MapSpec `ebpf:"proc_hits"`
-	Procs       *ebpf.MapSpec `ebpf:"procs"`
-	Records     *ebpf.MapSpec `ebpf:"records"`
-	SeenScratch *ebpf.MapSpec `ebpf:"seen_scratch"`
-	Sites       *ebpf.MapSpec `ebpf:"sites"`
-	Spans       *ebpf.MapSpec `ebpf:"spans"`
-	TaskStates  *ebpf.MapSpec `ebpf:"task_states"`
-	ValueHists  *ebpf.MapSpec `ebpf:"value_hists"`
+	EmptyState      *ebpf.MapSpec `ebpf:"empty_state"`
+	GoLive          *ebpf.MapSpec `ebpf:"go_live"`
+	GoStates        *ebpf.MapSpec `ebpf:"go_states"`
+	Pending         *ebpf.MapSpec `ebpf:"pending"`
+	Probes          *ebpf.MapSpec `ebpf:"probes"`
+	ProcHits        *ebpf.MapSpec `ebpf:"proc_hits"`
+	Procs           *ebpf.MapSpec `ebpf:"procs"`
+	Records         *ebpf.MapSpec `ebpf:"records"`
+	SeenScratch     *ebpf.MapSpec `ebpf:"seen_scratch"`
+	Sites           *ebpf.MapSpec `ebpf:"sites"`
+	Spans           *ebpf.MapSpec `ebpf:"spans"`
+	TaskStates      *ebpf.MapSpec `ebpf:"task_states"`
+	ThreadCtxCounts *ebpf.MapSpec `ebpf:"thread_ctx_counts"`
+	ThreadCtxEmpty  *ebpf.MapSpec `ebpf:"thread_ctx_empty"`
+	ThreadCtxProcs  *ebpf.MapSpec `ebpf:"thread_ctx_procs"`
+	ValueHists      *ebpf.MapSpec `ebpf:"value_hists"`
 }
 
 // engineArm64VariableSpecs contains global variables before they are loaded into the kernel.
@@ -160,19 +166,22 @@ func (o *engineArm64Objects) Close() error {
 //
 // It can be passed to loadEngineArm64Objects or ebpf.CollectionSpec.LoadAndAssign.
 type engineArm64Maps struct {
-	EmptyState  *ebpf.Map `ebpf:"empty_state"`
-	GoLive      *ebpf.Map `ebpf:"go_live"`
-	GoStates    *ebpf.Map `ebpf:"go_states"`
-	Pending     *ebpf.Map `ebpf:"pending"`
-	Probes      *ebpf.Map `ebpf:"probes"`
-	ProcHits    *ebpf.Map `ebpf:"proc_hits"`
-	Procs       *ebpf.Map `ebpf:"procs"`
-	Records     *ebpf.Map `ebpf:"records"`
-	SeenScratch *ebpf.Map `ebpf:"seen_scratch"`
-	Sites       *ebpf.Map `ebpf:"sites"`
-	Spans       *ebpf.Map `ebpf:"spans"`
-	TaskStates  *ebpf.Map `ebpf:"task_states"`
-	ValueHists  *ebpf.Map `ebpf:"value_hists"`
+	EmptyState      *ebpf.Map `ebpf:"empty_state"`
+	GoLive          *ebpf.Map `ebpf:"go_live"`
+	GoStates        *ebpf.Map `ebpf:"go_states"`
+	Pending         *ebpf.Map `ebpf:"pending"`
+	Probes          *ebpf.Map `ebpf:"probes"`
+	ProcHits        *ebpf.Map `ebpf:"proc_hits"`
+	Procs           *ebpf.Map `ebpf:"procs"`
+	Records         *ebpf.Map `ebpf:"records"`
+	SeenScratch     *ebpf.Map `ebpf:"seen_scratch"`
+	Sites           *ebpf.Map `ebpf:"sites"`
+	Spans           *ebpf.Map `ebpf:"spans"`
+	TaskStates      *ebpf.Map `ebpf:"task_states"`
+	ThreadCtxCounts *ebpf.Map `ebpf:"thread_ctx_counts"`
+	ThreadCtxEmpty  *ebpf.Map `ebpf:"thread_ctx_empty"`
+	ThreadCtxProcs  *ebpf.Map `ebpf:"thread_ctx_procs"`
+	ValueHists      *ebpf.Map `ebpf:"value_hists"`
 }
 
 func (m *engineArm64Maps) Close() error {
@@ -189,6 +198,9 @@ func (m *engineArm64Maps) Close() error {
 		m.Sites,
 		m.Spans,
 		m.TaskStates,
+		m.ThreadCtxCounts,
+		m.ThreadCtxEmpty,
+		m.ThreadCtxProcs,
 		m.ValueHists,
 	)
 }

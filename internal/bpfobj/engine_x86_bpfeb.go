@@ -30,6 +30,8 @@ const (
 	engineX86AbiLimitABI_EXEC_FILENAME_MAX   engineX86AbiLimit = 256
 	engineX86AbiLimitABI_EXEC_ARGS_MAX       engineX86AbiLimit = 512
 	engineX86AbiLimitABI_KERNEL_RETURN_DEPTH engineX86AbiLimit = 64
+	engineX86AbiLimitABI_THREAD_ATTRS_MAX    engineX86AbiLimit = 128
+	engineX86AbiLimitABI_THREAD_ASK_NS       engineX86AbiLimit = 100000000
 )
 
 type engineX86FetchBase uint32
@@ -144,11 +146,12 @@ const (
 type engineX86ProcessEvent uint32
 
 const (
-	engineX86ProcessEventPROCESS_EXEC   engineX86ProcessEvent = 1
-	engineX86ProcessEventPROCESS_FORK   engineX86ProcessEvent = 2
-	engineX86ProcessEventPROCESS_EXIT   engineX86ProcessEvent = 3
-	engineX86ProcessEventPROCESS_SEEN   engineX86ProcessEvent = 4
-	engineX86ProcessEventPROCESS_CGROUP engineX86ProcessEvent = 5
+	engineX86ProcessEventPROCESS_EXEC           engineX86ProcessEvent = 1
+	engineX86ProcessEventPROCESS_FORK           engineX86ProcessEvent = 2
+	engineX86ProcessEventPROCESS_EXIT           engineX86ProcessEvent = 3
+	engineX86ProcessEventPROCESS_SEEN           engineX86ProcessEvent = 4
+	engineX86ProcessEventPROCESS_CGROUP         engineX86ProcessEvent = 5
+	engineX86ProcessEventPROCESS_THREAD_CONTEXT engineX86ProcessEvent = 6
 )
 
 type engineX86ProcessRecord struct {
@@ -173,13 +176,14 @@ type engineX86ProcessRecord struct {
 type engineX86RecordFlag uint32
 
 const (
-	engineX86RecordFlagRECORD_TRUNCATED engineX86RecordFlag = 1
-	engineX86RecordFlagRECORD_UNSAMPLED engineX86RecordFlag = 2
-	engineX86RecordFlagRECORD_CARRIER   engineX86RecordFlag = 4
-	engineX86RecordFlagRECORD_FUNCTION  engineX86RecordFlag = 8
-	engineX86RecordFlagRECORD_HAS_CHILD engineX86RecordFlag = 16
-	engineX86RecordFlagRECORD_PENDING   engineX86RecordFlag = 32
-	engineX86RecordFlagRECORD_FILTERED  engineX86RecordFlag = 64
+	engineX86RecordFlagRECORD_TRUNCATED      engineX86RecordFlag = 1
+	engineX86RecordFlagRECORD_UNSAMPLED      engineX86RecordFlag = 2
+	engineX86RecordFlagRECORD_CARRIER        engineX86RecordFlag = 4
+	engineX86RecordFlagRECORD_FUNCTION       engineX86RecordFlag = 8
+	engineX86RecordFlagRECORD_HAS_CHILD      engineX86RecordFlag = 16
+	engineX86RecordFlagRECORD_PENDING        engineX86RecordFlag = 32
+	engineX86RecordFlagRECORD_FILTERED       engineX86RecordFlag = 64
+	engineX86RecordFlagRECORD_THREAD_CONTEXT engineX86RecordFlag = 128
 )
 
 type engineX86RecordKind uint32
@@ -214,15 +218,17 @@ type engineX86Site struct {
 type engineX86SiteFlag uint32
 
 const (
-	engineX86SiteFlagSITE_ENTRY         engineX86SiteFlag = 1
-	engineX86SiteFlagSITE_EXIT          engineX86SiteFlag = 2
-	engineX86SiteFlagSITE_CARRIER       engineX86SiteFlag = 4
-	engineX86SiteFlagSITE_FUNCTION      engineX86SiteFlag = 8
-	engineX86SiteFlagSITE_GO            engineX86SiteFlag = 16
-	engineX86SiteFlagSITE_KERNEL_RETURN engineX86SiteFlag = 32
-	engineX86SiteFlagSITE_CHOSEN        engineX86SiteFlag = 64
-	engineX86SiteFlagSITE_FILTERED_HITS engineX86SiteFlag = 128
-	engineX86SiteFlagSITE_PROC_HITS     engineX86SiteFlag = 256
+	engineX86SiteFlagSITE_ENTRY          engineX86SiteFlag = 1
+	engineX86SiteFlagSITE_EXIT           engineX86SiteFlag = 2
+	engineX86SiteFlagSITE_CARRIER        engineX86SiteFlag = 4
+	engineX86SiteFlagSITE_FUNCTION       engineX86SiteFlag = 8
+	engineX86SiteFlagSITE_GO             engineX86SiteFlag = 16
+	engineX86SiteFlagSITE_KERNEL_RETURN  engineX86SiteFlag = 32
+	engineX86SiteFlagSITE_CHOSEN         engineX86SiteFlag = 64
+	engineX86SiteFlagSITE_FILTERED_HITS  engineX86SiteFlag = 128
+	engineX86SiteFlagSITE_PROC_HITS      engineX86SiteFlag = 256
+	engineX86SiteFlagSITE_THREAD_CONTEXT engineX86SiteFlag = 512
+	engineX86SiteFlagSITE_THREAD_ATTRS   engineX86SiteFlag = 1024
 )
 
 type engineX86SpanRecord struct {
@@ -266,6 +272,56 @@ type engineX86SpanStats struct {
 	Buckets     [64]uint64
 }
 
+type engineX86ThreadContext struct {
+	_          structs.HostLayout
+	TraceId    [16]uint8
+	SpanId     [8]uint8
+	Valid      uint8
+	TraceFlags uint8
+	AttrsSize  uint16
+	AttrsLen   uint16
+	Pad        [2]uint8
+	Attrs      [128]uint8
+}
+
+type engineX86ThreadCtxAccess uint32
+
+const (
+	engineX86ThreadCtxAccessTHREAD_CTX_ASKED  engineX86ThreadCtxAccess = 0
+	engineX86ThreadCtxAccessTHREAD_CTX_NONE   engineX86ThreadCtxAccess = 1
+	engineX86ThreadCtxAccessTHREAD_CTX_STATIC engineX86ThreadCtxAccess = 2
+	engineX86ThreadCtxAccessTHREAD_CTX_DTV    engineX86ThreadCtxAccess = 3
+)
+
+type engineX86ThreadCtxOutcome uint32
+
+const (
+	engineX86ThreadCtxOutcomeTHREAD_CTX_READ       engineX86ThreadCtxOutcome = 0
+	engineX86ThreadCtxOutcomeTHREAD_CTX_NO_CONTEXT engineX86ThreadCtxOutcome = 1
+	engineX86ThreadCtxOutcomeTHREAD_CTX_INVALID    engineX86ThreadCtxOutcome = 2
+	engineX86ThreadCtxOutcomeTHREAD_CTX_UNREADABLE engineX86ThreadCtxOutcome = 3
+	engineX86ThreadCtxOutcomeTHREAD_CTX_OUTCOMES   engineX86ThreadCtxOutcome = 4
+)
+
+type engineX86ThreadCtxProc struct {
+	_         structs.HostLayout
+	StartNs   uint64
+	ExecId    uint64
+	TlsOffset int64
+	DtvModule uint64
+	AskedNs   uint64
+	MapCount  uint32
+	Access    uint8
+	Pad       [3]uint8
+}
+
+type engineX86ThreadCtxStats struct {
+	_        structs.HostLayout
+	Outcomes [4]uint64
+	Asked    uint64
+	NoEntry  uint64
+}
+
 type engineX86ValueHist struct {
 	_        structs.HostLayout
 	Count    uint64
@@ -301,6 +357,9 @@ const (
 	engineX86MapSites              = "sites"
 	engineX86MapSpans              = "spans"
 	engineX86MapTaskStates         = "task_states"
+	engineX86MapThreadCtxCounts    = "thread_ctx_counts"
+	engineX86MapThreadCtxEmpty     = "thread_ctx_empty"
+	engineX86MapThreadCtxProcs     = "thread_ctx_procs"
 	engineX86MapValueHists         = "value_hists"
 	engineX86ProgCountHit          = "count_hit"
 	engineX86ProgCountHitMulti     = "count_hit_multi"
@@ -383,19 +442,22 @@ type engineX86ProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type engineX86MapSpecs struct {
-	EmptyState  *ebpf.MapSpec `ebpf:"empty_state"`
-	GoLive      *ebpf.MapSpec `ebpf:"go_live"`
-	GoStates    *ebpf.MapSpec `ebpf:"go_states"`
-	Pending     *ebpf.MapSpec `ebpf:"pending"`
-	Probes      *ebpf.MapSpec `ebpf:"probes"`
-	ProcHits    *ebpf.MapSpec `ebpf:"proc_hits"`
-	Procs       *ebpf.MapSpec `ebpf:"procs"`
-	Records     *ebpf.MapSpec `ebpf:"records"`
-	SeenScratch *ebpf.MapSpec `ebpf:"seen_scratch"`
-	Sites       *ebpf.MapSpec `ebpf:"sites"`
-	Spans       *ebpf.MapSpec `ebpf:"spans"`
-	TaskStates  *ebpf.MapSpec `ebpf:"task_states"`
-	ValueHists  *ebpf.MapSpec `ebpf:"value_hists"`
+	EmptyState      *ebpf.MapSpec `ebpf:"empty_state"`
+	GoLive          *ebpf.MapSpec `ebpf:"go_live"`
+	GoStates        *ebpf.MapSpec `ebpf:"go_states"`
+	Pending         *ebpf.MapSpec `ebpf:"pending"`
+	Probes          *ebpf.MapSpec `ebpf:"probes"`
+	ProcHits        *ebpf.MapSpec `ebpf:"proc_hits"`
+	Procs           *ebpf.MapSpec `ebpf:"procs"`
+	Records         *ebpf.MapSpec `ebpf:"records"`
+	SeenScratch     *ebpf.MapSpec `ebpf:"seen_scratch"`
+	Sites           *ebpf.MapSpec `ebpf:"sites"`
+	Spans           *ebpf.MapSpec `ebpf:"spans"`
+	TaskStates      *ebpf.MapSpec `ebpf:"task_states"`
+	ThreadCtxCounts *ebpf.MapSpec `ebpf:"thread_ctx_counts"`
+	ThreadCtxEmpty  *ebpf.MapSpec `ebpf:"thread_ctx_empty"`
+	ThreadCtxProcs  *ebpf.MapSpec `ebpf:"thread_ctx_procs"`
+	ValueHists      *ebpf.MapSpec `ebpf:"value_hists"`
 }
 
 // engineX86VariableSpecs contains global variables before they are loaded into the kernel.
@@ -433,19 +495,22 @@ func (o *engineX86Objects) Close() error {
 //
 // It can be passed to loadEngineX86Objects or ebpf.CollectionSpec.LoadAndAssign.
 type engineX86Maps struct {
-	EmptyState  *ebpf.Map `ebpf:"empty_state"`
-	GoLive      *ebpf.Map `ebpf:"go_live"`
-	GoStates    *ebpf.Map `ebpf:"go_states"`
-	Pending     *ebpf.Map `ebpf:"pending"`
-	Probes      *ebpf.Map `ebpf:"probes"`
-	ProcHits    *ebpf.Map `ebpf:"proc_hits"`
-	Procs       *ebpf.Map `ebpf:"procs"`
-	Records     *ebpf.Map `ebpf:"records"`
-	SeenScratch *ebpf.Map `ebpf:"seen_scratch"`
-	Sites       *ebpf.Map `ebpf:"sites"`
-	Spans       *ebpf.Map `ebpf:"spans"`
-	TaskStates  *ebpf.Map `ebpf:"task_states"`
-	ValueHists  *ebpf.Map `ebpf:"value_hists"`
+	EmptyState      *ebpf.Map `ebpf:"empty_state"`
+	GoLive          *ebpf.Map `ebpf:"go_live"`
+	GoStates        *ebpf.Map `ebpf:"go_states"`
+	Pending         *ebpf.Map `ebpf:"pending"`
+	Probes          *ebpf.Map `ebpf:"probes"`
+	ProcHits        *ebpf.Map `ebpf:"proc_hits"`
+	Procs           *ebpf.Map `ebpf:"procs"`
+	Records         *ebpf.Map `ebpf:"records"`
+	SeenScratch     *ebpf.Map `ebpf:"seen_scratch"`
+	Sites           *ebpf.Map `ebpf:"sites"`
+	Spans           *ebpf.Map `ebpf:"spans"`
+	TaskStates      *ebpf.Map `ebpf:"task_states"`
+	ThreadCtxCounts *ebpf.Map `ebpf:"thread_ctx_counts"`
+	ThreadCtxEmpty  *ebpf.Map `ebpf:"thread_ctx_empty"`
+	ThreadCtxProcs  *ebpf.Map `ebpf:"thread_ctx_procs"`
+	ValueHists      *ebpf.Map `ebpf:"value_hists"`
 }
 
 func (m *engineX86Maps) Close() error {
@@ -462,6 +527,9 @@ func (m *engineX86Maps) Close() error {
 		m.Sites,
 		m.Spans,
 		m.TaskStates,
+		m.ThreadCtxCounts,
+		m.ThreadCtxEmpty,
+		m.ThreadCtxProcs,
 		m.ValueHists,
 	)
 }

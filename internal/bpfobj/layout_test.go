@@ -40,17 +40,20 @@ func TestLayout(t *testing.T) {
 	for _, e := range engines {
 		spec := specFor(t, e.arch)
 		for name, goType := range map[string]any{
-			"span_record":    SpanRecord{},
-			"site":           Site{},
-			"fetch_op":       FetchOp{},
-			"probe_stats":    ProbeStats{},
-			"span_stats":     SpanStats{},
-			"process_record": ProcessRecord{},
-			"proc_entry":     ProcEntry{},
-			"pending_key":    PendingKey{},
-			"filter":         Filter{},
-			"value_hist":     ValueHist{},
-			"proc_hits_key":  ProcHitsKey{},
+			"span_record":      SpanRecord{},
+			"site":             Site{},
+			"fetch_op":         FetchOp{},
+			"probe_stats":      ProbeStats{},
+			"span_stats":       SpanStats{},
+			"process_record":   ProcessRecord{},
+			"proc_entry":       ProcEntry{},
+			"pending_key":      PendingKey{},
+			"filter":           Filter{},
+			"value_hist":       ValueHist{},
+			"proc_hits_key":    ProcHitsKey{},
+			"thread_ctx_proc":  ThreadCtxProc{},
+			"thread_context":   ThreadContext{},
+			"thread_ctx_stats": ThreadCtxStats{},
 		} {
 			t.Run(e.arch.String()+"/"+name, func(t *testing.T) {
 				var st *btf.Struct

@@ -8,7 +8,8 @@ import (
 // This file is the one Go home of the ring-buffer record formats that
 // bpf/engine.bpf.c writes. The last byte of every record is its kind
 // (RecordKindSpan or RecordKindProcess). A span record is entry values, exit
-// values, then a SpanRecord trailer; an exec record is ExecFilenameMax
+// values, with RecordThreadContext the head of a ThreadContext (32 bytes
+// and its attrs, rounded up to 8), then a SpanRecord trailer; an exec record is ExecFilenameMax
 // bytes of the executed file's name, ExecArgsMax bytes of its command line,
 // then a ProcessRecord trailer; the other process records are a
 // ProcessRecord alone. Span values are stored in fetch order, each
@@ -26,6 +27,19 @@ const RecordTrailerSize = int(unsafe.Sizeof(SpanRecord{}))
 type Record struct {
 	*SpanRecord
 	Entry, Exit []byte
+	// Thread is the thread context the span's trace joined (the head of a
+	// ThreadContext: ids, valid, flags, attrs-data-size, attrs_len, then
+	// AttrsLen bytes of attrs-data), nil for none.
+	Thread []byte
+}
+
+// ThreadContextOf returns the ids, trace flags and attrs-data a record's
+// Thread holds.
+func ThreadContextOf(b []byte) (trace [16]byte, span [8]byte, flags uint8, attrs []byte) {
+	copy(trace[:], b[:16])
+	copy(span[:], b[16:24])
+	n := int(binary.NativeEndian.Uint16(b[28:30]))
+	return trace, span, b[25], b[threadContextHeadLen : threadContextHeadLen+n : threadContextHeadLen+n]
 }
 
 // RecordKind returns the kind of a ring-buffer record (its last byte), or
@@ -88,16 +102,30 @@ func DecodeRecord(rec []byte) (Record, bool) {
 	if len(rec) < RecordTrailerSize {
 		return Record{}, false
 	}
-	valuesLen := len(rec) - RecordTrailerSize
-	h := (*SpanRecord)(unsafe.Pointer(&rec[valuesLen]))
-	if h.Kind != RecordKindSpan || int(h.EntryLen)+int(h.ExitLen) != valuesLen || valuesLen > DataCap {
+	bodyLen := len(rec) - RecordTrailerSize
+	h := (*SpanRecord)(unsafe.Pointer(&rec[bodyLen]))
+	valuesLen := int(h.EntryLen) + int(h.ExitLen)
+	if h.Kind != RecordKindSpan || valuesLen > DataCap || valuesLen > bodyLen {
 		return Record{}, false
 	}
-	return Record{
+	out := Record{
 		SpanRecord: h,
 		Entry:      rec[:h.EntryLen:h.EntryLen],
 		Exit:       rec[h.EntryLen:valuesLen:valuesLen],
-	}, true
+	}
+	thread := rec[valuesLen:bodyLen:bodyLen]
+	switch {
+	case h.Flags&RecordThreadContext == 0 && len(thread) == 0:
+	case h.Flags&RecordThreadContext != 0 && len(thread) >= threadContextHeadLen:
+		n := int(binary.NativeEndian.Uint16(thread[28:30]))
+		if n > ThreadAttrsMax || len(thread) != align8(threadContextHeadLen+n) {
+			return Record{}, false
+		}
+		out.Thread = thread
+	default:
+		return Record{}, false
+	}
+	return out, true
 }
 
 // ValueSize returns how many bytes the stored value of a fetch of the given

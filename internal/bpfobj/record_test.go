@@ -57,3 +57,74 @@ func TestDecodeProcess(t *testing.T) {
 		})
 	}
 }
+
+// spanRecord returns a span record with values bytes of values and the
+// thread bytes before its trailer, 8-byte aligned as the ring's are.
+func spanRecord(values int, thread []byte, edit func(*SpanRecord)) []byte {
+	n := values + len(thread)
+	buf := make([]uint64, (n+RecordTrailerSize+7)/8)
+	raw := unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), n+RecordTrailerSize)
+	copy(raw[values:], thread)
+	h := (*SpanRecord)(unsafe.Pointer(&raw[n]))
+	h.Kind, h.EntryLen, h.ExitLen = RecordKindSpan, uint16(values/2), uint16(values-values/2)
+	if thread != nil {
+		h.Flags = RecordThreadContext
+	}
+	if edit != nil {
+		edit(h)
+	}
+	return raw
+}
+
+// threadBlock returns the head of a ThreadContext with attrs, padded to 8.
+func threadBlock(attrs []byte, attrsLen int) []byte {
+	b := make([]byte, align8(threadContextHeadLen+len(attrs)))
+	for i := range 24 {
+		b[i] = byte(i + 1)
+	}
+	b[24], b[25] = 1, 1
+	b[26], b[28] = byte(len(attrs)), byte(attrsLen)
+	copy(b[threadContextHeadLen:], attrs)
+	return b
+}
+
+// A span record with RecordThreadContext carries the thread context between
+// its values and its trailer, 32 bytes and its attrs rounded up to 8; a
+// record whose flag and bytes disagree is not a span record.
+func TestDecodeRecordThreadContext(t *testing.T) {
+	attrs := []byte{0, 3, 'G', 'E', 'T', 1, 2, '/', 'x'}
+	for _, tc := range []struct {
+		name   string
+		rec    []byte
+		ok     bool
+		attrs  []byte
+		thread bool
+	}{
+		{"no context", spanRecord(16, nil, nil), true, nil, false},
+		{"ids only", spanRecord(16, threadBlock(nil, 0), nil), true, []byte{}, true},
+		{"with attrs", spanRecord(8, threadBlock(attrs, len(attrs)), nil), true, attrs, true},
+		{"no values", spanRecord(0, threadBlock(attrs, len(attrs)), nil), true, attrs, true},
+		{"flag without context", spanRecord(16, nil, func(h *SpanRecord) { h.Flags = RecordThreadContext }), false, nil, false},
+		{"context without flag", spanRecord(16, threadBlock(nil, 0), func(h *SpanRecord) { h.Flags = 0 }), false, nil, false},
+		{"attrs longer than carried", spanRecord(16, threadBlock(attrs, 40), nil), false, nil, false},
+		{"attrs beyond the bound", spanRecord(16, threadBlock(make([]byte, ThreadAttrsMax+8), ThreadAttrsMax+8), nil), false, nil, false},
+		{"values beyond the record", spanRecord(16, nil, func(h *SpanRecord) { h.ExitLen = 100 }), false, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, ok := DecodeRecord(tc.rec)
+			require.Equal(t, tc.ok, ok)
+			if !ok {
+				return
+			}
+			require.Equal(t, tc.thread, r.Thread != nil)
+			if !tc.thread {
+				return
+			}
+			trace, span, flags, got := ThreadContextOf(r.Thread)
+			assert.Equal(t, [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, trace)
+			assert.Equal(t, [8]byte{17, 18, 19, 20, 21, 22, 23, 24}, span)
+			assert.Equal(t, uint8(1), flags)
+			assert.Equal(t, tc.attrs, got)
+		})
+	}
+}

@@ -64,6 +64,37 @@ type Target struct {
 	// recipe's usual file is, and what to say of a probe the file lacks.
 	// Nil for a target written without a recipe; never configuration.
 	FromRecipe *RecipeFacts `mapstructure:"-"`
+	// ThreadContext says whether the target's spans join the trace the
+	// traced thread published as its active span (OTEP 4947: an SDK's
+	// otel_thread_ctx_v1), and with which of its attributes; nil is the
+	// default (enabled, ids only).
+	ThreadContext *ThreadContext `mapstructure:"thread_context"`
+}
+
+// ThreadContext configures reading the OpenTelemetry thread context
+// (OTEP 4947) a traced thread publishes.
+type ThreadContext struct {
+	// Enabled makes a span that opens while its thread has no other span
+	// of the receiver open read the thread's published context and, when
+	// it holds a valid one, join that trace under that span (default true).
+	Enabled *bool `mapstructure:"enabled"`
+	// Attributes also takes the context's attributes (its attrs-data,
+	// named through the process context's threadlocal.attribute_key_map,
+	// OTEP 4719) onto the span that joins the trace: at most 16, from at
+	// most 128 bytes of attrs-data (default false: the ids only).
+	Attributes bool `mapstructure:"attributes"`
+}
+
+// ThreadContextEnabled says whether the target's spans read the thread
+// context (thread_context.enabled, true by default).
+func (t Target) ThreadContextEnabled() bool {
+	return t.ThreadContext == nil || t.ThreadContext.Enabled == nil || *t.ThreadContext.Enabled
+}
+
+// ThreadContextAttributes says whether the target's spans take the thread
+// context's attributes (thread_context.attributes).
+func (t Target) ThreadContextAttributes() bool {
+	return t.ThreadContextEnabled() && t.ThreadContext != nil && t.ThreadContext.Attributes
 }
 
 // Span defines one kind of span: where it opens, where it closes, and what
@@ -388,6 +419,9 @@ func (t Target) validate(where string) []error {
 	}
 	if len(t.Spans) == 0 && len(t.Counters) == 0 {
 		add("nothing to trace: add spans or counters")
+	}
+	if tc := t.ThreadContext; tc != nil && tc.Attributes && !t.ThreadContextEnabled() {
+		add("thread_context: attributes: true needs enabled: true (attributes come with the context)")
 	}
 
 	names := map[string]int{}

@@ -165,6 +165,9 @@ func TestValidateErrors(t *testing.T) {
 			[]string{t0 + ": nothing to trace: add spans or counters"}},
 		{"nothing to trace, empty lists", []Target{{Path: bin, Spans: []Span{}, Counters: CountersOf()}},
 			[]string{t0 + ": nothing to trace: add spans or counters"}},
+		{"thread context attributes without the context", []Target{{Path: bin, Counters: CountersOf("usdt:a:b"),
+			ThreadContext: &ThreadContext{Enabled: new(bool), Attributes: true}}},
+			[]string{t0 + ": thread_context: attributes: true needs enabled: true (attributes come with the context)"}},
 		{"reserved attribute names", span(Span{Name: "s", Entry: pg, Exit: pgd,
 			Attributes: map[string]string{"thread.id": "arg0", "service.name": "arg1:string"}}),
 			[]string{
@@ -472,5 +475,26 @@ func TestValidateFunctionIsASymbol(t *testing.T) {
 		if assert.Error(t, err, "Validate accepts function %q, whose exit %s does not parse", fn, exit) {
 			assert.Contains(t, err.Error(), "targets[0].spans[0]: function:")
 		}
+	}
+}
+
+// thread_context is enabled, ids only, by default; attributes come only
+// with it.
+func TestThreadContextDefaults(t *testing.T) {
+	off, on := false, true
+	for _, tc := range []struct {
+		name           string
+		tc             *ThreadContext
+		enabled, attrs bool
+	}{
+		{"default", nil, true, false},
+		{"empty", &ThreadContext{}, true, false},
+		{"attributes", &ThreadContext{Attributes: true}, true, true},
+		{"enabled with attributes", &ThreadContext{Enabled: &on, Attributes: true}, true, true},
+		{"disabled", &ThreadContext{Enabled: &off}, false, false},
+	} {
+		tg := Target{ThreadContext: tc.tc}
+		assert.Equal(t, tc.enabled, tg.ThreadContextEnabled(), tc.name)
+		assert.Equal(t, tc.attrs, tg.ThreadContextAttributes(), tc.name)
 	}
 }

@@ -42,6 +42,24 @@ type SpanRecord struct {
 	// belong to whoever passed the record on (the tracer's Read: valid only
 	// during the call).
 	Entry, Exit []byte
+	// Thread is the thread context (OTEP 4947) the thread had published
+	// when the outermost span of the span's trace opened on it: the span
+	// is in that trace. Its Attrs belong to whoever passed the record on,
+	// as Entry and Exit do.
+	Thread ThreadContext
+}
+
+// ThreadContext is a thread's published context as the engine read it.
+type ThreadContext struct {
+	// Valid says there is one: valid was 1 and neither id was zero.
+	Valid   bool
+	TraceID [16]byte
+	SpanID  [8]byte
+	// Flags are its W3C trace flags.
+	Flags uint8
+	// Attrs is its attrs-data (key index, length, value; …), at most the
+	// engine's bound, empty unless the span's target takes attributes.
+	Attrs []byte
 }
 
 // Image identifies one program image of one process: a pid reused by a new
@@ -71,6 +89,10 @@ const (
 	// ProcessCgroup: the process moved to another cgroup; Facts are its
 	// facts since.
 	ProcessCgroup
+	// ProcessThreadContext: a span opened in the process while the engine
+	// did not know how to reach its thread context (OTEP 4947): look for
+	// otel_thread_ctx_v1 in the modules it maps.
+	ProcessThreadContext
 )
 
 // Process is one process event, sent while a target chooses its processes
@@ -144,10 +166,26 @@ type SpanCounts struct {
 	Buckets []uint64
 }
 
+// ThreadContextCounts count, summed over CPUs, what the engine found when
+// the outermost span of a thread opened in a process whose access to its
+// thread context it knew, by outcome, and its requests to user space.
+type ThreadContextCounts struct {
+	// Read: a valid context, taken. NoContext: none published (a NULL
+	// pointer, valid 0, no TLS block for the module yet). Invalid: valid
+	// neither 0 nor 1, an id all zeros, an odd pointer. Unreadable: the
+	// variable or the record could not be read.
+	Read, NoContext, Invalid, Unreadable uint64
+	// Asked counts the requests (ProcessThreadContext records);
+	// NoEntry those the engine's table of processes had no room for.
+	Asked, NoEntry uint64
+}
+
 // Stats is a snapshot of every counter, indexed by probe id and span id.
 type Stats struct {
 	Probes []ProbeCounts
 	Spans  []SpanCounts
+	// Thread counts the engine's reading of thread contexts.
+	Thread ThreadContextCounts
 	// Values are the value histograms, indexed like the plan's Histograms.
 	Values []ValueCounts
 	// ContainerHits are the hits of probes in files found through a

@@ -154,6 +154,10 @@ type PlannedTarget struct {
 	BuildID string
 	// ServiceName is the service.name resource attribute of its telemetry.
 	ServiceName string
+	// ThreadContext says its spans that open outermost on a thread read
+	// the thread's published context (OTEP 4947) and join its trace;
+	// ThreadAttributes that they also take its attributes.
+	ThreadContext, ThreadAttributes bool
 	// Executable is true for a program (ET_EXEC, or ET_DYN with an
 	// interpreter): processes that map it run it. False for a shared
 	// library. Taken from the first file read.

@@ -219,6 +219,7 @@ func Resolve(targets []config.Target, opts ...Options) (*Planner, error) {
 		tg := plan.PlannedTarget{
 			Path: t.Path, PID: t.PID, Selector: t.Process, Optional: t.Optional, BuildID: t.BuildID,
 			ServiceName: t.ServiceNameOrDefault(), Executable: true,
+			ThreadContext: t.ThreadContextEnabled(), ThreadAttributes: t.ThreadContextAttributes(),
 		}
 		if t.PID != 0 || t.Process != nil {
 			if chosen >= bpfobj.MaxChosenTargets {

@@ -44,8 +44,8 @@ func TestResolveDemoPlan(t *testing.T) {
 			require.NoError(t, err)
 
 			assert.Equal(t, []plan.PlannedTarget{
-				{Path: b.Program, ServiceName: "demo", Executable: true},
-				{Path: b.Library, ServiceName: "libdemo.so", Executable: false},
+				{Path: b.Program, ServiceName: "demo", Executable: true, ThreadContext: true},
+				{Path: b.Library, ServiceName: "libdemo.so", Executable: false, ThreadContext: true},
 			}, pl.Targets)
 			require.Len(t, pl.Files, 2)
 			for i, want := range []plan.File{
@@ -205,7 +205,7 @@ func TestResolvePID(t *testing.T) {
 	b := testutil.BuildDemo(t, "-O2")
 	pl, err := Resolve([]config.Target{{Path: b.Program, PID: 4242, Counters: config.CountersOf("usdt:demo:tick", "uprobe:main")}})
 	require.NoError(t, err)
-	assert.Equal(t, []plan.PlannedTarget{{Path: b.Program, PID: 4242, Chosen: true, ServiceName: "demo", Executable: true}}, pl.Targets)
+	assert.Equal(t, []plan.PlannedTarget{{Path: b.Program, PID: 4242, Chosen: true, ServiceName: "demo", Executable: true, ThreadContext: true}}, pl.Targets)
 	require.Len(t, pl.Attachments, 3)
 	for _, a := range pl.Attachments {
 		// The process is chosen in the kernel, by the site's target:

@@ -431,6 +431,9 @@ func expand(t config.Target) (config.Target, error) {
 	if t.ServiceName != "" {
 		x.ServiceName = t.ServiceName
 	}
+	if t.ThreadContext != nil {
+		x.ThreadContext = t.ThreadContext
+	}
 	x.Spans = mergeSpans(x.Spans, t.Spans)
 	x.Counters = append(x.Counters, t.Counters...)
 	return x, nil

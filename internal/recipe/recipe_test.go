@@ -155,7 +155,8 @@ func TestExpandKeepsTheTargetsFields(t *testing.T) {
 				{Name: "postgresql.lock_wait", Entry: "usdt:postgresql:lock__wait__start", Exit: "usdt:postgresql:lock__wait__done"},
 				{Name: "pg.sort", Entry: "usdt:postgresql:sort__start", Exit: "usdt:postgresql:sort__done"},
 			},
-			Counters: config.CountersOf("usdt:postgresql:checkpoint__start"),
+			Counters:      config.CountersOf("usdt:postgresql:checkpoint__start"),
+			ThreadContext: &config.ThreadContext{Attributes: true},
 		},
 		{Recipe: "malloc", Path: "/usr/lib/libjemalloc.so.2", RecipeOptions: map[string]any{"min_size": 4096}},
 	})
@@ -168,6 +169,8 @@ func TestExpandKeepsTheTargetsFields(t *testing.T) {
 	assert.True(t, pg.Optional)
 	assert.Equal(t, "0123456789abcdef", pg.BuildID)
 	assert.Equal(t, "orders-db", pg.ServiceName)
+	assert.True(t, pg.ThreadContextAttributes(), "the target's thread_context")
+	assert.Nil(t, got[2].ThreadContext, "none: the default")
 	var names []string
 	for _, s := range pg.Spans {
 		names = append(names, s.Name)

@@ -24,6 +24,7 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/otel-uprobe/uprobereceiver/internal/plan"
+	"github.com/otel-uprobe/uprobereceiver/internal/threadctx"
 )
 
 // Settings configure a Builder.
@@ -52,6 +53,13 @@ type Settings struct {
 	MaxWaiting int
 	// Now is the clock of ContextWait; nil means time.Now.
 	Now func() time.Time
+	// ThreadKeys returns the attribute names of the key indexes of a
+	// process image's thread contexts (OTEP 4947's
+	// threadlocal.attribute_key_map), nil when unknown; nil leaves thread
+	// context attributes out. ThreadKeysStale says a record used an index
+	// the names do not have (the process added keys since they were read).
+	ThreadKeys      func(pid uint32, image event.Image) []string
+	ThreadKeysStale func(pid uint32, image event.Image)
 	// Observe, when set, is called with each span of a definition that
 	// has a metric (plan.SpanDef.Metric) as it joins the output; it may
 	// read the span, not keep it.
@@ -288,8 +296,10 @@ func (b *Builder) Add(ev *event.SpanRecord) {
 	}
 	switch {
 	case outcome == ContextFound:
+		// A carrier's traceparent wins over the thread context.
 		sp.SetTraceID(tc.trace)
 		sp.SetParentSpanID(tc.parent)
+		sp.SetFlags(0)
 		b.finish(sp, key, ev.Def, tc.sampled)
 		b.resolve(*self, tc.trace, tc.sampled, false)
 	case ev.ContextStartNs != 0:
@@ -352,10 +362,22 @@ func (b *Builder) span(sp ptrace.Span, ev *event.SpanRecord, def *plan.SpanDef) 
 	sp.SetKind(kind)
 	owner := ownerOf(ev)
 	ids := b.idsOf(ev.PID, owner)
-	if k := (ctxKey{ev.PID, owner, ev.RootStartNs}); k != b.lastTraceKey || b.lastTrace.IsEmpty() {
-		b.lastTraceKey, b.lastTrace = k, ids.traceID(ev.RootStartNs)
+	switch {
+	case ev.Thread.Valid:
+		// The trace the thread published (OTEP 4947): the outermost
+		// recorded span is a child of the application's span.
+		sp.SetTraceID(ev.Thread.TraceID)
+		sp.SetFlags(uint32(ev.Thread.Flags))
+		if ev.ParentStartNs == 0 {
+			sp.SetParentSpanID(ev.Thread.SpanID)
+			sp.SetFlags(uint32(ev.Thread.Flags) | remoteParent)
+		}
+	default:
+		if k := (ctxKey{ev.PID, owner, ev.RootStartNs}); k != b.lastTraceKey || b.lastTrace.IsEmpty() {
+			b.lastTraceKey, b.lastTrace = k, ids.traceID(ev.RootStartNs)
+		}
+		sp.SetTraceID(b.lastTrace)
 	}
-	sp.SetTraceID(b.lastTrace)
 	sp.SetSpanID(ids.spanID(ev.StartNs))
 	if ev.ParentStartNs != 0 {
 		sp.SetParentSpanID(ids.spanID(ev.ParentStartNs))
@@ -371,6 +393,9 @@ func (b *Builder) span(sp ptrace.Span, ev *event.SpanRecord, def *plan.SpanDef) 
 	b.decode(attrs, exit, b.siteOps(int(ev.ExitSite))[1], ev.Exit, ev.ExitFailed, &h)
 	if ev.Truncated {
 		b.counts.Truncated++
+	}
+	if ev.Thread.Valid && ev.ParentStartNs == 0 && len(ev.Thread.Attrs) > 0 {
+		b.threadAttributes(attrs, ev)
 	}
 	if def.Status != nil && h.hasStatus && def.Status.Holds(h.status) {
 		sp.Status().SetCode(ptrace.StatusCodeError)
@@ -392,6 +417,29 @@ func (b *Builder) span(sp ptrace.Span, ev *event.SpanRecord, def *plan.SpanDef) 
 		return binaryContext(h.traceID, h.parentSpanID)
 	}
 	return traceContext{}, ContextMissing
+}
+
+// remoteParent are the span flags (bits 8 and 9 of OTLP's Span.flags)
+// saying its parent is known to be remote: the application's span is in
+// another process.
+const remoteParent = 0x300
+
+// threadAttributes puts the attributes of the span's thread context into
+// attrs, named through its process's key map; the span's own attributes
+// keep their values.
+func (b *Builder) threadAttributes(attrs pcommon.Map, ev *event.SpanRecord) {
+	if b.s.ThreadKeys == nil {
+		return
+	}
+	keys := b.s.ThreadKeys(ev.PID, ev.Image)
+	unknown := threadctx.DecodeAttributes(ev.Thread.Attrs, keys, func(k, v string) {
+		if _, ok := attrs.Get(k); !ok {
+			attrs.PutStr(k, v)
+		}
+	})
+	if unknown && b.s.ThreadKeysStale != nil {
+		b.s.ThreadKeysStale(ev.PID, ev.Image)
+	}
 }
 
 // hidden holds the values fetched for a span's carrier and status.

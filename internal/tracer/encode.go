@@ -38,6 +38,13 @@ func encodeSite(s plan.Site, pl *plan.Plan) (bpfobj.Site, error) {
 		if pl.Probes[spans[s.EntrySpan].Exit].Kind == config.KindUretprobe && !pl.Files[s.File].Go {
 			out.Flags |= bpfobj.SiteKernelReturn
 		}
+		// Go code has no thread context: goroutines move between threads.
+		if t := pl.Targets[spans[s.EntrySpan].Target]; t.ThreadContext && !pl.Files[s.File].Go {
+			out.Flags |= bpfobj.SiteThreadContext
+			if t.ThreadAttributes {
+				out.Flags |= bpfobj.SiteThreadAttrs
+			}
+		}
 	}
 	if s.ExitSpan >= 0 {
 		out.Flags |= bpfobj.SiteExit

@@ -142,11 +142,14 @@ type Tracer struct {
 	goStates *ebpf.Map
 	procs    *ebpf.Map
 	pending  *ebpf.Map
-	seen     *ebpf.Program  // the task iterator of RunningProcesses
-	procLost *ebpf.Variable // process records the ring refused
-	ring     *ringReader
-	waker    *waker
-	stats    io.Closer // BPF run-time statistics, while they are on
+	// threadProcs and threadCounts are the engine's thread-context
+	// access per process and its per-CPU counters (OTEP 4947).
+	threadProcs, threadCounts *ebpf.Map
+	seen                      *ebpf.Program  // the task iterator of RunningProcesses
+	procLost                  *ebpf.Variable // process records the ring refused
+	ring                      *ringReader
+	waker                     *waker
+	stats                     io.Closer // BPF run-time statistics, while they are on
 
 	// mu guards the links and what is attached.
 	mu       sync.Mutex
@@ -225,6 +228,8 @@ func Open(plan *plan.Plan, opts Options) (_ *Tracer, err error) {
 	if chosen {
 		spec.Maps[bpfobj.MapProcs].MaxEntries = uint32(cmp.Or(opts.MaxProcesses, DefaultMaxProcesses))
 	}
+	// Entries are made on use, by the processes that open spans.
+	spec.Maps[bpfobj.MapThreadCtxProcs].MaxEntries = uint32(cmp.Or(opts.MaxProcesses, DefaultMaxProcesses))
 	if selectorBits != 0 {
 		spec.Maps[bpfobj.MapPending].MaxEntries = maxPending
 	}
@@ -266,23 +271,25 @@ func Open(plan *plan.Plan, opts Options) (_ *Tracer, err error) {
 		return nil, fmt.Errorf("loading the BPF engine: %w", err)
 	}
 	t := &Tracer{
-		plan:     plan,
-		multi:    multi,
-		control:  opts.ProbeControl,
-		coll:     coll,
-		probes:   coll.Maps[bpfobj.MapProbes],
-		spans:    coll.Maps[bpfobj.MapSpans],
-		hists:    coll.Maps[bpfobj.MapValueHists],
-		procHits: coll.Maps[bpfobj.MapProcHits],
-		sites:    coll.Maps[bpfobj.MapSites],
-		files:    map[int]*fileLinks{},
-		off:      map[int]bool{},
-		closing:  map[int]chan struct{}{},
-		goStates: coll.Maps[bpfobj.MapGoStates],
-		procs:    coll.Maps[bpfobj.MapProcs],
-		pending:  coll.Maps[bpfobj.MapPending],
-		seen:     coll.Programs[bpfobj.ProgramSeenTask],
-		procLost: coll.Variables[bpfobj.VarProcessLost],
+		plan:         plan,
+		multi:        multi,
+		control:      opts.ProbeControl,
+		coll:         coll,
+		probes:       coll.Maps[bpfobj.MapProbes],
+		spans:        coll.Maps[bpfobj.MapSpans],
+		hists:        coll.Maps[bpfobj.MapValueHists],
+		procHits:     coll.Maps[bpfobj.MapProcHits],
+		sites:        coll.Maps[bpfobj.MapSites],
+		files:        map[int]*fileLinks{},
+		off:          map[int]bool{},
+		closing:      map[int]chan struct{}{},
+		goStates:     coll.Maps[bpfobj.MapGoStates],
+		procs:        coll.Maps[bpfobj.MapProcs],
+		pending:      coll.Maps[bpfobj.MapPending],
+		threadProcs:  coll.Maps[bpfobj.MapThreadCtxProcs],
+		threadCounts: coll.Maps[bpfobj.MapThreadCtxCounts],
+		seen:         coll.Programs[bpfobj.ProgramSeenTask],
+		procLost:     coll.Variables[bpfobj.VarProcessLost],
 	}
 	defer func() {
 		if err != nil {
@@ -895,6 +902,11 @@ func (t *Tracer) Read(max int, h Records) (n, malformed int) {
 			malformed++
 			return
 		}
+		var thread event.ThreadContext
+		if rec.Thread != nil {
+			thread.Valid = true
+			thread.TraceID, thread.SpanID, thread.Flags, thread.Attrs = bpfobj.ThreadContextOf(rec.Thread)
+		}
 		t.ev = event.SpanRecord{
 			StartNs:        r.StartNs,
 			EndNs:          r.EndNs,
@@ -915,6 +927,7 @@ func (t *Tracer) Read(max int, h Records) (n, malformed int) {
 			ExitFailed:     r.ExitFailed,
 			Entry:          rec.Entry,
 			Exit:           rec.Exit,
+			Thread:         thread,
 		}
 		h.Span(&t.ev)
 	})
@@ -1073,6 +1086,58 @@ func (t *Tracer) SetProcess(pid uint32, startNs, mask uint64, decided bool) erro
 	return nil
 }
 
+// ThreadAccess is how the engine reaches the otel_thread_ctx_v1 (OTEP
+// 4947) of a process's threads.
+type ThreadAccess struct {
+	// None says no module the process maps defines the variable: the
+	// engine asks again (a ProcessThreadContext record) once the process
+	// has mapped more, at most every bpfobj.ThreadAskNs.
+	None bool
+	// DTV says the variable is at Offset in the TLS block of module
+	// Module of each thread's dynamic thread vector (glibc); otherwise at
+	// Offset from the thread pointer (static TLS).
+	DTV    bool
+	Offset int64
+	Module uint64
+}
+
+// ErrProcessChanged says the engine's entry for a process is no longer
+// the image a thread-context answer was found for (it execed or exited,
+// its pid was reused): the answer is dropped.
+var ErrProcessChanged = errors.New("the process is no longer the image that was looked at")
+
+// SetThreadContext answers the engine's request for process pid's
+// thread-context access (a ProcessThreadContext event of image): it
+// writes a only while the engine's entry is still that image's, keeping
+// when the engine asked.
+func (t *Tracer) SetThreadContext(pid uint32, image event.Image, a ThreadAccess) error {
+	var e bpfobj.ThreadCtxProc
+	if err := t.threadProcs.Lookup(pid, &e); err != nil {
+		return fmt.Errorf("thread context of process %d: %w", pid, ErrProcessChanged)
+	}
+	if e.StartNs != image.StartNs || e.ExecId != image.ExecID {
+		return fmt.Errorf("thread context of process %d: %w", pid, ErrProcessChanged)
+	}
+	switch {
+	case a.None:
+		e.Access = bpfobj.ThreadCtxNone
+	case a.DTV:
+		e.Access, e.TlsOffset, e.DtvModule = bpfobj.ThreadCtxDTV, a.Offset, a.Module
+	default:
+		e.Access, e.TlsOffset, e.DtvModule = bpfobj.ThreadCtxStatic, a.Offset, 0
+	}
+	if err := t.threadProcs.Update(pid, &e, ebpf.UpdateExist); err != nil {
+		return fmt.Errorf("setting the thread context of process %d: %w", pid, err)
+	}
+	return nil
+}
+
+// ThreadContextProcesses returns the number of processes the engine holds
+// a thread-context entry of.
+func (t *Tracer) ThreadContextProcesses() (int, error) {
+	return countKeys(t.threadProcs)
+}
+
 // ProcessMask returns the engine's mask for pid, and false when the engine
 // does not know the process (it exited, or was never chosen).
 func (t *Tracer) ProcessMask(pid uint32) (mask, startNs uint64, ok bool) {
@@ -1204,6 +1269,18 @@ func (t *Tracer) Stats() (event.Stats, error) {
 				out.Count += v
 			}
 		}
+	}
+	var tc []bpfobj.ThreadCtxStats
+	if err := t.threadCounts.Lookup(uint32(0), &tc); err != nil {
+		return st, fmt.Errorf("reading the thread-context counters: %w", err)
+	}
+	for _, c := range tc {
+		st.Thread.Read += c.Outcomes[bpfobj.ThreadCtxRead]
+		st.Thread.NoContext += c.Outcomes[bpfobj.ThreadCtxNoContext]
+		st.Thread.Invalid += c.Outcomes[bpfobj.ThreadCtxInvalid]
+		st.Thread.Unreadable += c.Outcomes[bpfobj.ThreadCtxUnreadable]
+		st.Thread.Asked += c.Asked
+		st.Thread.NoEntry += c.NoEntry
 	}
 	var vh []bpfobj.ValueHist
 	for i := range st.Values {

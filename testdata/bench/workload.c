@@ -12,6 +12,10 @@
  *                   can) for SECS seconds; prints "paced CALLS NS" (NS: time taken)
  *   ping            calls ping() once and prints "pong" (a tracer's probe on
  *                   ping() tells when it is attached)
+ *   ctxrun N WITH   (built with -DTHREAD_CTX) N calls of probed() with
+ *                   (WITH 1) or without (0) a thread context published
+ *                   (OTEP 4947: otel_thread_ctx_v1, in this executable's
+ *                   static TLS); prints "ns PER_CALL"
  *   exit
  */
 #include <stdio.h>
@@ -59,6 +63,37 @@ static int cmp(const void *a, const void *b)
 }
 
 volatile long sink;
+
+#ifdef THREAD_CTX
+/* The thread context an SDK would publish (OTEP 4947): the exported
+ * thread-local pointer and a record with sampled ids. Only the build with
+ * -DTHREAD_CTX has it (the benchmark's workload-ctx): the others are
+ * programs without an SDK. */
+struct otel_thread_ctx_record {
+	unsigned char trace_id[16], span_id[8], valid, trace_flags;
+	unsigned short attrs_data_size;
+} __attribute__((packed, aligned(8)));
+__thread struct otel_thread_ctx_record *otel_thread_ctx_v1 __attribute__((visibility("default")));
+static struct otel_thread_ctx_record record = {
+	.trace_id = {0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36},
+	.span_id = {0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7},
+	.valid = 1,
+	.trace_flags = 1,
+};
+
+static void ctxrun(long n, int with)
+{
+	otel_thread_ctx_v1 = with ? &record : 0;
+	__asm__ volatile("" ::: "memory");
+	long long t0 = now_ns();
+	for (long i = 0; i < n; i++)
+		sink = probed(i, with);
+	long long t1 = now_ns();
+	otel_thread_ctx_v1 = 0;
+	printf("ns %.1f\n", (double)(t1 - t0) / n);
+	fflush(stdout);
+}
+#endif
 
 static void measure(long n, int rounds, long (*probed)(long, long), long (*twin)(long, long))
 {
@@ -116,6 +151,10 @@ int main(void)
 			measure(n, r, probed, twin);
 		else if (sscanf(line, "measure_cet %ld %d", &n, &r) == 2)
 			measure(n, r, probed_cet, twin_cet);
+#ifdef THREAD_CTX
+		else if (sscanf(line, "ctxrun %ld %d", &n, &r) == 2)
+			ctxrun(n, r);
+#endif
 		else if (sscanf(line, "pace %ld %lf", &rate, &secs) == 2)
 			pace(rate, secs);
 		else if (strncmp(line, "ping", 4) == 0) {

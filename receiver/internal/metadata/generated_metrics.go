@@ -99,6 +99,48 @@ var MapAttributeDropReason = map[string]AttributeDropReason{
 	"shutdown":        AttributeDropReasonShutdown,
 }
 
+// AttributeLookupResult specifies the value lookup.result attribute.
+type AttributeLookupResult int
+
+const (
+	_ AttributeLookupResult = iota
+	AttributeLookupResultStatic
+	AttributeLookupResultDtv
+	AttributeLookupResultNone
+	AttributeLookupResultNotReady
+	AttributeLookupResultFailed
+	AttributeLookupResultDropped
+)
+
+// String returns the string representation of the AttributeLookupResult.
+func (av AttributeLookupResult) String() string {
+	switch av {
+	case AttributeLookupResultStatic:
+		return "static"
+	case AttributeLookupResultDtv:
+		return "dtv"
+	case AttributeLookupResultNone:
+		return "none"
+	case AttributeLookupResultNotReady:
+		return "not_ready"
+	case AttributeLookupResultFailed:
+		return "failed"
+	case AttributeLookupResultDropped:
+		return "dropped"
+	}
+	return ""
+}
+
+// MapAttributeLookupResult is a helper map of string to AttributeLookupResult attribute value.
+var MapAttributeLookupResult = map[string]AttributeLookupResult{
+	"static":    AttributeLookupResultStatic,
+	"dtv":       AttributeLookupResultDtv,
+	"none":      AttributeLookupResultNone,
+	"not_ready": AttributeLookupResultNotReady,
+	"failed":    AttributeLookupResultFailed,
+	"dropped":   AttributeLookupResultDropped,
+}
+
 // AttributeOutcome specifies the value outcome attribute.
 type AttributeOutcome int
 
@@ -207,6 +249,40 @@ var MapAttributeSiteClass = map[string]AttributeSiteClass{
 	"optimizable":    AttributeSiteClassOptimizable,
 	"emulated":       AttributeSiteClassEmulated,
 	"single-stepped": AttributeSiteClassSingleStepped,
+}
+
+// AttributeThreadContextOutcome specifies the value thread_context.outcome attribute.
+type AttributeThreadContextOutcome int
+
+const (
+	_ AttributeThreadContextOutcome = iota
+	AttributeThreadContextOutcomeRead
+	AttributeThreadContextOutcomeNoContext
+	AttributeThreadContextOutcomeInvalid
+	AttributeThreadContextOutcomeUnreadable
+)
+
+// String returns the string representation of the AttributeThreadContextOutcome.
+func (av AttributeThreadContextOutcome) String() string {
+	switch av {
+	case AttributeThreadContextOutcomeRead:
+		return "read"
+	case AttributeThreadContextOutcomeNoContext:
+		return "no_context"
+	case AttributeThreadContextOutcomeInvalid:
+		return "invalid"
+	case AttributeThreadContextOutcomeUnreadable:
+		return "unreadable"
+	}
+	return ""
+}
+
+// MapAttributeThreadContextOutcome is a helper map of string to AttributeThreadContextOutcome attribute value.
+var MapAttributeThreadContextOutcome = map[string]AttributeThreadContextOutcome{
+	"read":       AttributeThreadContextOutcomeRead,
+	"no_context": AttributeThreadContextOutcomeNoContext,
+	"invalid":    AttributeThreadContextOutcomeInvalid,
+	"unreadable": AttributeThreadContextOutcomeUnreadable,
 }
 
 // AttributeUnplannedReason specifies the value unplanned.reason attribute.

@@ -52,6 +52,8 @@ type TelemetryBuilder struct {
 	ReceiverUprobeSpansTruncated       metric.Int64Counter
 	ReceiverUprobeSpansUnmatched       metric.Int64Counter
 	ReceiverUprobeTargetsWaiting       metric.Int64UpDownCounter
+	ReceiverUprobeThreadContextLookups metric.Int64Counter
+	ReceiverUprobeThreadContexts       metric.Int64Counter
 	ReceiverUprobeTraceContexts        metric.Int64Counter
 }
 
@@ -366,6 +368,18 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_receiver_uprobe_targets_waiting",
 		metric.WithDescription("Targets with nothing traced now: an optional target whose file is nowhere yet, a pid: target whose process maps none of its files. [Alpha]"),
 		metric.WithUnit("{target}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverUprobeThreadContextLookups, err = builder.meter.Int64Counter(
+		"otelcol_receiver_uprobe_thread_context_lookups",
+		metric.WithDescription("Processes looked at for otel_thread_ctx_v1, which the engine asks for when a span opens in a process it knows nothing of, or that mapped more since it found none, by result. [Alpha]"),
+		metric.WithUnit("{process}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverUprobeThreadContexts, err = builder.meter.Int64Counter(
+		"otelcol_receiver_uprobe_thread_contexts",
+		metric.WithDescription("Thread contexts (OTEP 4947) read where a thread's outermost span opened, by outcome; processes without otel_thread_ctx_v1 are not counted. [Alpha]"),
+		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ReceiverUprobeTraceContexts, err = builder.meter.Int64Counter(

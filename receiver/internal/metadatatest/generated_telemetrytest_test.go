@@ -68,6 +68,8 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ReceiverUprobeSpansTruncated.Add(context.Background(), 1)
 	tb.ReceiverUprobeSpansUnmatched.Add(context.Background(), 1)
 	tb.ReceiverUprobeTargetsWaiting.Add(context.Background(), 1)
+	tb.ReceiverUprobeThreadContextLookups.Add(context.Background(), 1)
+	tb.ReceiverUprobeThreadContexts.Add(context.Background(), 1)
 	tb.ReceiverUprobeTraceContexts.Add(context.Background(), 1)
 	AssertEqualReceiverUprobeAttachFailures(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
@@ -139,6 +141,12 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverUprobeTargetsWaiting(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverUprobeThreadContextLookups(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverUprobeThreadContexts(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverUprobeTraceContexts(t, testTel,
