@@ -54,6 +54,17 @@ func recipeError(t config.Target, fl *file, ref string, err error) error {
 	return fmt.Errorf("recipe %s: %w", t.Recipe, err)
 }
 
+// recipeFileError refuses a file that is not the program target t's
+// recipe reads: a file that is not Go for a recipe that reads Go's types
+// and registers (go-http), whatever its functions are named.
+func recipeFileError(t config.Target, fl *file) error {
+	if t.FromRecipe == nil || t.FromRecipe.Program != "go" || fl.isGo {
+		return nil
+	}
+	return fmt.Errorf("recipe %s: target %s: not a Go program (no Go build information or function table): the %s recipe traces Go programs",
+		t.Recipe, fl.path, t.Recipe)
+}
+
 // hasAny says whether the file has a USDT probe or a function whose
 // reference (usdt:PROVIDER:NAME, uprobe:SYMBOL) g matches.
 func (fl *file) hasAny(g *glob.Glob) bool {

@@ -59,6 +59,9 @@ type Recipe struct {
 	Search []string
 	// Lacking say why a file lacks the recipe's probes.
 	Lacking []config.Lack
+	// Program is what the recipe's file must be: "go" for a Go program,
+	// "" for any file with the recipe's probes.
+	Program string
 	// Options are the recipe's options, by name.
 	Options map[string]Option
 
@@ -89,6 +92,7 @@ type fileSchema struct {
 	Applies     []string                `mapstructure:"applies"`
 	Search      []string                `mapstructure:"search"`
 	Lacking     []lackSchema            `mapstructure:"lacking"`
+	Program     string                  `mapstructure:"program"`
 	Options     map[string]optionSchema `mapstructure:"options"`
 	Target      config.Target           `mapstructure:"target"`
 }
@@ -141,8 +145,11 @@ func parse(name string, text []byte) (*Recipe, error) {
 	if err := decode(text, &f); err != nil {
 		return nil, err
 	}
+	if f.Program != "" && f.Program != "go" {
+		return nil, fmt.Errorf("program %q: want go, or none", f.Program)
+	}
 	r := &Recipe{Name: name, Description: f.Description, Tested: f.Tested, Applies: f.Applies, Search: f.Search,
-		Options: map[string]Option{}, text: text}
+		Program: f.Program, Options: map[string]Option{}, text: text}
 	for _, l := range f.Lacking {
 		r.Lacking = append(r.Lacking, config.Lack{Probes: l.Probes, Sentence: l.Sentence})
 	}
@@ -391,7 +398,7 @@ func (r *Recipe) Target(options map[string]any) (config.Target, error) {
 		t.Counters = append(t.Counters, o.Counters...)
 	}
 	t.Recipe, t.RecipeOptions = r.Name, options
-	t.FromRecipe = &config.RecipeFacts{Search: r.Search, Lacking: r.Lacking}
+	t.FromRecipe = &config.RecipeFacts{Search: r.Search, Lacking: r.Lacking, Program: r.Program}
 	return t, nil
 }
 
