@@ -95,11 +95,14 @@ func (d *Dir) Glob(pattern string, max int) (matches []string, more bool, err er
 			if err != nil {
 				continue
 			}
-			sort.Strings(names)
+			matched := names[:0]
 			for _, n := range names {
-				if ok, _ := path.Match(part, n); !ok {
-					continue
+				if ok, _ := path.Match(part, n); ok {
+					matched = append(matched, n)
 				}
+			}
+			sort.Strings(matched)
+			for _, n := range matched {
 				if len(next) == limit {
 					more = true
 					break
