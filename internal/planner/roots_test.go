@@ -1,18 +1,23 @@
 package planner
 
 import (
+	"debug/elf"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil/hostile"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 )
@@ -222,4 +227,55 @@ func TestRecipeSearchInContainer(t *testing.T) {
 	require.Len(t, pl.Files, 1)
 	assert.Equal(t, ownID, pl.Files[0].ID.FileID)
 	pl.Close()
+}
+
+// withDynamicStringBomb returns a copy of program whose .dynamic section
+// names, as its string table, a compressed section that declares
+// declared bytes of zeros (about declared/1000 in the file). The loader
+// reads the dynamic segment by program header: the program still runs.
+func withDynamicStringBomb(t *testing.T, program string, declared uint64) string {
+	t.Helper()
+	bomb, err := hostile.Compressed(".dynstr.bomb", nil, declared)
+	require.NoError(t, err)
+	out := filepath.Join(t.TempDir(), filepath.Base(program))
+	require.NoError(t, hostile.AddSections(program, out, bomb))
+	f, err := elf.Open(out)
+	require.NoError(t, err)
+	dynamic, last := -1, len(f.Sections)-1
+	for i, s := range f.Sections {
+		if s.Type == elf.SHT_DYNAMIC {
+			dynamic = i
+		}
+	}
+	require.Equal(t, ".dynstr.bomb", f.Sections[last].Name)
+	f.Close()
+	require.GreaterOrEqual(t, dynamic, 0, "a dynamically linked program")
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	shoff := binary.LittleEndian.Uint64(b[0x28:])
+	binary.LittleEndian.PutUint32(b[shoff+uint64(dynamic)*64+0x28:], uint32(last)) // sh_link
+	require.NoError(t, os.WriteFile(out, b, 0o755))
+	return out
+}
+
+// A process's executable whose .dynamic links to a compressed string
+// table declaring 256 MiB: looking for a library the process has not
+// mapped reads its DT_RUNPATH (the loader's search) without
+// decompressing the table, on every exec the file watcher looks at. On
+// main debug/elf decompressed all of it: 256 MiB allocated per lookup.
+func TestDynamicStringBomb(t *testing.T) {
+	testutil.RequireRoot(t)
+	prog := testutil.StartProgram(t, withDynamicStringBomb(t, hostile.Program(t), 256<<20), "ready")
+	tg := config.Target{Path: "libnosuch-" + appDir + ".so", Optional: true, Counters: config.CountersOf("uprobe:x")}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	c, err := HostLocator{}.LocateInProcess(tg, prog.PID)
+	took := time.Since(start)
+	runtime.ReadMemStats(&after)
+	if c != nil {
+		c.Close()
+	}
+	t.Logf("lookup: %v, %d bytes allocated, err %v", took, after.TotalAlloc-before.TotalAlloc, err)
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(16<<20), "the string table is not decompressed")
 }
