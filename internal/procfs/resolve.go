@@ -451,24 +451,25 @@ func readPathLimited(path string, limit int64) ([]byte, bool, error) {
 	return readLimited(f, limit)
 }
 
+// readDirNames reads at most maxDirEntries names of directory dir of the
+// tree ([Dir.ReadDirNames]: a FIFO or a device named as a directory, in
+// a process's LD_LIBRARY_PATH say, is not opened).
 func (r Resolver) readDirNames(dir string) ([]string, error) {
-	f, err := r.tree().Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var names []string
-	for len(names) < maxDirEntries {
-		batch, err := f.Readdirnames(1024)
-		names = append(names, batch...)
-		if err == io.EOF {
-			break
+	var d *Dir
+	switch t := r.tree().(type) {
+	case *Dir:
+		d = t
+	case Root:
+		var err error
+		if d, err = t.OpenDir(); err != nil {
+			return nil, err
 		}
-		if err != nil {
-			return names, err
-		}
+		defer d.Close()
+	default:
+		return nil, fmt.Errorf("reading directory %s: a tree of type %T", t.Display(dir), t)
 	}
-	return names, nil
+	names, _, err := d.ReadDirNames(dir, maxDirEntries)
+	return names, err
 }
 
 // elfMachine is the ELF machine of each supported GOARCH.
