@@ -123,7 +123,7 @@ test-unit: deps-test check-platforms
 
 # fuzz runs every fuzz target briefly.
 fuzz:
-	@set -e; for pkg in ./internal/usdt ./internal/threadctx ./internal/fetch ./internal/config ./internal/glob ./internal/spans ./internal/insn ./internal/gobin ./internal/elfaddr ./internal/debuginfo ./internal/procfs ./internal/buildid ./internal/privilege ./cmd/uprobe-list; do \
+	@set -e; for pkg in ./internal/usdt ./internal/threadctx ./internal/fetch ./internal/config ./internal/recipe ./internal/glob ./internal/spans ./internal/insn ./internal/gobin ./internal/elfaddr ./internal/debuginfo ./internal/procfs ./internal/buildid ./internal/privilege ./cmd/uprobe-list; do \
 		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 			case $$f in FuzzFunctions) n=$(FUZZTIME_SLOW);; FuzzDecode) n=$(FUZZTIME_MEDIUM);; *) n=$(FUZZTIME);; esac; \
 			echo "fuzz $$pkg $$f ($$n)"; \

@@ -32,6 +32,14 @@ const spanMetricScale = 3
 // do.
 const maxSpanMetricSeries = 1000
 
+// maxSpanMetricSeriesPerContainer bounds the series one container opens
+// in one span metric of one target. The values are the traced programs'
+// (dns.question.name is whatever a program looks up): without it, one
+// container's lookups of 1,000 names would take every series and send
+// every other process's spans to the overflow point for the collector's
+// life. Processes outside containers share what is left.
+const maxSpanMetricSeriesPerContainer = 100
+
 // spanMetrics aggregates the spans of definitions with a metric. observe
 // runs on the drain goroutine, points on the collecting one.
 type spanMetrics struct {
@@ -40,6 +48,11 @@ type spanMetrics struct {
 	// series of each target and metric name, in order of first span.
 	series map[metricKey]map[string]*durationSeries
 	order  []metricKey
+	// opened counts the series each container opened, by metric.
+	opened map[metricKey]map[string]int
+	// containerOf returns container.id of a process image ("" outside
+	// containers); nil: no process is in a container.
+	containerOf func(pid uint32, image event.Image) string
 }
 
 // metricKey names one metric of one target.
@@ -64,14 +77,14 @@ type durationSeries struct {
 func newSpanMetrics(p *plan.Plan) *spanMetrics {
 	for _, s := range p.Spans {
 		if s.Metric != nil {
-			return &spanMetrics{plan: p, series: map[metricKey]map[string]*durationSeries{}}
+			return &spanMetrics{plan: p, series: map[metricKey]map[string]*durationSeries{}, opened: map[metricKey]map[string]int{}}
 		}
 	}
 	return nil
 }
 
-// observe adds one span of definition def.
-func (m *spanMetrics) observe(def uint32, sp ptrace.Span) {
+// observe adds one span of definition def, of process image (pid, image).
+func (m *spanMetrics) observe(def uint32, pid uint32, image event.Image, sp ptrace.Span) {
 	if int(def) >= len(m.plan.Spans) {
 		return
 	}
@@ -105,7 +118,11 @@ func (m *spanMetrics) observe(def uint32, sp ptrace.Span) {
 	}
 	s, ok := byAttrs[id.String()]
 	if !ok {
-		if len(byAttrs) >= maxSpanMetricSeries {
+		container := ""
+		if m.containerOf != nil && len(byAttrs) < maxSpanMetricSeries {
+			container = m.containerOf(pid, image)
+		}
+		if container != "" && m.opened[key][container] >= maxSpanMetricSeriesPerContainer || len(byAttrs) >= maxSpanMetricSeries {
 			s = byAttrs["\x00overflow"]
 			if s == nil {
 				s = &durationSeries{attrs: pcommon.NewMap()}
@@ -120,6 +137,12 @@ func (m *spanMetrics) observe(def uint32, sp ptrace.Span) {
 				}
 			}
 			byAttrs[id.String()] = s
+			if container != "" {
+				if m.opened[key] == nil {
+					m.opened[key] = map[string]int{}
+				}
+				m.opened[key][container]++
+			}
 		}
 	}
 	s.add(seconds)

@@ -313,8 +313,9 @@ func (r *uprobeReceiver) start() error {
 	r.threads = newThreadContexts(log, r.tel, tr, procfs.FS{}, attributes)
 	// Span metrics are built from the spans, also without a traces pipeline.
 	r.spanMetrics = newSpanMetrics(pl.Plan)
-	var observe func(uint32, ptrace.Span)
+	var observe func(uint32, uint32, event.Image, ptrace.Span)
 	if r.spanMetrics != nil {
+		r.spanMetrics.containerOf = r.ids.ContainerID
 		observe = r.spanMetrics.observe
 	}
 	settings := spans.Settings{

@@ -342,6 +342,9 @@ func Validate(targets []Target) error {
 				continue
 			}
 		}
+		if t.Recipe == "" && len(t.RecipeOptions) > 0 {
+			errs = append(errs, fmt.Errorf("%s: recipe_options without recipe: they set the options of a recipe (recipe: NAME)", where))
+		}
 		errs = append(errs, t.validate(where)...)
 		// Limits of the engine that the configuration alone decides,
 		// said here rather than at Start after every file was read; the

@@ -19,6 +19,10 @@ type RecipeFacts struct {
 	Search []string
 	// Lacking say why a file lacks the recipe's probes.
 	Lacking []Lack
+	// Program is what the recipe's file must be: "go" for a Go program
+	// (the recipe reads Go's types and Go's register ABI), "" for any
+	// file with its probes.
+	Program string `json:",omitempty"`
 }
 
 // Lack is what a recipe says of a file that lacks a probe it needs.

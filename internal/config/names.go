@@ -43,6 +43,17 @@ func checkTelemetryName(what, s string, max int) error {
 	return nil
 }
 
+// CheckTelemetryText checks a text of at most MaxNameBytes that becomes
+// telemetry (a recipe's text option, which ends up in value names): the
+// sentence of checkTelemetryName, what naming it ("the value").
+func CheckTelemetryText(what, s string) error {
+	return checkTelemetryName(what, s, MaxNameBytes)
+}
+
+// QuoteShort quotes, escaped, at most the first 64 bytes of s, so that a
+// sentence about a long or hostile value stays short and printable.
+func QuoteShort(s string) string { return quoteShort(s) }
+
 // quoteShort quotes at most the first 64 bytes of s, so that a sentence
 // about a long value stays short.
 func quoteShort(s string) string {

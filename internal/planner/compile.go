@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"go/version"
 	"strings"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
@@ -51,6 +52,11 @@ func compile(a config.Attribute, p config.ProbeRef, loc location, r role) (plan.
 		if !p.Returns() {
 			return plan.Fetch{}, fmt.Errorf("%q: retval needs a uretprobe: or ret: exit", e.Text)
 		}
+		if loc.file != nil && loc.file.isGo {
+			if err := goRegisterABI(loc.file); err != nil {
+				return plan.Fetch{}, fmt.Errorf("%q: %w", e.Text, err)
+			}
+		}
 		f.Register = arch.CReturn() // also Go's first result: rax, x0 (R0)
 		if loc.file != nil && loc.file.isGo && e.Type.Kind == fetch.KindGoString {
 			// A Go function's string (or []byte) result: its pointer
@@ -70,6 +76,9 @@ func compile(a config.Attribute, p config.ProbeRef, loc location, r role) (plan.
 		case p.Returns():
 			return plan.Fetch{}, fmt.Errorf("%q: arguments are gone when a function returns", e.Text)
 		case isGo && e.Arg < len(goArgs):
+			if err := goRegisterABI(loc.file); err != nil {
+				return plan.Fetch{}, fmt.Errorf("%q: %w", e.Text, err)
+			}
 			f.Register = goArgs[e.Arg]
 			if e.Type.Kind == fetch.KindGoString {
 				if e.Arg+1 >= len(goArgs) {
@@ -254,4 +263,37 @@ func registerList(a regs.Arch) string {
 		return "%x0…%x30, %fp, %lr, %sp, %pc"
 	}
 	return "%ax, %bx, %cx, %dx, %si, %di, %bp, %sp, %ip, %r8…%r15 and their 64-bit AT&T names"
+}
+
+// goRegisterABI says why Go file fl does not pass its functions'
+// arguments and results in registers, or nil when it does or may: Go's
+// register ABI (ABIInternal) came with Go 1.17 on x86-64 and Go 1.18 on
+// arm64; before, they are on the stack and the registers hold something
+// else. The version is the build information's; without it, the function
+// table's layout tells Go 1.2-1.15 (go1.2: the stack) and Go 1.16-1.17
+// (go1.16: the stack on arm64, either on x86-64).
+func goRegisterABI(fl *file) error {
+	since, arch := "go1.17", "x86-64"
+	if fl.arch == regs.ArchARM64 {
+		since, arch = "go1.18", "arm64"
+	}
+	old := false
+	switch {
+	case version.IsValid(fl.goVersion):
+		old = version.Compare(fl.goVersion, since) < 0
+	case fl.goVersion != "":
+		// A development build ("devel go1.27-…"): newer than any release.
+	case fl.goPclntab == "go1.2":
+		old = true
+	case fl.goPclntab == "go1.16":
+		old = fl.arch == regs.ArchARM64
+	}
+	if !old {
+		return nil
+	}
+	built := fl.goVersion
+	if built == "" {
+		built = "a Go whose function table has the " + fl.goPclntab + " layout"
+	}
+	return fmt.Errorf("%s passes a Go function's arguments on the stack: arguments by register need Go %s or later on %s", built, strings.TrimPrefix(since, "go"), arch)
 }

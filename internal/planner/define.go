@@ -449,6 +449,11 @@ func (pd *probeDef) site() bool {
 func (pl *Planner) define(ti int, t config.Target, fl *file) (*targetDef, error) {
 	def := &targetDef{target: t, noted: map[string]bool{}}
 	pl.defs = append(pl.defs, def)
+	if fl != nil {
+		if err := recipeFileError(t, fl); err != nil {
+			return def, err
+		}
+	}
 	note := func(format string, args ...any) { pl.note(ti, format, args...) }
 	var errs []error
 	byKey := map[string]*probeDef{}
@@ -679,6 +684,9 @@ func (pl *Planner) readFile(ti int, c Candidate, fl *file) (_ *plan.FileSpec, er
 	}
 	if tg.BuildID != "" && fl.buildID != tg.BuildID {
 		return nil, fmt.Errorf("target %s: %s: %w (the file has %q, the target wants %q)", t.Path, c.Path, ErrBuildIDMismatch, fl.buildID, tg.BuildID)
+	}
+	if err := recipeFileError(t, fl); err != nil {
+		return nil, err
 	}
 	if err := pl.place(ti, c.Path, fl, spec); err != nil {
 		return nil, err

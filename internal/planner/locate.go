@@ -58,7 +58,7 @@ func (l HostLocator) Locate(t config.Target) (_ []Candidate, err error) {
 		if _, err := l.FS.StartTime(t.PID); err != nil {
 			return nil, fmt.Errorf("process %d does not exist", t.PID)
 		}
-		c, err := l.inProcess(t.PID, t.Path, name)
+		c, err := l.inProcess(t.PID, t.Path, name, searchOf(t))
 		if err != nil {
 			return nil, err
 		}
@@ -91,11 +91,7 @@ func (l HostLocator) Locate(t config.Target) (_ []Candidate, err error) {
 		hostErr = err
 		if err != nil && t.FromRecipe != nil {
 			// The recipe's usual places of a file PATH does not know.
-			found, serr := searchRecipe(host, t.FromRecipe.Search)
-			if serr != nil {
-				closeAll(found)
-				return nil, serr
-			}
+			found := searchRecipe(host, t.FromRecipe.Search)
 			for _, c := range found {
 				add(&c)
 			}
@@ -121,7 +117,7 @@ func (l HostLocator) Locate(t config.Target) (_ []Candidate, err error) {
 				if ok, err := m.MatchProcess(l.FS, pid); err != nil || !ok {
 					continue
 				}
-				if c, err := l.inProcess(pid, t.Path, name); err == nil && c != nil {
+				if c, err := l.inProcess(pid, t.Path, name, searchOf(t)); err == nil && c != nil {
 					add(c)
 				}
 			}
@@ -129,7 +125,7 @@ func (l HostLocator) Locate(t config.Target) (_ []Candidate, err error) {
 	}
 	// The other mount namespaces: one process of each.
 	for _, pid := range l.namespaces() {
-		c, err := l.inProcess(pid, t.Path, name)
+		c, err := l.inProcess(pid, t.Path, name, searchOf(t))
 		if err == nil && c != nil {
 			add(c)
 		}
@@ -179,14 +175,24 @@ func closeAll(cands []Candidate) {
 // (a container of a new image, a file that appeared). The caller owns the
 // Candidate.
 func (l HostLocator) LocateInProcess(t config.Target, pid int) (*Candidate, error) {
-	return l.inProcess(pid, t.Path, !strings.ContainsRune(t.Path, '/'))
+	return l.inProcess(pid, t.Path, !strings.ContainsRune(t.Path, '/'), searchOf(t))
+}
+
+// searchOf returns the usual places of target t's recipe, if it has one.
+func searchOf(t config.Target) []string {
+	if t.FromRecipe == nil {
+		return nil
+	}
+	return t.FromRecipe.Search
 }
 
 // inProcess finds the target's file as process pid sees it: a library
 // name among its mappings, an executable name as its own executable, a path
-// inside its root. The root is opened once, and every name is resolved
-// and the file opened from that descriptor.
-func (l HostLocator) inProcess(pid int, path string, name bool) (_ *Candidate, err error) {
+// inside its root; a name found nowhere else in the first regular file of
+// the globs of search (a recipe's usual places) inside its root. The root
+// is opened once, and every name is resolved, every directory of a glob
+// read, and the file opened from that descriptor.
+func (l HostLocator) inProcess(pid int, path string, name bool, search []string) (_ *Candidate, err error) {
 	ownNS, err1 := l.FS.MountNamespace(os.Getpid())
 	theirNS, err2 := l.FS.MountNamespace(pid)
 	root, err := l.FS.ProcessRoot(pid).OpenDir()
@@ -217,10 +223,16 @@ func (l HostLocator) inProcess(pid int, path string, name bool) (_ *Candidate, e
 			in := l.Resolver
 			in.Root = root
 			in.LibraryPath = l.FS.LibraryPath(pid, root)
-			if r, err = in.Resolve(path); err != nil {
-				return nil, fmt.Errorf("in process %d: %w", pid, err)
-			}
+			r, err = in.Resolve(path)
 			how = string(r.Source) + " of process " + strconv.Itoa(pid)
+			if err != nil {
+				// The recipe's usual places, in the process's own tree.
+				found, pattern := firstRegular(root, search)
+				if found == "" {
+					return nil, fmt.Errorf("in process %d: %w", pid, err)
+				}
+				r, how = procfs.Resolved{Path: found}, "the recipe's usual place "+pattern+" in the root of process "+strconv.Itoa(pid)
+			}
 		}
 		path = r.Path
 	}

@@ -3,7 +3,6 @@ package planner
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sort"
 	"strings"
 
@@ -52,6 +51,17 @@ func recipeError(t config.Target, fl *file, ref string, err error) error {
 		}
 	}
 	return fmt.Errorf("recipe %s: %w", t.Recipe, err)
+}
+
+// recipeFileError refuses a file that is not the program target t's
+// recipe reads: a file that is not Go for a recipe that reads Go's types
+// and registers (go-http), whatever its functions are named.
+func recipeFileError(t config.Target, fl *file) error {
+	if t.FromRecipe == nil || t.FromRecipe.Program != "go" || fl.isGo {
+		return nil
+	}
+	return fmt.Errorf("recipe %s: target %s: not a Go program (no Go build information or function table): the %s recipe traces Go programs",
+		t.Recipe, fl.path, t.Recipe)
 }
 
 // hasAny says whether the file has a USDT probe or a function whose
@@ -149,23 +159,22 @@ func sortedKeys(m map[string]string) []string {
 // give (every PostgreSQL major version installed side by side).
 const maxSearched = 16
 
-// searchRecipe opens, in the collector's own view, the regular files the
-// absolute path globs of a recipe's usual places match, at most
-// maxSearched, in the globs' order and each glob's matches sorted.
-func searchRecipe(host *procfs.Dir, globs []string) ([]Candidate, error) {
-	// A match that cannot be opened (a directory, no permission) is skipped.
+// searchRecipe opens, in the collector's own view (host), the regular
+// files the absolute path globs of a recipe's usual places match, at most
+// maxSearched, in the globs' order and each glob's matches sorted. The
+// globs are read by descriptor and bounded (procfs.Dir.Glob); a match that
+// cannot be opened as a regular file (a directory, a FIFO, a device, no
+// permission) is skipped.
+func searchRecipe(host *procfs.Dir, globs []string) []Candidate {
 	var out []Candidate
 	for _, pattern := range globs {
-		if !filepath.IsAbs(pattern) {
-			continue
-		}
-		matches, err := filepath.Glob(pattern)
+		matches, _, err := host.Glob(pattern, maxSearched)
 		if err != nil {
 			continue
 		}
 		for _, m := range matches {
 			if len(out) == maxSearched {
-				return out, nil
+				return out
 			}
 			c, err := openCandidate(host, m, "the recipe's usual place "+pattern)
 			if err == nil && c != nil {
@@ -173,5 +182,26 @@ func searchRecipe(host *procfs.Dir, globs []string) ([]Candidate, error) {
 			}
 		}
 	}
-	return out, nil
+	return out
+}
+
+// firstRegular returns the first path, inside root, that the globs of a
+// recipe's usual places match and that is a regular file there, and the
+// glob that matched it; "" when none does. Each glob is read by
+// descriptor inside the root and bounded (procfs.Dir.Glob): a container's
+// links lead only to its own files, its FIFOs, devices and directories are
+// not regular files, and its loops of links match nothing.
+func firstRegular(root *procfs.Dir, globs []string) (string, string) {
+	for _, pattern := range globs {
+		matches, _, err := root.Glob(pattern, maxSearched)
+		if err != nil {
+			continue
+		}
+		for _, m := range matches {
+			if fi, _, err := root.Stat(m); err == nil && fi.Mode().IsRegular() {
+				return m, pattern
+			}
+		}
+	}
+	return "", ""
 }

@@ -46,6 +46,7 @@ type file struct {
 	arch      regs.Arch // from the file's machine
 	isGo      bool
 	goVersion string
+	goPclntab string // the layout of its function table (gobin.Info.Pclntab)
 	goIDOff   uint16
 	buildID   string // GNU build id, hex
 	goBuildID string
@@ -148,7 +149,7 @@ func openFile(c Candidate, opts Options) (_ *file, err error) {
 		return nil, fmt.Errorf("target %s: %w", path, err)
 	}
 	if isGo {
-		fl.isGo, fl.goVersion = true, info.GoVersion
+		fl.isGo, fl.goVersion, fl.goPclntab = true, info.GoVersion, info.Pclntab
 		var d *dwarf.Data
 		if debuginfo.HasDWARF(f) {
 			// Its own DWARF, read within the file's budget and kept for

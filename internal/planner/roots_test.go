@@ -1,18 +1,23 @@
 package planner
 
 import (
+	"debug/elf"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil/hostile"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 )
@@ -160,3 +165,117 @@ func TestPlanHoldsOneDescriptorPerFile(t *testing.T) {
 // this test process: a target path is looked for in every mount namespace of
 // the host, and another package's tests may run a container at the same time.
 var appDir = fmt.Sprintf("app-%d", os.Getpid())
+
+// A recipe's usual places (a glob such as /usr/lib/jvm/*/lib/server/
+// libjvm.so) are searched inside each container's root, by descriptor,
+// for a name the container's PATH and library cache do not know: its own
+// file is found. Its hostile entries, sorted before it, give nothing: an
+// absolute link and a "../.." link to a host directory that has the file
+// (the host's file is never a candidate), a FIFO, a directory and a
+// character device (/dev/zero's) named like the file, a loop of links.
+// On main the usual places were searched on the host only: the
+// container's file was not found.
+func TestRecipeSearchInContainer(t *testing.T) {
+	testutil.RequireRoot(t)
+	bin := testutil.BuildStatic(t, "hardening", "-pthread")
+	root := t.TempDir()
+	copyTo(t, bin, filepath.Join(root, appDir, "prog"), 0o755)
+	lib := "librecipe-" + appDir + ".so" // a name no library cache knows
+	jvm := filepath.Join(root, appDir, "jvm")
+	own := filepath.Join(jvm, "java-17", "lib", lib)
+	copyTo(t, bin, own, 0o755)
+	hostDir := t.TempDir()
+	copyTo(t, bin, filepath.Join(hostDir, "lib", lib), 0o755)
+	require.NoError(t, os.Symlink(hostDir, filepath.Join(jvm, "a-absolute")))
+	require.NoError(t, os.Symlink("../../../../../../../.."+hostDir, filepath.Join(jvm, "b-dotdot")))
+	require.NoError(t, os.MkdirAll(filepath.Join(jvm, "c-fifo", "lib"), 0o755))
+	require.NoError(t, unix.Mkfifo(filepath.Join(jvm, "c-fifo", "lib", lib), 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(jvm, "d-dir", "lib", lib), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(jvm, "e-device", "lib"), 0o755))
+	require.NoError(t, unix.Mknod(filepath.Join(jvm, "e-device", "lib", lib), unix.S_IFCHR|0o644, int(unix.Mkdev(1, 5))))
+	require.NoError(t, os.Symlink("f-loop", filepath.Join(jvm, "f-loop")))
+	ctr := testutil.StartContainer(t, root, "ready", "/"+appDir+"/prog")
+
+	tg := config.Target{
+		Path: lib, Recipe: "test", Counters: config.CountersOf("uprobe:four"),
+		FromRecipe: &config.RecipeFacts{Search: []string{"/" + appDir + "/jvm/*/lib/" + lib}},
+	}
+	cands, err := HostLocator{}.Locate(tg)
+	require.NoError(t, err)
+	ownID := fileIDOf(t, own)
+	var ids []procfs.FileID
+	for _, c := range cands {
+		ids = append(ids, c.ID.FileID)
+		if c.ID.FileID == ownID {
+			assert.Equal(t, "/"+appDir+"/jvm/java-17/lib/"+lib, c.SeenAs)
+			assert.Contains(t, c.How, "the recipe's usual place /"+appDir+"/jvm/*/lib/"+lib+" in the root of process ")
+			assert.True(t, c.ThroughRoot)
+		}
+		c.Close()
+	}
+	assert.Equal(t, []procfs.FileID{ownID}, ids, "the container's own file, and nothing else")
+
+	c, err := HostLocator{}.LocateInProcess(tg, ctr.PID)
+	require.NoError(t, err)
+	require.NotNil(t, c, "a container started later: its own file")
+	assert.Equal(t, ownID, c.ID.FileID)
+	c.Close()
+
+	// The program resolves and plans from the container's file.
+	pl, err := Resolve([]config.Target{tg}, Options{Locator: HostLocator{}})
+	require.NoError(t, err)
+	require.Len(t, pl.Files, 1)
+	assert.Equal(t, ownID, pl.Files[0].ID.FileID)
+	pl.Close()
+}
+
+// withDynamicStringBomb returns a copy of program whose .dynamic section
+// names, as its string table, a compressed section that declares
+// declared bytes of zeros (about declared/1000 in the file). The loader
+// reads the dynamic segment by program header: the program still runs.
+func withDynamicStringBomb(t *testing.T, program string, declared uint64) string {
+	t.Helper()
+	bomb, err := hostile.Compressed(".dynstr.bomb", nil, declared)
+	require.NoError(t, err)
+	out := filepath.Join(t.TempDir(), filepath.Base(program))
+	require.NoError(t, hostile.AddSections(program, out, bomb))
+	f, err := elf.Open(out)
+	require.NoError(t, err)
+	dynamic, last := -1, len(f.Sections)-1
+	for i, s := range f.Sections {
+		if s.Type == elf.SHT_DYNAMIC {
+			dynamic = i
+		}
+	}
+	require.Equal(t, ".dynstr.bomb", f.Sections[last].Name)
+	f.Close()
+	require.GreaterOrEqual(t, dynamic, 0, "a dynamically linked program")
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	shoff := binary.LittleEndian.Uint64(b[0x28:])
+	binary.LittleEndian.PutUint32(b[shoff+uint64(dynamic)*64+0x28:], uint32(last)) // sh_link
+	require.NoError(t, os.WriteFile(out, b, 0o755))
+	return out
+}
+
+// A process's executable whose .dynamic links to a compressed string
+// table declaring 256 MiB: looking for a library the process has not
+// mapped reads its DT_RUNPATH (the loader's search) without
+// decompressing the table, on every exec the file watcher looks at. On
+// main debug/elf decompressed all of it: 256 MiB allocated per lookup.
+func TestDynamicStringBomb(t *testing.T) {
+	testutil.RequireRoot(t)
+	prog := testutil.StartProgram(t, withDynamicStringBomb(t, hostile.Program(t), 256<<20), "ready")
+	tg := config.Target{Path: "libnosuch-" + appDir + ".so", Optional: true, Counters: config.CountersOf("uprobe:x")}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	c, err := HostLocator{}.LocateInProcess(tg, prog.PID)
+	took := time.Since(start)
+	runtime.ReadMemStats(&after)
+	if c != nil {
+		c.Close()
+	}
+	t.Logf("lookup: %v, %d bytes allocated, err %v", took, after.TotalAlloc-before.TotalAlloc, err)
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(16<<20), "the string table is not decompressed")
+}

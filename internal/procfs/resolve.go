@@ -371,7 +371,7 @@ func (r Resolver) libraryFromDirs(q libraryQuery, dirs []string, source Source) 
 // are left out.
 func (f FS) LibraryPath(pid int, root Tree) []string {
 	var dirs []string
-	if env, err := os.ReadFile(f.pidPath(pid, "environ")); err == nil {
+	if env, _, err := readPathLimited(f.pidPath(pid, "environ"), maxEnviron); err == nil {
 		for _, kv := range strings.Split(string(env), "\x00") {
 			if v, ok := strings.CutPrefix(kv, "LD_LIBRARY_PATH="); ok {
 				dirs = append(dirs, strings.Split(v, ":")...)
@@ -392,6 +392,9 @@ func (f FS) LibraryPath(pid int, root Tree) []string {
 		return dirs
 	}
 	defer ef.Close()
+	if !dynamicReadable(ef) {
+		return dirs
+	}
 	runpath, _ := ef.DynString(elf.DT_RUNPATH)
 	if len(runpath) == 0 {
 		runpath, _ = ef.DynString(elf.DT_RPATH)
@@ -406,24 +409,67 @@ func (f FS) LibraryPath(pid int, root Tree) []string {
 	return dirs
 }
 
-func (r Resolver) readDirNames(dir string) ([]string, error) {
-	f, err := r.tree().Open(dir)
+// maxEnviron bounds what is read of a process's environment for its
+// LD_LIBRARY_PATH: execve takes at most 6 MiB of arguments and
+// environment, and a loader search path beyond the first MiB is ignored.
+const maxEnviron = 1 << 20
+
+// maxDynamicSection bounds the .dynamic section and its string table that
+// LibraryPath reads from a process's executable (a large C++ program's
+// .dynstr is a few MiB).
+const maxDynamicSection = 16 << 20
+
+// dynamicReadable says whether the .dynamic section of a process's
+// executable and the string table it links to can be read within bounds:
+// stored as they are (debug/elf decompresses whatever size a compressed
+// section's header declares, and the file is the process's) and at most
+// maxDynamicSection bytes each.
+func dynamicReadable(ef *elf.File) bool {
+	ds := ef.SectionByType(elf.SHT_DYNAMIC)
+	if ds == nil {
+		return true // statically linked: DynString reads nothing
+	}
+	if ds.Link == 0 || int(ds.Link) >= len(ef.Sections) {
+		return false
+	}
+	for _, s := range []*elf.Section{ds, ef.Sections[ds.Link]} {
+		if s.Flags&elf.SHF_COMPRESSED != 0 || s.Size > maxDynamicSection {
+			return false
+		}
+	}
+	return true
+}
+
+// readPathLimited reads at most limit bytes of the file at path (no root)
+// and says whether it is longer.
+func readPathLimited(path string, limit int64) ([]byte, bool, error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer f.Close()
-	var names []string
-	for len(names) < maxDirEntries {
-		batch, err := f.Readdirnames(1024)
-		names = append(names, batch...)
-		if err == io.EOF {
-			break
+	return readLimited(f, limit)
+}
+
+// readDirNames reads at most maxDirEntries names of directory dir of the
+// tree ([Dir.ReadDirNames]: a FIFO or a device named as a directory, in
+// a process's LD_LIBRARY_PATH say, is not opened).
+func (r Resolver) readDirNames(dir string) ([]string, error) {
+	var d *Dir
+	switch t := r.tree().(type) {
+	case *Dir:
+		d = t
+	case Root:
+		var err error
+		if d, err = t.OpenDir(); err != nil {
+			return nil, err
 		}
-		if err != nil {
-			return names, err
-		}
+		defer d.Close()
+	default:
+		return nil, fmt.Errorf("reading directory %s: a tree of type %T", t.Display(dir), t)
 	}
-	return names, nil
+	names, _, err := d.ReadDirNames(dir, maxDirEntries)
+	return names, err
 }
 
 // elfMachine is the ELF machine of each supported GOARCH.

@@ -246,26 +246,41 @@ func (e *NotRegularError) Error() string {
 // Is makes errors.Is(err, ErrNotRegular) true.
 func (e *NotRegularError) Is(target error) bool { return target == ErrNotRegular }
 
-// OpenRegular opens the regular file name for reading, without blocking:
-// it opens with O_NONBLOCK and O_NOCTTY, so that neither a FIFO nor a
-// device can make it wait, then refuses anything fstat does not call a
-// regular file with an error that wraps ErrNotRegular and says what it
-// is. The caller owns the file; its reads never block on a regular file.
+// OpenRegular opens the regular file name for reading, without blocking,
+// and refuses anything else with an error that wraps ErrNotRegular and
+// says what it is. It opens name as a path-only descriptor (O_PATH), which
+// runs no driver's or FIFO's open, checks that fstat calls it a regular
+// file, and only then opens that very file for reading (through
+// /proc/self/fd/N, O_NONBLOCK and O_NOCTTY): a container's node of a
+// device (the host's watchdog, armed by an open) or its FIFO (whose open
+// releases a waiting writer) is never opened. The caller owns the file;
+// its reads never block on a regular file.
 func (d *Dir) OpenRegular(name string) (*os.File, fs.FileInfo, error) {
-	f, err := d.open(name, os.O_RDONLY|oNonblockNoctty)
+	p, err := d.open(name, oPath)
 	if err != nil {
 		return nil, nil, err
 	}
-	fi, err := f.Stat()
+	defer p.Close()
+	fi, err := p.Stat()
 	if err != nil {
-		f.Close()
 		return nil, nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		f.Close()
 		return nil, nil, &NotRegularError{Path: d.Display(name), Kind: FileKind(fi.Mode())}
 	}
-	return f, fi, nil
+	f, err := reopen(p, os.O_RDONLY|oNonblockNoctty, d.Display(name))
+	if err != nil {
+		return nil, nil, err
+	}
+	opened, err := f.Stat()
+	if err == nil && !os.SameFile(fi, opened) {
+		err = fmt.Errorf("%s: reopened as another file", d.Display(name))
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, opened, nil
 }
 
 // OpenDirectory opens the directory name as a path-only descriptor (to

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -36,6 +37,24 @@ func (r Root) OpenDir() (*Dir, error) {
 		return nil, &fs.PathError{Op: "open", Path: r.Dir(), Err: err}
 	}
 	return &Dir{fd: os.NewFile(uintptr(fd), r.Dir()), name: r}, nil
+}
+
+// reopen opens the file of the path-only descriptor p anew with flags,
+// through /proc/self/fd: the very file p holds, whatever its path has
+// become. The file is named name.
+func reopen(p *os.File, flags int, name string) (*os.File, error) {
+	var fd int
+	var err error
+	for range maxOpenRetries {
+		fd, err = unix.Open("/proc/self/fd/"+strconv.Itoa(int(p.Fd())), flags|unix.O_CLOEXEC, 0)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	return os.NewFile(uintptr(fd), name), nil
 }
 
 func (d *Dir) open(name string, flags int) (*os.File, error) {

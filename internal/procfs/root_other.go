@@ -25,6 +25,10 @@ func (r Root) OpenDir() (*Dir, error) {
 	return &Dir{fd: f, name: r}, nil
 }
 
+func reopen(p *os.File, flags int, name string) (*os.File, error) {
+	return os.OpenFile(p.Name(), flags, 0)
+}
+
 func (d *Dir) open(name string, flags int) (*os.File, error) {
 	p, err := d.name.Join(name)
 	if err != nil {

@@ -5,11 +5,14 @@ package procfs
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // escapeTree is a container-like root whose links try to leave it.
@@ -138,4 +141,68 @@ func TestDirOpenRegular(t *testing.T) {
 		assert.Equal(t, "/etc/passwd", p)
 	}
 	openat2Refused.Store(false)
+}
+
+// OpenRegular and ReadDirNames never open for reading what is not a
+// regular file (a directory for ReadDirNames): a device's driver runs its
+// open for the opener (a container's node of the host's watchdog, c 10
+// 130, is armed by an open from the collector, which the container's
+// device cgroup does not confine), and a FIFO's open releases a writer
+// that waits for a reader. inotify's IN_OPEN tells every open of the
+// tree's FIFO and device (O_PATH aside): on main OpenRegular opened them
+// (O_NONBLOCK) before refusing them. With openat2 and with the user-space
+// walk.
+func TestNonRegularNeverOpened(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "libfifo.so"), 0o644))
+	names := []string{"/libfifo.so"}
+	if os.Geteuid() == 0 {
+		require.NoError(t, syscall.Mknod(filepath.Join(dir, "libdevice.so"), syscall.S_IFCHR|0o644, int(unix.Mkdev(1, 3)))) // /dev/null's
+		names = append(names, "/libdevice.so")
+	}
+	d, err := Root(dir).OpenDir()
+	require.NoError(t, err)
+	defer d.Close()
+	in, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	require.NoError(t, err)
+	defer unix.Close(in)
+	_, err = unix.InotifyAddWatch(in, dir, unix.IN_OPEN)
+	require.NoError(t, err)
+	for _, fallback := range []bool{false, true} {
+		openat2Refused.Store(fallback)
+		for _, name := range names {
+			_, _, err := d.OpenRegular(name)
+			require.ErrorIs(t, err, ErrNotRegular, "%s, fallback %v", name, fallback)
+			_, _, err = d.ReadDirNames(name, 10)
+			require.ErrorIs(t, err, syscall.ENOTDIR, "%s, fallback %v", name, fallback)
+		}
+		// A process's LD_LIBRARY_PATH naming them: the loader's search
+		// reads directories.
+		_, err = Resolver{Root: d, LibraryPath: names}.Library("libz")
+		require.Error(t, err)
+		_, err = Resolver{Root: Root(dir), LibraryPath: names}.Library("libz")
+		require.Error(t, err)
+	}
+	openat2Refused.Store(false)
+	var buf [4096]byte
+	n, err := unix.Read(in, buf[:])
+	var opened []string
+	for off := 0; err == nil && off+unix.SizeofInotifyEvent <= n; {
+		ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+		name := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
+		opened = append(opened, strings.TrimRight(string(name), "\x00"))
+		off += unix.SizeofInotifyEvent + int(ev.Len)
+	}
+	assert.Empty(t, opened, "opened for reading (IN_OPEN)")
+
+	// A regular file still opens, and is the one the name leads to.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "lib.so"), []byte("ELF"), 0o644))
+	f, fi, err := d.OpenRegular("/lib.so")
+	require.NoError(t, err)
+	b := make([]byte, 8)
+	m, _ := f.Read(b)
+	assert.Equal(t, "ELF", string(b[:m]))
+	assert.Equal(t, int64(3), fi.Size())
+	assert.Equal(t, filepath.Join(dir, "lib.so"), f.Name(), "named as the collector sees it")
+	f.Close()
 }

@@ -59,6 +59,9 @@ type Recipe struct {
 	Search []string
 	// Lacking say why a file lacks the recipe's probes.
 	Lacking []config.Lack
+	// Program is what the recipe's file must be: "go" for a Go program,
+	// "" for any file with the recipe's probes.
+	Program string
 	// Options are the recipe's options, by name.
 	Options map[string]Option
 
@@ -89,6 +92,7 @@ type fileSchema struct {
 	Applies     []string                `mapstructure:"applies"`
 	Search      []string                `mapstructure:"search"`
 	Lacking     []lackSchema            `mapstructure:"lacking"`
+	Program     string                  `mapstructure:"program"`
 	Options     map[string]optionSchema `mapstructure:"options"`
 	Target      config.Target           `mapstructure:"target"`
 }
@@ -141,8 +145,11 @@ func parse(name string, text []byte) (*Recipe, error) {
 	if err := decode(text, &f); err != nil {
 		return nil, err
 	}
+	if f.Program != "" && f.Program != "go" {
+		return nil, fmt.Errorf("program %q: want go, or none", f.Program)
+	}
 	r := &Recipe{Name: name, Description: f.Description, Tested: f.Tested, Applies: f.Applies, Search: f.Search,
-		Options: map[string]Option{}, text: text}
+		Program: f.Program, Options: map[string]Option{}, text: text}
 	for _, l := range f.Lacking {
 		r.Lacking = append(r.Lacking, config.Lack{Probes: l.Probes, Sentence: l.Sentence})
 	}
@@ -193,7 +200,7 @@ func (o Option) value(v any) (any, error) {
 	case "bool":
 		b, ok := v.(bool)
 		if !ok {
-			return nil, fmt.Errorf("%v is not true or false", v)
+			return nil, fmt.Errorf("%s is not true or false", shortValue(v))
 		}
 		return b, nil
 	case "integer":
@@ -210,17 +217,17 @@ func (o Option) value(v any) (any, error) {
 			n = int64(x)
 		case float64:
 			if x != math.Trunc(x) || x < math.MinInt64 || x > math.MaxInt64 {
-				return nil, fmt.Errorf("%v is not an integer", x)
+				return nil, fmt.Errorf("%s is not an integer", shortValue(x))
 			}
 			n = int64(x)
 		case string:
 			p, err := strconv.ParseInt(x, 0, 64)
 			if err != nil {
-				return nil, fmt.Errorf("%q is not an integer", x)
+				return nil, fmt.Errorf("%s is not an integer", shortValue(x))
 			}
 			n = p
 		default:
-			return nil, fmt.Errorf("%v is not an integer", v)
+			return nil, fmt.Errorf("%s is not an integer", shortValue(v))
 		}
 		if n < o.Min || n > o.Max {
 			return nil, fmt.Errorf("%d is out of range: want %d to %d", n, o.Min, o.Max)
@@ -229,19 +236,39 @@ func (o Option) value(v any) (any, error) {
 	case "string":
 		s, ok := v.(string)
 		if !ok {
-			return nil, fmt.Errorf("%v is not a string", v)
+			return nil, fmt.Errorf("%s is not a string", shortValue(v))
 		}
-		if len(s) > config.MaxNameBytes {
-			return nil, fmt.Errorf("%d bytes, at most %d", len(s), config.MaxNameBytes)
+		// It becomes telemetry (value names), as names do; and it goes
+		// into the recipe's text inside double quotes, which must take it
+		// as it is.
+		if err := config.CheckTelemetryText("the value", s); err != nil {
+			return nil, err
 		}
-		for _, r := range s {
-			if r < 0x20 || r == 0x7f || r == '"' || r == '\\' || r == '$' {
-				return nil, fmt.Errorf("%q: printable text without \", \\ or $", s)
-			}
+		if i := strings.IndexAny(s, "\"\\$"); i >= 0 {
+			return nil, fmt.Errorf("the value %s has %q at byte %d: a recipe's text takes no \", \\ or $", config.QuoteShort(s), s[i], i)
 		}
 		return s, nil
 	}
 	return nil, fmt.Errorf("type %q: want bool, integer or string", o.Type)
+}
+
+// shortValue names a value of an option as the collector decoded it from
+// YAML, for an error: a string quoted (at most 64 bytes of it), a number
+// or boolean as it is, anything else by its kind.
+func shortValue(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return config.QuoteShort(x)
+	case bool, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, float32, float64:
+		return fmt.Sprint(x)
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "a map"
+	}
+	return fmt.Sprintf("a value of type %T", v)
 }
 
 // set says whether a value turns the option's spans and counters on.
@@ -287,7 +314,7 @@ func Get(name string) (*Recipe, error) {
 	}
 	r, ok := all[name]
 	if !ok {
-		return nil, fmt.Errorf("no recipe %q (recipes: %s)", name, strings.Join(Names(), ", "))
+		return nil, fmt.Errorf("no recipe %s (recipes: %s)", config.QuoteShort(name), strings.Join(Names(), ", "))
 	}
 	return r, nil
 }
@@ -312,7 +339,7 @@ func (r *Recipe) values(given map[string]any) (map[string]any, error) {
 	for _, n := range sortedKeys(given) {
 		o, ok := r.Options[n]
 		if !ok {
-			errs = append(errs, fmt.Errorf("recipe_options: %q: recipe %s has no such option (options: %s)", n, r.Name, strings.Join(r.OptionNames(), ", ")))
+			errs = append(errs, fmt.Errorf("recipe_options: %s: recipe %s has no such option (options: %s)", config.QuoteShort(n), r.Name, strings.Join(r.OptionNames(), ", ")))
 			continue
 		}
 		v, err := o.value(given[n])
@@ -322,8 +349,15 @@ func (r *Recipe) values(given map[string]any) (map[string]any, error) {
 		}
 		out[n] = v
 	}
+	if len(errs) > maxOptionErrors {
+		errs = append(errs[:maxOptionErrors], fmt.Errorf("recipe_options: %d more problems", len(errs)-maxOptionErrors))
+	}
 	return out, errors.Join(errs...)
 }
+
+// maxOptionErrors bounds the problems of one target's recipe_options said
+// one by one; the others are counted.
+const maxOptionErrors = 8
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
@@ -364,7 +398,7 @@ func (r *Recipe) Target(options map[string]any) (config.Target, error) {
 		t.Counters = append(t.Counters, o.Counters...)
 	}
 	t.Recipe, t.RecipeOptions = r.Name, options
-	t.FromRecipe = &config.RecipeFacts{Search: r.Search, Lacking: r.Lacking}
+	t.FromRecipe = &config.RecipeFacts{Search: r.Search, Lacking: r.Lacking, Program: r.Program}
 	return t, nil
 }
 
@@ -403,7 +437,11 @@ func Expand(targets []config.Target) ([]config.Target, error) {
 		}
 		x, err := expand(t)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("targets[%d] (recipe %s): %w", i, t.Recipe, err))
+			where := fmt.Sprintf("targets[%d]", i)
+			if _, known := all[t.Recipe]; known {
+				where += " (recipe " + t.Recipe + ")" // an unknown name is quoted, short, in err
+			}
+			errs = append(errs, fmt.Errorf("%s: %w", where, err))
 			out[i] = t
 			continue
 		}

@@ -3,6 +3,7 @@ package recipe
 import (
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -192,22 +193,27 @@ func TestExpandErrors(t *testing.T) {
 		target config.Target
 		want   string
 	}{
-		{config.Target{Recipe: "mysql"}, `targets[0] (recipe mysql): no recipe "mysql" (recipes: dns, go-http, jvm, malloc, postgresql, python, tls)`},
+		{config.Target{Recipe: "mysql"}, `targets[0]: no recipe "mysql" (recipes: dns, go-http, jvm, malloc, postgresql, python, tls)`},
 		{config.Target{Recipe: "go-http"}, "recipe go-http has no usual file: give the target's path"},
 		{config.Target{Recipe: "jvm", RecipeOptions: map[string]any{"extended": true}}, `recipe_options: "extended": recipe jvm has no such option (options: extended_dtrace_probes, full_gc_name, young_gc_name)`},
-		{config.Target{Recipe: "jvm", RecipeOptions: map[string]any{"extended_dtrace_probes": "yes"}}, "recipe_options: extended_dtrace_probes: yes is not true or false"},
+		{config.Target{Recipe: "jvm", RecipeOptions: map[string]any{"extended_dtrace_probes": "yes"}}, `recipe_options: extended_dtrace_probes: "yes" is not true or false`},
 		{config.Target{Recipe: "tls", RecipeOptions: map[string]any{"plaintext_bytes": 4096}}, "recipe_options: plaintext_bytes: 4096 is out of range: want 0 to 256"},
 		{config.Target{Recipe: "malloc", RecipeOptions: map[string]any{"min_size": 0}}, "recipe_options: min_size: 0 is out of range"},
 		{config.Target{Recipe: "malloc", RecipeOptions: map[string]any{"min_size": 1.5}}, "recipe_options: min_size: 1.5 is not an integer"},
-		{config.Target{Recipe: "jvm", RecipeOptions: map[string]any{"full_gc_name": `G1 "Old"`}}, `recipe_options: full_gc_name: "G1 \"Old\"": printable text without`},
+		{config.Target{Recipe: "jvm", RecipeOptions: map[string]any{"full_gc_name": `G1 "Old"`}}, `recipe_options: full_gc_name: the value "G1 \"Old\"" has '"' at byte 3: a recipe's text takes no ", \ or $`},
 	} {
 		_, err := Expand([]config.Target{tc.target})
 		require.Error(t, err, "%+v", tc.target)
 		assert.Contains(t, err.Error(), tc.want)
 	}
+	// recipe_options on a target without a recipe set nothing: said, not
+	// ignored.
+	err := config.Validate([]config.Target{{Path: "/bin/true", Counters: config.CountersOf("uprobe:main"), RecipeOptions: map[string]any{"min_size": 4096}}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "targets[0]: recipe_options without recipe: they set the options of a recipe")
 	// Validating a recipe target that was not expanded is a mistake of
 	// the caller, said as such.
-	err := config.Validate([]config.Target{{Recipe: "dns"}})
+	err = config.Validate([]config.Target{{Recipe: "dns"}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `targets[0] (recipe dns): recipe "dns" is not expanded`)
 }
@@ -247,4 +253,49 @@ func TestYAML(t *testing.T) {
 			assert.Equal(t, want, printed, "the printed target is the recipe's")
 		})
 	}
+}
+
+// TestExpandErrorsAreShort: what a configuration gives a recipe target
+// (its recipe's name, its options' names and values) is quoted in an
+// error at most 64 bytes long and escaped, whatever its size or bytes; a
+// string option takes what names that become telemetry take (printable
+// UTF-8), and is what the telemetry says, byte for byte. On main a
+// megabyte name or value gave a megabyte error (twice over for the
+// recipe's name, unescaped: a terminal escape reached the log), U+0085
+// was taken and became a space, and invalid UTF-8 gave YAML's error.
+func TestExpandErrorsAreShort(t *testing.T) {
+	big := strings.Repeat("A", 1<<20)
+	for _, tc := range []struct {
+		target config.Target
+		want   string
+	}{
+		{config.Target{Recipe: big}, `targets[0]: no recipe "` + strings.Repeat("A", 64) + `"… (recipes: dns, go-http, jvm, malloc, postgresql, python, tls)`},
+		{config.Target{Recipe: "\x1b[31mred"}, `targets[0]: no recipe "\x1b[31mred" (recipes: `},
+		{config.Target{Recipe: "jvm", RecipeOptions: map[string]any{big: 1}}, `targets[0] (recipe jvm): recipe_options: "` + strings.Repeat("A", 64) + `"…: recipe jvm has no such option`},
+		{config.Target{Recipe: "malloc", RecipeOptions: map[string]any{"min_size": big}}, `recipe_options: min_size: "` + strings.Repeat("A", 64) + `"… is not an integer`},
+		{config.Target{Recipe: "jvm", RecipeOptions: map[string]any{"extended_dtrace_probes": big}}, `recipe_options: extended_dtrace_probes: "` + strings.Repeat("A", 64) + `"… is not true or false`},
+		{config.Target{Recipe: "jvm", RecipeOptions: map[string]any{"extended_dtrace_probes": []any{big, big}}}, "recipe_options: extended_dtrace_probes: a list is not true or false"},
+		{config.Target{Recipe: "jvm", RecipeOptions: map[string]any{"young_gc_name": map[string]any{big: big}}}, "recipe_options: young_gc_name: a map is not a string"},
+		{config.Target{Recipe: "malloc", RecipeOptions: map[string]any{"min_size": nil}}, "recipe_options: min_size: null is not an integer"},
+		{config.Target{Recipe: "jvm", RecipeOptions: map[string]any{"young_gc_name": strings.Repeat("\x01", 200)}}, `recipe_options: young_gc_name: the value "` + strings.Repeat(`\x01`, 64) + `"… has the control character U+0001 at byte 0`},
+		{config.Target{Recipe: "jvm", RecipeOptions: map[string]any{"young_gc_name": "G1\u0085Young"}}, `recipe_options: young_gc_name: the value "G1\u0085Young" has the control character U+0085 at byte 2`},
+		{config.Target{Recipe: "jvm", RecipeOptions: map[string]any{"young_gc_name": "G1\xffYoung"}}, `recipe_options: young_gc_name: the value "G1\xffYoung" is not UTF-8 at byte 2`},
+		{config.Target{Recipe: "jvm", RecipeOptions: map[string]any{"young_gc_name": "G1 ${x}"}}, `recipe_options: young_gc_name: the value "G1 ${x}" has '$' at byte 3: a recipe's text takes no ", \ or $`},
+	} {
+		_, err := Expand([]config.Target{tc.target})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), tc.want)
+		assert.Less(t, len(err.Error()), 600, "%.600s", err.Error())
+	}
+
+	// Many unknown options: a few are named, the others counted.
+	many := map[string]any{}
+	for i := range 10000 {
+		many[fmt.Sprintf("option%05d", i)] = i
+	}
+	_, err := Expand([]config.Target{{Recipe: "jvm", RecipeOptions: many}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `recipe_options: "option00000": recipe jvm has no such option`)
+	assert.Contains(t, err.Error(), "recipe_options: 9992 more problems")
+	assert.Less(t, len(err.Error()), 2000)
 }

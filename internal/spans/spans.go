@@ -61,9 +61,9 @@ type Settings struct {
 	ThreadKeys      func(pid uint32, image event.Image) []string
 	ThreadKeysStale func(pid uint32, image event.Image)
 	// Observe, when set, is called with each span of a definition that
-	// has a metric (plan.SpanDef.Metric) as it joins the output; it may
-	// read the span, not keep it.
-	Observe func(def uint32, sp ptrace.Span)
+	// has a metric (plan.SpanDef.Metric) as it joins the output, with
+	// its process image; it may read the span, not keep it.
+	Observe func(def uint32, pid uint32, image event.Image, sp ptrace.Span)
 }
 
 // Counts are per-event problems and outcomes a Builder met, for self-telemetry.
@@ -253,7 +253,7 @@ func (b *Builder) finish(sp ptrace.Span, key resourceKey, def uint32, sampled bo
 		return
 	}
 	if b.s.Plan.Spans[def].Metric != nil && b.s.Observe != nil {
-		b.s.Observe(def, sp)
+		b.s.Observe(def, key.pid, key.image, sp)
 	}
 	sp.MoveTo(b.slice(key, 0).AppendEmpty())
 }
@@ -283,7 +283,7 @@ func (b *Builder) Add(ev *event.SpanRecord) {
 		sp := b.slice(key, b.expect+1).AppendEmpty()
 		b.span(sp, ev, def)
 		if def.Metric != nil && b.s.Observe != nil {
-			b.s.Observe(ev.Def, sp)
+			b.s.Observe(ev.Def, ev.PID, ev.Image, sp)
 		}
 		return
 	}
