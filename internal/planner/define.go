@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
@@ -207,8 +208,12 @@ func Resolve(targets []config.Target, opts ...Options) (*Planner, error) {
 	}
 	chosen := 0
 	var errs []error
+	locator := pl.opts.Locator
+	if hl, ok := locator.(HostLocator); ok && hl.scan == nil {
+		locator = hl.batch() // for these targets only: ReadFile's come later
+	}
 	for i, t := range targets {
-		cands, err := pl.opts.Locator.Locate(t)
+		cands, err := locator.Locate(t)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("target %s: %w", t.Path, err))
 			cands = nil
@@ -234,7 +239,18 @@ func Resolve(targets []config.Target, opts ...Options) (*Planner, error) {
 		pl.Close()
 		return nil, err
 	}
+	// The probes and spans are complete (files found later add sites):
+	// no room left over from appending them one by one.
+	pl.Probes, pl.Spans = trimmed(pl.Probes), trimmed(pl.Spans)
 	return pl, nil
+}
+
+// trimmed returns s without unused capacity beyond an eighth of its length.
+func trimmed[S ~[]E, E any](s S) S {
+	if cap(s)-len(s) <= len(s)/8 {
+		return s
+	}
+	return slices.Clone(s)
 }
 
 // resolveFiles defines target ti (its probes and spans) from the first of
@@ -406,7 +422,6 @@ func (pl *Planner) note(ti int, format string, args ...any) {
 // function pattern, the first file) defines it.
 type probeDef struct {
 	id    int // -1 until it is in the plan
-	key   string
 	ref   string
 	probe config.ProbeRef
 	// fns restricts a function probe to the functions of these names (a
@@ -451,6 +466,16 @@ func (pl *Planner) define(ti int, t config.Target, fl *file) (*targetDef, error)
 	note := func(format string, args ...any) { pl.note(ti, format, args...) }
 	var errs []error
 	byKey := map[string]*probeDef{}
+	// The locations only decide the definition (the returns of a span,
+	// which span claims an address): the defs outlive Start, for files
+	// found later, and a location holds its whole file (its decoded
+	// instructions, symbols and DWARF: ~5 KiB per location of
+	// PostgreSQL's function: "*").
+	defer func() {
+		for _, pd := range byKey {
+			pd.locs = nil
+		}
+	}()
 	// find defines a reference once; fns restricts a function probe to
 	// some functions of its name (a pattern's match). register adds a
 	// found probe to the plan.
@@ -472,7 +497,7 @@ func (pl *Planner) define(ti int, t config.Target, fl *file) (*targetDef, error)
 		if as == "" {
 			as = ref
 		}
-		pd := &probeDef{id: -1, key: key, ref: as, probe: p, entrySpan: -1, exitSpan: -1}
+		pd := &probeDef{id: -1, ref: as, probe: p, entrySpan: -1, exitSpan: -1}
 		for _, fn := range fns {
 			pd.fns = append(pd.fns, fn.Name)
 		}

@@ -60,7 +60,7 @@ func (c *compiler) conditions(pd *probeDef, site *plan.Site, note func(string, .
 		if err != nil {
 			errs = append(errs, fmt.Errorf("histogram %s: %w", pd.hist.Expr.Text, err))
 		} else {
-			site.ValueHist, site.HistValue = pd.histID, f
+			site.ValueHist, site.HistValue = pd.histID, &f
 		}
 	}
 	return errors.Join(errs...)
