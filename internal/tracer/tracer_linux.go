@@ -895,27 +895,17 @@ func (t *Tracer) Read(max int, h Records) (n, malformed int) {
 			malformed++
 			return
 		}
-		t.ev = event.SpanRecord{
-			StartNs:        r.StartNs,
-			EndNs:          r.EndNs,
-			ParentStartNs:  r.ParentStartNs,
-			RootStartNs:    r.RootStartNs,
-			ContextStartNs: r.ContextStartNs,
-			Owner:          r.Owner,
-			PID:            r.Pid,
-			Image:          event.Image{StartNs: r.ProcessStartNs, ExecID: r.ExecId},
-			TID:            r.Tid,
-			Def:            r.Span,
-			EntrySite:      r.EntrySite,
-			ExitSite:       r.ExitSite,
-			Depth:          r.Depth,
-			Truncated:      r.Flags&bpfobj.RecordTruncated != 0,
-			Pending:        r.Flags&bpfobj.RecordPending != 0,
-			EntryFailed:    r.EntryFailed,
-			ExitFailed:     r.ExitFailed,
-			Entry:          rec.Entry,
-			Exit:           rec.Exit,
-		}
+		// Field by field: a composite literal is built aside and then
+		// copied whole, twice the stores for every record.
+		ev := &t.ev
+		ev.StartNs, ev.EndNs = r.StartNs, r.EndNs
+		ev.ParentStartNs, ev.RootStartNs, ev.ContextStartNs = r.ParentStartNs, r.RootStartNs, r.ContextStartNs
+		ev.Owner, ev.PID, ev.TID = r.Owner, r.Pid, r.Tid
+		ev.Image = event.Image{StartNs: r.ProcessStartNs, ExecID: r.ExecId}
+		ev.Def, ev.EntrySite, ev.ExitSite, ev.Depth = r.Span, r.EntrySite, r.ExitSite, r.Depth
+		ev.Truncated, ev.Pending = r.Flags&bpfobj.RecordTruncated != 0, r.Flags&bpfobj.RecordPending != 0
+		ev.EntryFailed, ev.ExitFailed = r.EntryFailed, r.ExitFailed
+		ev.Entry, ev.Exit = rec.Entry, rec.Exit
 		h.Span(&t.ev)
 	})
 	return n, malformed + corrupt
