@@ -160,6 +160,9 @@ func targetsOf(kind string, count int, dir string) ([]config.Target, error) {
 // measurePoint runs the receiver on one point in this process and prints
 // the Run as JSON.
 func measurePoint(kind string, count int, dir, heapProfile string) error {
+	if heapProfile != "" && os.Getenv("SCALEBENCH_EVERY_ALLOCATION") != "" {
+		runtime.MemProfileRate = 1 // every allocation in the profile (slow)
+	}
 	targets, err := targetsOf(kind, count, dir)
 	if err != nil {
 		return err

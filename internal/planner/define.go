@@ -426,9 +426,7 @@ type probeDef struct {
 	probe config.ProbeRef
 	// fns restricts a function probe to the functions of these names (a
 	// pattern's match); nil means every function of the probe's symbol.
-	fns []string
-	// locs are its locations in the file it was defined from.
-	locs      []location
+	fns       []string
 	entrySpan int
 	exitSpan  int
 	entry     []fetchSpec
@@ -437,6 +435,14 @@ type probeDef struct {
 	// expanded from a function pattern: a name its function lacks is left
 	// out (with a note) instead of failing the plan.
 	entryLenient, exitLenient bool
+	// conds are its conditions and histogram, nil for none: most probes
+	// have none (a function pattern's thousands), and the definitions
+	// live as long as the receiver (see conditions).
+	conds *probeConds
+}
+
+// probeConds are the conditions and the histogram of a probe.
+type probeConds struct {
 	// entryFilter and exitFilter are the conditions of the span it opens
 	// and of the span it closes.
 	entryFilter, exitFilter []config.Condition
@@ -450,10 +456,30 @@ type probeDef struct {
 	histID int
 }
 
+// noConds are the conditions of a probe without any.
+var noConds probeConds
+
+// conditions returns the probe's conditions and histogram, to read.
+func (pd *probeDef) conditions() *probeConds {
+	if pd.conds == nil {
+		return &noConds
+	}
+	return pd.conds
+}
+
+// setConditions returns the probe's conditions and histogram, to set.
+func (pd *probeDef) setConditions() *probeConds {
+	if pd.conds == nil {
+		pd.conds = &probeConds{}
+	}
+	return pd.conds
+}
+
 // site says whether the probe needs the site program (spans, conditions,
 // a histogram) rather than the bare counter.
 func (pd *probeDef) site() bool {
-	return pd.entrySpan >= 0 || pd.exitSpan >= 0 || pd.filtered || pd.hist != nil
+	c := pd.conditions()
+	return pd.entrySpan >= 0 || pd.exitSpan >= 0 || c.filtered || c.hist != nil
 }
 
 // define adds the probes and spans of target ti to the plan. fl is the
@@ -466,16 +492,12 @@ func (pl *Planner) define(ti int, t config.Target, fl *file) (*targetDef, error)
 	note := func(format string, args ...any) { pl.note(ti, format, args...) }
 	var errs []error
 	byKey := map[string]*probeDef{}
-	// The locations only decide the definition (the returns of a span,
-	// which span claims an address): the defs outlive Start, for files
-	// found later, and a location holds its whole file (its decoded
-	// instructions, symbols and DWARF: ~5 KiB per location of
-	// PostgreSQL's function: "*").
-	defer func() {
-		for _, pd := range byKey {
-			pd.locs = nil
-		}
-	}()
+	// locs are each probe's locations in fl. They only decide the
+	// definition (the returns of a span, which span claims an address):
+	// the defs outlive Start, for files found later, and a location holds
+	// its whole file (its decoded instructions, symbols and DWARF: ~5 KiB
+	// per location of PostgreSQL's function: "*").
+	locs := map[*probeDef][]location{}
 	// find defines a reference once; fns restricts a function probe to
 	// some functions of its name (a pattern's match). register adds a
 	// found probe to the plan.
@@ -502,7 +524,7 @@ func (pl *Planner) define(ti int, t config.Target, fl *file) (*targetDef, error)
 			pd.fns = append(pd.fns, fn.Name)
 		}
 		if fl != nil {
-			if pd.locs, err = fl.locate(p, fns); err != nil {
+			if locs[pd], err = fl.locate(p, fns); err != nil {
 				return nil, err
 			}
 		}
@@ -515,7 +537,7 @@ func (pl *Planner) define(ti int, t config.Target, fl *file) (*targetDef, error)
 			return
 		}
 		pd.id = len(pl.Probes)
-		pl.Probes = append(pl.Probes, plan.Probe{Target: ti, Ref: pd.ref, Kind: pd.probe.Kind, Filtered: pd.filtered})
+		pl.Probes = append(pl.Probes, plan.Probe{Target: ti, Ref: pd.ref, Kind: pd.probe.Kind, Filtered: pd.conditions().filtered})
 		def.probes = append(def.probes, pd)
 	}
 
@@ -555,7 +577,7 @@ func (pl *Planner) define(ti int, t config.Target, fl *file) (*targetDef, error)
 		if j.pattern != "" {
 			// A function another span already traces keeps that span: a
 			// span as configured, or the first pattern that matched it.
-			if other, ok := claimedBy(claimed, entry, exit); ok {
+			if other, ok := claimedBy(claimed, locs, entry, exit); ok {
 				note("function pattern %q: %s left out: span %q already traces it", j.pattern, s.Function, pl.Spans[other].Name)
 				continue
 			}
@@ -585,14 +607,20 @@ func (pl *Planner) define(ti int, t config.Target, fl *file) (*targetDef, error)
 		id := len(pl.Spans)
 		pl.Spans = append(pl.Spans, sd)
 		for _, pd := range []*probeDef{entry, exit} {
-			for _, l := range pd.locs {
+			for _, l := range locs[pd] {
 				if _, ok := claimed[l.Address]; !ok {
 					claimed[l.Address] = id
 				}
 			}
 		}
-		entry.entrySpan, entry.entry, entry.entryLenient, entry.entryFilter = id, entryFetches, j.pattern != "", entryFilter
-		exit.exitSpan, exit.exit, exit.exitLenient, exit.exitFilter = id, exitFetches, j.pattern != "", exitFilter
+		entry.entrySpan, entry.entry, entry.entryLenient = id, entryFetches, j.pattern != ""
+		exit.exitSpan, exit.exit, exit.exitLenient = id, exitFetches, j.pattern != ""
+		if len(entryFilter) > 0 {
+			entry.setConditions().entryFilter = entryFilter
+		}
+		if len(exitFilter) > 0 {
+			exit.setConditions().exitFilter = exitFilter
+		}
 	}
 	for _, c := range t.Counters {
 		conds, err := config.ParseConditions(c.Filter)
@@ -609,19 +637,22 @@ func (pl *Planner) define(ti int, t config.Target, fl *file) (*targetDef, error)
 			errs = append(errs, err)
 			continue
 		}
-		pd.counted, pd.filtered = conds, len(conds) > 0
+		if len(conds) > 0 {
+			pc := pd.setConditions()
+			pc.counted, pc.filtered = conds, true
+		}
 		if c.Histogram != "" {
 			e, err := fetch.Parse(c.Histogram)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("target %s: counter %s: histogram: %w", t.Path, c.Ref(), err))
 				continue
 			}
-			pd.hist = &config.Attribute{Key: "histogram", Expr: e}
+			pd.setConditions().hist = &config.Attribute{Key: "histogram", Expr: e}
 		}
 		register(pd)
-		if pd.hist != nil {
+		if pc := pd.conditions(); pc.hist != nil {
 			pl.Histograms = append(pl.Histograms, plan.Histogram{Probe: pd.id, Expr: c.Histogram})
-			pd.histID = len(pl.Histograms)
+			pc.histID = len(pl.Histograms)
 		}
 	}
 	return def, errors.Join(errs...)

@@ -463,10 +463,10 @@ func spanDef(ti int, s config.Span, entryRef, exitRef string, entry, exit int) (
 }
 
 // claimedBy returns the span that already probes one of the locations of
-// entry or exit.
-func claimedBy(claimed map[uint64]int, entry, exit *probeDef) (int, bool) {
+// entry or exit (locs: each probe's).
+func claimedBy(claimed map[uint64]int, locs map[*probeDef][]location, entry, exit *probeDef) (int, bool) {
 	for _, pd := range []*probeDef{entry, exit} {
-		for _, l := range pd.locs {
+		for _, l := range locs[pd] {
 			if id, ok := claimed[l.Address]; ok {
 				return id, true
 			}
