@@ -114,7 +114,6 @@ func newFileWatcher(log *zap.Logger, pl *planner.Planner, targets []config.Targe
 	w.matchers = make([]*procfs.Matcher, len(targets))
 	for ti, t := range targets {
 		w.known[ti] = map[procfs.FileID]bool{}
-		w.failed[ti] = map[procfs.FileVersion]bool{}
 		if t.Process != nil {
 			w.matchers[ti], _ = t.Process.Compile() // valid: Start compiled it
 		}
@@ -393,6 +392,9 @@ func (w *fileWatcher) consider(ctx context.Context, ti int, c planner.Candidate)
 		}
 		w.send(ctx, fileChange{how: "failed"})
 		delete(w.known[ti], id) // read again at its next change: it may be half written
+		if w.failed[ti] == nil {
+			w.failed[ti] = map[procfs.FileVersion]bool{} // on the target's first failure
+		}
 		if len(w.failed[ti]) >= maxFileRequests {
 			clear(w.failed[ti])
 		}
