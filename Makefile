@@ -181,16 +181,22 @@ run: build demo
 # the built collector's CPU per span against building the same spans with
 # pdata alone, and writes docs/benchmarks.md and docs/benchmarks.json
 # (several minutes), with the collector measurement of BENCH_BASELINE (an
-# earlier run's benchmarks.json) next to this run's when it exists.
+# earlier run's benchmarks.json) next to this run's when it exists. Then
+# harness/scalebench measures Start, Shutdown and memory by locations
+# (100 to 20,000, and PostgreSQL's function: "*") and targets (10 to
+# 2,000) and writes its section of docs/benchmarks.md and docs/scale.json
+# (a few minutes).
 BENCH_BASELINE ?= docs/benchmarks-baseline.json
 bench: deps-bench build floor-distro
 	mkdir -p docs
 	$(GO) run ./harness/bench -out docs -distro $(abspath $(DISTRO)) -floor-distro $(abspath $(FLOOR_DISTRO)) $(if $(wildcard $(BENCH_BASELINE)),-before $(BENCH_BASELINE))
+	$(GO) run ./harness/scalebench -out docs
 
 # bench-smoke is the seconds-long version CI runs so that the benchmark
 # cannot rot; its numbers are not meant to be read.
 bench-smoke: deps-bench build floor-distro
 	$(GO) run ./harness/bench -smoke -distro $(abspath $(DISTRO)) -floor-distro $(abspath $(FLOOR_DISTRO))
+	$(GO) run ./harness/scalebench -smoke
 
 # bench-budget measures a program's speed, second by second for 30 s, under
 # a probe with and without overhead_budget and writes its section of

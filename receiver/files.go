@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	iofs "io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,7 +114,6 @@ func newFileWatcher(log *zap.Logger, pl *planner.Planner, targets []config.Targe
 	w.matchers = make([]*procfs.Matcher, len(targets))
 	for ti, t := range targets {
 		w.known[ti] = map[procfs.FileID]bool{}
-		w.failed[ti] = map[procfs.FileVersion]bool{}
 		if t.Process != nil {
 			w.matchers[ti], _ = t.Process.Compile() // valid: Start compiled it
 		}
@@ -297,7 +297,13 @@ func (w *fileWatcher) lookAt(ctx context.Context, pid int) (again bool) {
 			// inside the process finds nothing new. Most execs on a host
 			// are such, and this spares them a dozen system calls each.
 			if same < 0 {
-				same = boolInt(w.sameView(pid))
+				view, gone := w.sameView(pid)
+				if gone {
+					// Exited already (most execs of a busy host are
+					// short-lived): nothing to find inside it.
+					return false
+				}
+				same = boolInt(view)
 			}
 			if same == 1 {
 				continue
@@ -319,18 +325,19 @@ func (w *fileWatcher) lookAt(ctx context.Context, pid int) (again bool) {
 }
 
 // sameView says whether process pid sees the file system as the collector
-// does: the same mount namespace and the same root directory.
-func (w *fileWatcher) sameView(pid int) bool {
+// does: the same mount namespace and the same root directory; gone says
+// the process exited before it could tell.
+func (w *fileWatcher) sameView(pid int) (same, gone bool) {
 	fs := w.locator.FS
 	if fs.Root != "" || w.ownMounts == 0 || w.ownRoot == "" {
-		return false
+		return false, false
 	}
 	theirs, err := fs.MountNamespace(pid)
 	if err != nil || theirs != w.ownMounts {
-		return false
+		return false, errors.Is(err, iofs.ErrNotExist) || errors.Is(err, unix.ESRCH)
 	}
 	root, err := os.Readlink(fs.ProcessRoot(pid).Dir())
-	return err == nil && root == w.ownRoot
+	return err == nil && root == w.ownRoot, errors.Is(err, iofs.ErrNotExist) || errors.Is(err, unix.ESRCH)
 }
 
 func boolInt(b bool) int {
@@ -385,6 +392,9 @@ func (w *fileWatcher) consider(ctx context.Context, ti int, c planner.Candidate)
 		}
 		w.send(ctx, fileChange{how: "failed"})
 		delete(w.known[ti], id) // read again at its next change: it may be half written
+		if w.failed[ti] == nil {
+			w.failed[ti] = map[procfs.FileVersion]bool{} // on the target's first failure
+		}
 		if len(w.failed[ti]) >= maxFileRequests {
 			clear(w.failed[ti])
 		}

@@ -1,10 +1,16 @@
 package receiver
 
 import (
+	"os"
+	"os/exec"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/otel-uprobe/uprobereceiver/internal/planner"
+	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
 )
 
 // Only a bare IN_MODIFY is filtered, and only for files that are not
@@ -36,4 +42,23 @@ func TestModifyMatters(t *testing.T) {
 	} {
 		assert.Equal(t, tt.want, w.modifyMatters(tt.wd, tt.mask, []byte(tt.name)), "%d %#x %q", tt.wd, tt.mask, tt.name)
 	}
+}
+
+// TestSameViewOfAnExitedProcess: a process that exited before the watcher
+// looked is gone, not in another view (looking inside it for the targets'
+// files cost a dozen system calls per short-lived process of a busy host);
+// a live one in the collector's view is in the same view.
+func TestSameViewOfAnExitedProcess(t *testing.T) {
+	fs := procfs.FS{}
+	w := &fileWatcher{locator: planner.HostLocator{FS: fs}}
+	w.ownMounts, _ = fs.MountNamespace(os.Getpid())
+	w.ownRoot, _ = os.Readlink(fs.ProcessRoot(os.Getpid()).Dir())
+	same, gone := w.sameView(os.Getpid())
+	assert.True(t, same)
+	assert.False(t, gone)
+	cmd := exec.Command("true")
+	require.NoError(t, cmd.Run())
+	same, gone = w.sameView(cmd.Process.Pid)
+	assert.False(t, same)
+	assert.True(t, gone, "process %d exited", cmd.Process.Pid)
 }

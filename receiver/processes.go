@@ -64,8 +64,11 @@ type chooser struct {
 	again  map[uint32]uint64
 	exited map[uint32]bool // processes of toFold that exited
 
-	mu     sync.Mutex
-	folded event.Stats // pending counts of chosen processes
+	mu sync.Mutex
+	// folded are the pending counts of chosen processes, by probe and
+	// span, made on the first fold: a receiver whose targets choose no
+	// processes never folds.
+	folded event.Stats
 
 	// Undecided counts processes whose records were lost or whose mask
 	// could not be set: their pending hits are dropped.
@@ -83,13 +86,6 @@ func newChooser(plan *plan.Plan, engine engineProcesses, fs procfs.FS) (*chooser
 		toFold:    map[uint32]uint64{},
 		again:     map[uint32]uint64{},
 		exited:    map[uint32]bool{},
-		folded: event.Stats{
-			Probes: make([]event.ProbeCounts, len(plan.Probes)),
-			Spans:  make([]event.SpanCounts, len(plan.Spans)),
-		},
-	}
-	for i := range c.folded.Spans {
-		c.folded.Spans[i].Buckets = make([]uint64, bpfobj.HistBuckets)
 	}
 	for i, t := range plan.Targets {
 		switch {
@@ -328,6 +324,10 @@ func (c *chooser) foldPending() {
 // fold adds the pending counters of one process that the mask chooses to
 // the folded stats; c.mu is held.
 func (c *chooser) fold(counts []tracer.PendingCount, mask uint64) {
+	if c.folded.Probes == nil {
+		c.folded.Probes = make([]event.ProbeCounts, len(c.plan.Probes))
+		c.folded.Spans = make([]event.SpanCounts, len(c.plan.Spans))
+	}
 	for _, pc := range counts {
 		switch pc.Kind {
 		case bpfobj.PendingHits:
@@ -343,7 +343,10 @@ func (c *chooser) fold(counts []tracer.PendingCount, mask uint64) {
 			case bpfobj.PendingSpanSum:
 				sc.SumNs += pc.Value
 			case bpfobj.PendingSpanBucket:
-				if int(pc.Bucket) < len(sc.Buckets) {
+				if int(pc.Bucket) < bpfobj.HistBuckets {
+					if sc.Buckets == nil {
+						sc.Buckets = make([]uint64, bpfobj.HistBuckets) // on first use: see event.SpanCounts
+					}
 					sc.Buckets[pc.Bucket] += pc.Value
 					sc.Count += pc.Value
 				}
@@ -383,6 +386,9 @@ func (c *chooser) keep(ev *event.SpanRecord) (keep, known bool) {
 func (c *chooser) addFolded(st *event.Stats) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.folded.Probes == nil {
+		return // nothing folded yet
+	}
 	for i := range st.Probes {
 		st.Probes[i].Hits += c.folded.Probes[i].Hits
 		st.Probes[i].Lost += c.folded.Probes[i].Lost
@@ -394,8 +400,14 @@ func (c *chooser) addFolded(st *event.Stats) {
 		st.Spans[i].Lost += f.Lost
 		st.Spans[i].Unsampled += f.Unsampled
 		st.Spans[i].Short += f.Short
-		for b := range st.Spans[i].Buckets {
-			st.Spans[i].Buckets[b] += f.Buckets[b]
+		if f.Buckets == nil {
+			continue
+		}
+		if st.Spans[i].Buckets == nil {
+			st.Spans[i].Buckets = make([]uint64, len(f.Buckets))
+		}
+		for b, n := range f.Buckets {
+			st.Spans[i].Buckets[b] += n
 		}
 	}
 }

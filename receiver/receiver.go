@@ -149,7 +149,11 @@ func (r *uprobeReceiver) setMetrics(next consumer.Metrics) { r.metrics = next }
 // does the work, and the component's status reaches every host.
 func (r *uprobeReceiver) Start(_ context.Context, host component.Host) error {
 	r.hosts.add(host)
-	r.startOnce.Do(func() { r.startErr = r.start() })
+	r.startOnce.Do(func() {
+		allocated := heapAllocated()
+		r.startErr = r.start()
+		returnStartGarbage(allocated)
+	})
 	return r.startErr
 }
 

@@ -1,7 +1,7 @@
 // Package benchdoc keeps docs/benchmarks.md whole when the programs that
-// write it (harness/bench, harness/soak, harness/budgetbench) each
-// rewrite their own part: the soak and budget sections live between
-// markers and survive a new benchmark run.
+// write it (harness/bench, harness/scalebench, harness/soak,
+// harness/budgetbench) each rewrite their own part: the scale, soak and
+// budget sections live between markers and survive a new benchmark run.
 package benchdoc
 
 import "strings"
@@ -14,8 +14,11 @@ type Section struct{ Start, End string }
 var (
 	Soak   = Section{SoakStart, SoakEnd}
 	Budget = Section{"<!-- budget: written by make bench-budget -->", "<!-- /budget -->"}
+	// Scale is harness/scalebench's section (make bench runs it after
+	// harness/bench).
+	Scale = Section{"<!-- scale: written by make bench (harness/scalebench) -->", "<!-- /scale -->"}
 	// Kept are the sections a new benchmark document keeps, in order.
-	Kept = []Section{Budget, Soak}
+	Kept = []Section{Scale, Budget, Soak}
 )
 
 // The markers around the soak section of docs/benchmarks.md.

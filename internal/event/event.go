@@ -162,7 +162,9 @@ type SpanCounts struct {
 	// count (its pending counters were full): not recorded, not in Buckets.
 	PendingFull uint64
 	// Buckets[i] counts durations in (2^i, 2^(i+1)] ns; Buckets[0] also
-	// holds durations of 0 and 1 ns.
+	// holds durations of 0 and 1 ns. It is nil while every bucket is 0
+	// (most spans of a function pattern never run), else of the engine's
+	// length (bpfobj.HistBuckets).
 	Buckets []uint64
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
@@ -207,8 +208,12 @@ func Resolve(targets []config.Target, opts ...Options) (*Planner, error) {
 	}
 	chosen := 0
 	var errs []error
+	locator := pl.opts.Locator
+	if hl, ok := locator.(HostLocator); ok && hl.scan == nil {
+		locator = hl.batch() // for these targets only: ReadFile's come later
+	}
 	for i, t := range targets {
-		cands, err := pl.opts.Locator.Locate(t)
+		cands, err := locator.Locate(t)
 		if err != nil {
 			errs = append(errs, inRecipe(t, fmt.Errorf("target %s: %w", t.Path, err)))
 			cands = nil
@@ -235,7 +240,18 @@ func Resolve(targets []config.Target, opts ...Options) (*Planner, error) {
 		pl.Close()
 		return nil, err
 	}
+	// The probes and spans are complete (files found later add sites):
+	// no room left over from appending them one by one.
+	pl.Probes, pl.Spans = trimmed(pl.Probes), trimmed(pl.Spans)
 	return pl, nil
+}
+
+// trimmed returns s without unused capacity beyond an eighth of its length.
+func trimmed[S ~[]E, E any](s S) S {
+	if cap(s)-len(s) <= len(s)/8 {
+		return s
+	}
+	return slices.Clone(s)
 }
 
 // resolveFiles defines target ti (its probes and spans) from the first of
@@ -407,14 +423,11 @@ func (pl *Planner) note(ti int, format string, args ...any) {
 // function pattern, the first file) defines it.
 type probeDef struct {
 	id    int // -1 until it is in the plan
-	key   string
 	ref   string
 	probe config.ProbeRef
 	// fns restricts a function probe to the functions of these names (a
 	// pattern's match); nil means every function of the probe's symbol.
-	fns []string
-	// locs are its locations in the file it was defined from.
-	locs      []location
+	fns       []string
 	entrySpan int
 	exitSpan  int
 	entry     []fetchSpec
@@ -423,6 +436,14 @@ type probeDef struct {
 	// expanded from a function pattern: a name its function lacks is left
 	// out (with a note) instead of failing the plan.
 	entryLenient, exitLenient bool
+	// conds are its conditions and histogram, nil for none: most probes
+	// have none (a function pattern's thousands), and the definitions
+	// live as long as the receiver (see conditions).
+	conds *probeConds
+}
+
+// probeConds are the conditions and the histogram of a probe.
+type probeConds struct {
 	// entryFilter and exitFilter are the conditions of the span it opens
 	// and of the span it closes.
 	entryFilter, exitFilter []config.Condition
@@ -436,10 +457,30 @@ type probeDef struct {
 	histID int
 }
 
+// noConds are the conditions of a probe without any.
+var noConds probeConds
+
+// conditions returns the probe's conditions and histogram, to read.
+func (pd *probeDef) conditions() *probeConds {
+	if pd.conds == nil {
+		return &noConds
+	}
+	return pd.conds
+}
+
+// setConditions returns the probe's conditions and histogram, to set.
+func (pd *probeDef) setConditions() *probeConds {
+	if pd.conds == nil {
+		pd.conds = &probeConds{}
+	}
+	return pd.conds
+}
+
 // site says whether the probe needs the site program (spans, conditions,
 // a histogram) rather than the bare counter.
 func (pd *probeDef) site() bool {
-	return pd.entrySpan >= 0 || pd.exitSpan >= 0 || pd.filtered || pd.hist != nil
+	c := pd.conditions()
+	return pd.entrySpan >= 0 || pd.exitSpan >= 0 || c.filtered || c.hist != nil
 }
 
 // define adds the probes and spans of target ti to the plan. fl is the
@@ -457,6 +498,12 @@ func (pl *Planner) define(ti int, t config.Target, fl *file) (*targetDef, error)
 	note := func(format string, args ...any) { pl.note(ti, format, args...) }
 	var errs []error
 	byKey := map[string]*probeDef{}
+	// locs are each probe's locations in fl. They only decide the
+	// definition (the returns of a span, which span claims an address):
+	// the defs outlive Start, for files found later, and a location holds
+	// its whole file (its decoded instructions, symbols and DWARF: ~5 KiB
+	// per location of PostgreSQL's function: "*").
+	locs := map[*probeDef][]location{}
 	// find defines a reference once; fns restricts a function probe to
 	// some functions of its name (a pattern's match). register adds a
 	// found probe to the plan.
@@ -478,12 +525,12 @@ func (pl *Planner) define(ti int, t config.Target, fl *file) (*targetDef, error)
 		if as == "" {
 			as = ref
 		}
-		pd := &probeDef{id: -1, key: key, ref: as, probe: p, entrySpan: -1, exitSpan: -1}
+		pd := &probeDef{id: -1, ref: as, probe: p, entrySpan: -1, exitSpan: -1}
 		for _, fn := range fns {
 			pd.fns = append(pd.fns, fn.Name)
 		}
 		if fl != nil {
-			if pd.locs, err = fl.locate(p, fns); err != nil {
+			if locs[pd], err = fl.locate(p, fns); err != nil {
 				return nil, err
 			}
 		}
@@ -496,7 +543,7 @@ func (pl *Planner) define(ti int, t config.Target, fl *file) (*targetDef, error)
 			return
 		}
 		pd.id = len(pl.Probes)
-		pl.Probes = append(pl.Probes, plan.Probe{Target: ti, Ref: pd.ref, Kind: pd.probe.Kind, Filtered: pd.filtered})
+		pl.Probes = append(pl.Probes, plan.Probe{Target: ti, Ref: pd.ref, Kind: pd.probe.Kind, Filtered: pd.conditions().filtered})
 		def.probes = append(def.probes, pd)
 	}
 
@@ -541,7 +588,7 @@ func (pl *Planner) define(ti int, t config.Target, fl *file) (*targetDef, error)
 		if j.pattern != "" {
 			// A function another span already traces keeps that span: a
 			// span as configured, or the first pattern that matched it.
-			if other, ok := claimedBy(claimed, entry, exit); ok {
+			if other, ok := claimedBy(claimed, locs, entry, exit); ok {
 				note("function pattern %q: %s left out: span %q already traces it", j.pattern, s.Function, pl.Spans[other].Name)
 				continue
 			}
@@ -581,16 +628,25 @@ func (pl *Planner) define(ti int, t config.Target, fl *file) (*targetDef, error)
 		id := len(pl.Spans)
 		pl.Spans = append(pl.Spans, sd)
 		for _, pd := range []*probeDef{entry, exit} {
-			for _, l := range pd.locs {
+			for _, l := range locs[pd] {
 				if _, ok := claimed[l.Address]; !ok {
 					claimed[l.Address] = id
 				}
 			}
 		}
-		entry.entrySpan, entry.entry, entry.entryLenient, entry.entryFilter = id, entryFetches, j.pattern != "", entryFilter
-		exit.exitSpan, exit.exit, exit.exitLenient, exit.exitFilter = id, exitFetches, j.pattern != "", exitFilter
+		entry.entrySpan, entry.entry, entry.entryLenient = id, entryFetches, j.pattern != ""
+		exit.exitSpan, exit.exit, exit.exitLenient = id, exitFetches, j.pattern != ""
+		if len(entryFilter) > 0 {
+			entry.setConditions().entryFilter = entryFilter
+		}
+		if len(exitFilter) > 0 {
+			exit.setConditions().exitFilter = exitFilter
+		}
 		if errorExit != nil {
-			errorExit.exitSpan, errorExit.exit, errorExit.exitFilter = id, exitFetches, exitFilter
+			errorExit.exitSpan, errorExit.exit = id, exitFetches
+			if len(exitFilter) > 0 {
+				errorExit.setConditions().exitFilter = exitFilter
+			}
 		}
 	}
 	for _, c := range t.Counters {
@@ -608,22 +664,25 @@ func (pl *Planner) define(ti int, t config.Target, fl *file) (*targetDef, error)
 			errs = append(errs, recipeError(t, fl, c.Probe, err))
 			continue
 		}
-		pd.counted, pd.filtered = conds, len(conds) > 0
+		if len(conds) > 0 {
+			pc := pd.setConditions()
+			pc.counted, pc.filtered = conds, true
+		}
 		if c.Histogram != "" {
 			e, err := fetch.Parse(c.Histogram)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("target %s: counter %s: histogram: %w", t.Path, c.Ref(), err))
 				continue
 			}
-			pd.hist = &config.Attribute{Key: "histogram", Expr: e}
+			pd.setConditions().hist = &config.Attribute{Key: "histogram", Expr: e}
 		}
 		register(pd)
 		if c.Metric != nil {
 			pl.Probes[pd.id].Metric = c.Metric
 		}
-		if pd.hist != nil {
+		if pc := pd.conditions(); pc.hist != nil {
 			pl.Histograms = append(pl.Histograms, plan.Histogram{Probe: pd.id, Expr: c.Histogram})
-			pd.histID = len(pl.Histograms)
+			pc.histID = len(pl.Histograms)
 		}
 	}
 	return def, errors.Join(errs...)

@@ -36,20 +36,21 @@ func (c *compiler) conditions(pd *probeDef, site *plan.Site, note func(string, .
 	if pd.probe.Returns() {
 		here = atExit
 	}
-	add(pd.counted, here, false)
-	site.FilteredHits = pd.filtered
+	pc := pd.conditions()
+	add(pc.counted, here, false)
+	site.FilteredHits = pc.filtered
 	if pd.entrySpan >= 0 {
-		add(pd.entryFilter, atEntry, false)
+		add(pc.entryFilter, atEntry, false)
 	}
 	if pd.exitSpan >= 0 {
-		add(pd.exitFilter, atExit, true)
+		add(pc.exitFilter, atExit, true)
 	}
 	if len(site.Filters) > bpfobj.MaxFilters {
 		errs = append(errs, errors.New(config.ConditionsAtOneLocation(len(site.Filters))))
 	}
-	if pd.hist != nil {
+	if pc.hist != nil {
 		c.role = here
-		f, err := c.one(pd.hist.Expr, plan.RoleHistogram, note)
+		f, err := c.one(pc.hist.Expr, plan.RoleHistogram, note)
 		switch {
 		case err != nil:
 		case f.Store != plan.StoreInt:
@@ -58,9 +59,9 @@ func (c *compiler) conditions(pd *probeDef, site *plan.Site, note func(string, .
 			err = errors.New("a USDT argument in a high byte register cannot be aggregated")
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("histogram %s: %w", pd.hist.Expr.Text, err))
+			errs = append(errs, fmt.Errorf("histogram %s: %w", pc.hist.Expr.Text, err))
 		} else {
-			site.ValueHist, site.HistValue = pd.histID, f
+			site.ValueHist, site.HistValue = pc.histID, &f
 		}
 	}
 	return errors.Join(errs...)

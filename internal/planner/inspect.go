@@ -233,7 +233,7 @@ func (in *Inspection) Scope(l Location) (*debuginfo.Scope, error) {
 // when it cannot be decoded.
 func (fl *file) instruction(addr uint64) string {
 	if fn, ok := fl.containing(addr); ok {
-		if insts, err := fl.decode(fn); err == nil {
+		if insts, err := fl.decodeText(fn); err == nil {
 			i := instAt(insts, addr-fn.Address)
 			if i < len(insts) && insts[i].Offset == addr-fn.Address {
 				return insts[i].Text

@@ -32,6 +32,27 @@ type HostLocator struct {
 	FS procfs.FS
 	// Resolver resolves names on the host.
 	Resolver procfs.Resolver
+
+	// scan, when set, holds the mount namespaces found by the first
+	// Locate that looked, for the others of one Resolve (see batch).
+	scan *namespaceScan
+}
+
+// namespaceScan is one look at the machine's mount namespaces: one
+// process of each other than the collector's.
+type namespaceScan struct {
+	done bool
+	pids []int
+}
+
+// batch returns a copy of l that looks at the machine's mount namespaces
+// once for every target it locates: Resolve locates all its targets within
+// moments, and looking once per target read every process's namespace
+// link once per target (2,000 targets on a node of 200 processes: 400,000
+// readlinks, 0.6 s of Start).
+func (l HostLocator) batch() HostLocator {
+	l.scan = &namespaceScan{}
+	return l
 }
 
 // Locate implements Locator. Each file is opened once, inside the tree it
@@ -285,6 +306,16 @@ func (l HostLocator) sameRoot(root *procfs.Dir) bool {
 // namespaces returns one process of every mount namespace but the
 // collector's own.
 func (l HostLocator) namespaces() []int {
+	if l.scan == nil {
+		return l.scanNamespaces()
+	}
+	if !l.scan.done {
+		l.scan.pids, l.scan.done = l.scanNamespaces(), true
+	}
+	return l.scan.pids
+}
+
+func (l HostLocator) scanNamespaces() []int {
 	own, _ := l.FS.MountNamespace(os.Getpid())
 	pids, err := l.FS.PIDs()
 	if err != nil {

@@ -464,10 +464,10 @@ func spanDef(ti int, s config.Span, entryRef, exitRef string, entry, exit int) (
 }
 
 // claimedBy returns the span that already probes one of the locations of
-// entry or exit.
-func claimedBy(claimed map[uint64]int, entry, exit *probeDef) (int, bool) {
+// entry or exit (locs: each probe's).
+func claimedBy(claimed map[uint64]int, locs map[*probeDef][]location, entry, exit *probeDef) (int, bool) {
 	for _, pd := range []*probeDef{entry, exit} {
-		for _, l := range pd.locs {
+		for _, l := range locs[pd] {
 			if id, ok := claimed[l.Address]; ok {
 				return id, true
 			}
@@ -578,7 +578,7 @@ func (fl *file) functionSites(p config.ProbeRef, fn function, offset uint64) ([]
 		class := fl.kernelClass(i)
 		if !class.Probeable() {
 			return location{}, fmt.Errorf("the instruction at %s+%#x (%s) is one the kernel %s; choose another offset",
-				fn.Name, off, i.Text, map[bool]string{true: "refuses to probe", false: "would run wrongly under a uprobe"}[class == insn.Unsupported])
+				fn.Name, off, fl.textAt(fn, i.Offset), map[bool]string{true: "refuses to probe", false: "would run wrongly under a uprobe"}[class == insn.Unsupported])
 		}
 		if class == insn.Optimizable {
 			if u := fl.stackUse(fn); !u.SafeAt(fn.Address + off) {
@@ -598,7 +598,7 @@ func (fl *file) functionSites(p config.ProbeRef, fn function, offset uint64) ([]
 	switch {
 	case offset != 0 || p.Symbol == "":
 		// An explicit place: checked, never moved.
-		if err := insn.Boundary(insts, offset); err != nil {
+		if err := fl.boundary(fn, insts, offset); err != nil {
 			return nil, fmt.Errorf("%s: %w", fn.Name, err)
 		}
 		l, err := site(offset, p.Kind == config.KindUretprobe)
@@ -651,7 +651,7 @@ func (fl *file) stackUse(fn function) insn.StackUse {
 
 func (fl *file) analyseStack(fn function) insn.StackUse {
 	piece := func(f function) (insn.Piece, error) {
-		insts, err := fl.decode(f)
+		insts, err := fl.decodeText(f) // its findings name instructions
 		if err != nil {
 			return insn.Piece{}, err
 		}
@@ -715,7 +715,7 @@ func (fl *file) nop5Refusal(fn function, insts []insn.Inst, off uint64, u insn.S
 			if j < k {
 				what = "the one before"
 			}
-			alts = append(alts, fmt.Sprintf("%s (%s, %s)", fl.uprobeRef(fn, insts[j].Offset), what, insts[j].Text))
+			alts = append(alts, fmt.Sprintf("%s (%s, %s)", fl.uprobeRef(fn, insts[j].Offset), what, fl.textAt(fn, insts[j].Offset)))
 			break
 		}
 	}
@@ -761,25 +761,80 @@ func (fl *file) kernelClass(in insn.Inst) insn.SiteClass {
 	return in.Class
 }
 
-// decode decodes a function's code from the file.
+// decode decodes a function's code from the file, without the
+// instructions' Text (empty): the planner reads every instruction of every
+// function a pattern matches, and names few of them (formatting took 30%
+// of the Start of function: "*" on PostgreSQL). A message that names an
+// instruction gets its text from decodeText or textAt. A function whose
+// code does not decode is decoded again with text, for the error.
 func (fl *file) decode(fn function) ([]insn.Inst, error) {
 	if insts, ok := fl.decoded[fn.Address]; ok {
 		return insts, nil
 	}
-	size := fn.Size
-	if size == 0 {
-		return nil, fmt.Errorf("%s has no size in the symbol table: its instructions cannot be checked", fn.Name)
-	}
-	code, err := fl.read(fn.Address, size)
+	code, err := fl.code(fn)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", fn.Name, err)
+		return nil, err
+	}
+	insts, err := insn.DecodeFlow(fl.arch, code)
+	if err != nil {
+		_, err = insn.DecodeFor(fl.arch, code) // the same error, naming the instructions
+		return nil, fmt.Errorf("decoding %s: %w", fn.Name, err)
+	}
+	fl.decoded[fn.Address] = insts
+	return insts, nil
+}
+
+// decodeText is decode with every instruction's Text, for messages and
+// the few analyses whose findings name instructions (insn.RedZone). It is
+// not kept.
+func (fl *file) decodeText(fn function) ([]insn.Inst, error) {
+	code, err := fl.code(fn)
+	if err != nil {
+		return nil, err
 	}
 	insts, err := insn.DecodeFor(fl.arch, code)
 	if err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", fn.Name, err)
 	}
-	fl.decoded[fn.Address] = insts
 	return insts, nil
+}
+
+// code reads a function's code from the file.
+func (fl *file) code(fn function) ([]byte, error) {
+	if fn.Size == 0 {
+		return nil, fmt.Errorf("%s has no size in the symbol table: its instructions cannot be checked", fn.Name)
+	}
+	code, err := fl.read(fn.Address, fn.Size)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", fn.Name, err)
+	}
+	return code, nil
+}
+
+// textAt returns the text of the instruction of fn at offset off (an
+// instruction boundary), for a message.
+func (fl *file) textAt(fn function, off uint64) string {
+	insts, err := fl.decodeText(fn)
+	if err != nil {
+		return ""
+	}
+	if i := instAt(insts, off); i >= 0 && i < len(insts) && insts[i].Offset == off {
+		return insts[i].Text
+	}
+	return ""
+}
+
+// boundary is insn.Boundary on fn's instructions insts (from decode), its
+// error naming the instruction.
+func (fl *file) boundary(fn function, insts []insn.Inst, off uint64) error {
+	err := insn.Boundary(insts, off)
+	if err == nil {
+		return nil
+	}
+	if text, terr := fl.decodeText(fn); terr == nil {
+		return insn.Boundary(text, off)
+	}
+	return err
 }
 
 // readUpTo returns at most n bytes of the file at a virtual address: fewer
@@ -898,12 +953,12 @@ func (fl *file) checkedNop(addr uint64) (insn.Inst, function, bool, error) {
 			return insn.Inst{}, fn, true, fmt.Errorf("checking the site in %s: %w", fn.Name, err)
 		}
 		off := addr - fn.Address
-		if err := insn.Boundary(insts, off); err != nil {
+		if err := fl.boundary(fn, insts, off); err != nil {
 			return insn.Inst{}, fn, true, fmt.Errorf("the site is not an instruction of %s: %w; %s", fn.Name, err, mismatch)
 		}
 		in := insts[instAt(insts, off)]
 		if !in.Nop {
-			return insn.Inst{}, fn, true, fmt.Errorf("the site %s+%#x is %q, not the nop a USDT site is; %s", fn.Name, off, in.Text, mismatch)
+			return insn.Inst{}, fn, true, fmt.Errorf("the site %s+%#x is %q, not the nop a USDT site is; %s", fn.Name, off, fl.textAt(fn, off), mismatch)
 		}
 		return in, fn, true, nil
 	}

@@ -207,7 +207,7 @@ func (fl *file) callbackExit(fn function) (string, bool) {
 	e := *last.own
 	if e.in.Len > 0 {
 		// The graph decodes without text: the instruction, named.
-		if insts, err := fl.decode(e.fn); err == nil {
+		if insts, err := fl.decodeText(e.fn); err == nil {
 			if i := instAt(insts, e.in.Offset); i >= 0 && insts[i].Offset == e.in.Offset {
 				e.in = insts[i]
 			}
@@ -240,11 +240,15 @@ func (fl *file) callbackExit(fn function) (string, bool) {
 // branchText describes a branch of fn: its mnemonic and, for a direct one,
 // the function it goes to.
 func (fl *file) branchText(fn function, in insn.Inst) string {
+	text := in.Text
+	if text == "" { // decoded without text (file.decode)
+		text = fl.textAt(fn, in.Offset)
+	}
 	t, ok := in.Target()
 	if !ok {
-		return in.Text
+		return text
 	}
-	mnemonic, _, _ := strings.Cut(in.Text, " ")
+	mnemonic, _, _ := strings.Cut(text, " ")
 	addr := fn.Address + uint64(t)
 	if to, ok := fl.containing(addr); ok {
 		if to.Address == addr {

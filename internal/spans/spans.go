@@ -105,10 +105,10 @@ type Builder struct {
 	lastTraceKey ctxKey
 	ids          threadIDs
 
-	// ops are the compiled decoding of each site's entry and exit values
-	// (indexed by site, then 0 entry, 1 exit; see siteOps): integer
-	// attributes decode from them without touching the plan's fetches.
-	ops [][2][]valueOp
+	// sites are the compiled decoding of each site's entry and exit
+	// values (see site): integer attributes decode from them without
+	// touching the plan's fetches.
+	sites []siteCode
 
 	// Spans waiting for an enclosing carrier span's trace context.
 	waiting      map[ctxKey]*waiting
@@ -134,15 +134,45 @@ func NewBuilder(s Settings) *Builder {
 	return &Builder{s: s, groups: map[resourceKey]ptrace.SpanSlice{}, waiting: map[ctxKey]*waiting{}, waitingByPID: map[uint32]int{}}
 }
 
-// siteOps returns the compiled values of a site of the plan, compiling
-// those of the sites added since the last call (the plan only grows: files
-// attached later append theirs).
-func (b *Builder) siteOps(site int) *[2][]valueOp {
-	for len(b.ops) <= site {
-		s := &b.s.Plan.Sites[len(b.ops)]
-		b.ops = append(b.ops, [2][]valueOp{compileOps(s.Entry), compileOps(s.Exit)})
+// siteCode is the compiled decoding of one site's values: ends[0] those
+// of the span it opens, ends[1] those of the span it closes.
+type siteCode struct {
+	ends [2]endCode
+}
+
+// endCode is the compiled decoding of one end's values.
+type endCode struct {
+	ops []valueOp
+	// ints says every value is a plain integer attribute (the common
+	// case: no hidden value, no text), which putInts decodes.
+	ints bool
+}
+
+// site returns the compiled values of site i of the plan.
+func (b *Builder) site(i int) *siteCode {
+	if i < len(b.sites) {
+		return &b.sites[i]
 	}
-	return &b.ops[site]
+	return b.compileSites(i)
+}
+
+// compileSites compiles the values of the sites added to the plan since
+// the last call, up to site i (the plan only grows: files attached later
+// append theirs), and returns site i's.
+func (b *Builder) compileSites(i int) *siteCode {
+	for len(b.sites) <= i {
+		s := &b.s.Plan.Sites[len(b.sites)]
+		b.sites = append(b.sites, siteCode{ends: [2]endCode{compileEnd(s.Entry), compileEnd(s.Exit)}})
+	}
+	return &b.sites[i]
+}
+
+func compileEnd(fetches []plan.Fetch) endCode {
+	e := endCode{ops: compileOps(fetches), ints: true}
+	for _, op := range e.ops {
+		e.ints = e.ints && op.plainInt
+	}
+	return e
 }
 
 // valueOp is how one stored value becomes an attribute, compiled from its
@@ -151,6 +181,7 @@ func (b *Builder) siteOps(site int) *[2][]valueOp {
 type valueOp struct {
 	key                string
 	plainInt           bool
+	whole              bool // a 64-bit value as stored: int is the raw bits
 	fromArg, argSigned bool
 	shift, argSize     uint8
 	typeSize           uint8
@@ -172,12 +203,20 @@ func compileOps(fetches []plan.Fetch) []valueOp {
 			typeSize:   v.Type.Size,
 			typeSigned: v.Type.Kind == fetch.KindSigned,
 		}
+		ops[i].whole = !v.FromArg && (v.Type.Size == 0 || v.Type.Size >= 8)
 	}
 	return ops
 }
 
 // int converts a stored integer as intValue does.
 func (op *valueOp) int(raw uint64) int64 {
+	if op.whole {
+		return int64(raw)
+	}
+	return op.convert(raw)
+}
+
+func (op *valueOp) convert(raw uint64) int64 {
 	if op.fromArg {
 		raw = extend(raw>>op.shift, op.argSize, op.argSigned)
 	}
@@ -372,6 +411,10 @@ func (b *Builder) span(sp ptrace.Span, ev *event.SpanRecord, def *plan.SpanDef) 
 			sp.SetParentSpanID(ev.Thread.SpanID)
 			sp.SetFlags(uint32(ev.Thread.Flags) | remoteParent)
 		}
+	case ev.ParentStartNs == 0:
+		// A root: its trace is its own, derived once (spans of one tree
+		// arrive together, but no other span shares a root's).
+		sp.SetTraceID(ids.traceID(ev.RootStartNs))
 	default:
 		if k := (ctxKey{ev.PID, owner, ev.RootStartNs}); k != b.lastTraceKey || b.lastTrace.IsEmpty() {
 			b.lastTraceKey, b.lastTrace = k, ids.traceID(ev.RootStartNs)
@@ -384,13 +427,19 @@ func (b *Builder) span(sp ptrace.Span, ev *event.SpanRecord, def *plan.SpanDef) 
 	}
 	sp.SetStartTimestamp(pcommon.Timestamp(int64(ev.StartNs) + b.s.WallOffsetNs))
 	sp.SetEndTimestamp(pcommon.Timestamp(int64(ev.EndNs) + b.s.WallOffsetNs))
-	entry, exit := b.s.Plan.Sites[ev.EntrySite].Entry, b.s.Plan.Sites[ev.ExitSite].Exit
+	entry, exit := &b.site(int(ev.EntrySite)).ends[0], &b.site(int(ev.ExitSite)).ends[1]
 	attrs := sp.Attributes()
-	attrs.EnsureCapacity(1 + len(entry) + len(exit))
+	attrs.EnsureCapacity(1 + len(entry.ops) + len(exit.ops))
 	attrs.PutInt(string(semconv.ThreadIDKey), int64(ev.TID))
 	var h hidden
-	b.decode(attrs, entry, b.siteOps(int(ev.EntrySite))[0], ev.Entry, ev.EntryFailed, &h)
-	b.decode(attrs, exit, b.siteOps(int(ev.ExitSite))[1], ev.Exit, ev.ExitFailed, &h)
+	if entry.ints && exit.ints && ev.EntryFailed|ev.ExitFailed == 0 {
+		// Integers only: no hidden value, nothing failed.
+		b.putInts(attrs, entry.ops, ev.Entry)
+		b.putInts(attrs, exit.ops, ev.Exit)
+	} else {
+		b.decode(attrs, b.s.Plan.Sites[ev.EntrySite].Entry, entry.ops, ev.Entry, ev.EntryFailed, &h)
+		b.decode(attrs, b.s.Plan.Sites[ev.ExitSite].Exit, exit.ops, ev.Exit, ev.ExitFailed, &h)
+	}
 	if ev.Truncated {
 		b.counts.Truncated++
 	}
@@ -505,6 +554,21 @@ func (b *Builder) decode(attrs pcommon.Map, fetches []plan.Fetch, ops []valueOp,
 			return
 		}
 		data = data[n:]
+	}
+}
+
+// putInts puts the stored values of one span end whose values are all
+// plain integer attributes (endCode.ints) and stored (none failed), as
+// decode would.
+func (b *Builder) putInts(attrs pcommon.Map, ops []valueOp, data []byte) {
+	for i := range ops {
+		if len(data) < 8 {
+			b.counts.Malformed++
+			return
+		}
+		// Unsigned values above math.MaxInt64 wrap: OpenTelemetry has no unsigned integers.
+		attrs.PutInt(ops[i].key, ops[i].int(bpfobj.IntValue(data)))
+		data = data[8:]
 	}
 }
 

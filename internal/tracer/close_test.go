@@ -16,10 +16,11 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/planner"
 )
 
-// closeEach overlaps the closes, never more than maxClosers at once even
+// closeEach overlaps the closes, never more than closerSlots at once even
 // for several callers together, and keeps every error in its place.
 func TestCloseEach(t *testing.T) {
-	const n = 3 * maxClosers
+	slots := closerSlots()
+	n := 3 * slots
 	var mu sync.Mutex
 	now, peak := 0, 0
 	release := make(chan struct{})
@@ -42,11 +43,11 @@ func TestCloseEach(t *testing.T) {
 	for c := range errs {
 		wg.Go(func() { errs[c] = closeEach(n, closeOne) })
 	}
-	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return now == maxClosers }, 10*time.Second, time.Millisecond,
-		"maxClosers closes wait side by side")
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return now == slots }, 10*time.Second, time.Millisecond,
+		"closerSlots closes wait side by side")
 	close(release)
 	wg.Wait()
-	assert.Equal(t, maxClosers, peak, "two callers together stay within the bound")
+	assert.Equal(t, slots, peak, "two callers together stay within the bound")
 	var want []string
 	for i := 7; i < n; i += 100 {
 		want = append(want, fmt.Sprintf("close %d", i))

@@ -93,10 +93,13 @@ func encodeSite(s plan.Site, pl *plan.Plan) (bpfobj.Site, error) {
 		out.Flags |= bpfobj.SiteProcHits
 	}
 	if s.ValueHist > 0 {
+		if s.HistValue == nil {
+			return out, fmt.Errorf("histogram %d: no value", s.ValueHist)
+		}
 		if s.ValueHist > math.MaxUint16 {
 			return out, fmt.Errorf("histogram %d: at most %d histograms", s.ValueHist, math.MaxUint16)
 		}
-		op, err := encodeFetch(s.HistValue, arch)
+		op, err := encodeFetch(*s.HistValue, arch)
 		if err != nil {
 			return out, fmt.Errorf("histogram: %w", err)
 		}
