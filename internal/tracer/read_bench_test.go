@@ -170,7 +170,7 @@ func (r *recording) Process(*event.Process)    {}
 // of event.SpanRecord comes from the engine's record, and none keeps the
 // previous record's value.
 func TestReadFillsEveryField(t *testing.T) {
-	assert.Equal(t, 19, reflect.TypeOf(event.SpanRecord{}).NumField(),
+	assert.Equal(t, 20, reflect.TypeOf(event.SpanRecord{}).NumField(),
 		"event.SpanRecord changed: Read fills it field by field, fill the new field there and here")
 	ring, _ := benchRing(2)
 	pl := benchPlan()
