@@ -262,6 +262,10 @@ struct task_state {
 		__u32 frame;
 		__u32 site;
 	} closing;
+	/* sent counts the span records of this state, so that only every
+	 * FILL_CHECK_EVERY-th of them looks at how full the ring is. */
+	__u32 sent;
+	__u32 pad;
 	struct frame frames[ABI_MAX_DEPTH];
 	__u8 stack[VALUE_BASE_MAX + VALUE_WINDOW + sizeof(struct span_record)];
 };
@@ -339,6 +343,24 @@ static __always_inline __u64 wake_flags(void)
 		return BPF_RB_FORCE_WAKEUP;
 	}
 	return BPF_RB_NO_WAKEUP;
+}
+
+/* FILL_CHECK_EVERY is how many span records of one thread or goroutine go
+ * between two looks at how full the ring is while the reader drains on a
+ * timer (WAKE_FILL): a look is a helper call, which costs a traced thread
+ * as much as a map lookup and a counter do. The reader learns that the
+ * ring holds wake_bytes at most that many records of each writer late: a
+ * few KiB of a ring of MiBs. */
+#define FILL_CHECK_EVERY 32
+
+/* span_wake_flags is wake_flags for a span record of the state ts. */
+static __always_inline __u64 span_wake_flags(struct task_state *ts)
+{
+	__u32 want = *(volatile __u32 *)&reader_wake;
+
+	if (want == WAKE_SENT || (want == WAKE_FILL && ts->sent++ % FILL_CHECK_EVERY != 0))
+		return BPF_RB_NO_WAKEUP;
+	return wake_flags();
 }
 
 /* procs holds the processes of chosen targets (pid: or process:), by
@@ -531,7 +553,7 @@ static __always_inline void reset(struct task_state *ts)
  * registers are never copied, which keeps the stack of the call chain
  * within the 512 bytes older verifiers allow.
  */
-__noinline __u64 reg_value(struct pt_regs *regs, __u32 slot)
+static __always_inline __u64 reg_value(struct pt_regs *regs, __u32 slot)
 {
 	if (!regs)
 		return 0;
@@ -1171,17 +1193,15 @@ __subprog struct task_state *go_create(const struct go_key *key)
 
 /*
  * go_state returns the open spans of the goroutine that runs the probe; 0
- * when there are none (create unset) or none can be had. *owner is its g
- * and *pos its stack position (see struct frame).
+ * when there are none (create unset) or none can be had. *pos is its stack
+ * position (see struct frame).
  */
-__subprog struct task_state *go_state(struct pt_regs *regs, const struct site *s, int create, __u64 *owner,
-				      __u64 *pos)
+__subprog struct task_state *go_state(struct pt_regs *regs, const struct site *s, int create, __u64 *pos)
 {
 	struct go_key key = {.pid = bpf_get_current_pid_tgid() >> 32, .g = reg_at(regs, REG_SLOT_GO_G)};
 	__u64 goid = go_where(regs, s, pos);
 	struct task_state *ts;
 
-	*owner = key.g;
 	ts = bpf_map_lookup_elem(&go_states, &key);
 	if (!ts && create)
 		ts = go_create(&key);
@@ -1198,20 +1218,18 @@ __subprog struct task_state *go_state(struct pt_regs *regs, const struct site *s
 }
 
 /*
- * state returns the open spans of whoever runs the probe: the goroutine for
- * Go sites, the thread otherwise; 0 when there are none (create unset) or
- * none can be had. *owner is what pairs the spans and *pos the stack
+ * state returns the open spans of whoever runs the probe (task, the
+ * current task): the goroutine for Go sites, the thread otherwise; 0 when
+ * there are none (create unset) or none can be had. *pos is the stack
  * position (see struct frame).
  */
 static __always_inline struct task_state *state(struct pt_regs *regs, const struct site *s,
-						int create, __u64 pid_tgid, __u64 *owner, __u64 *pos)
+						int create, struct task_struct *task, __u64 *pos)
 {
 	if (s->flags & SITE_GO)
-		return go_state(regs, s, create, owner, pos);
-	*owner = (__u32)pid_tgid;
+		return go_state(regs, s, create, pos);
 	*pos = reg_at(regs, REG_SLOT_SP);
-	return bpf_task_storage_get(&task_states, bpf_get_current_task_btf(), 0,
-				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	return bpf_task_storage_get(&task_states, task, 0, create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
 }
 
 /* go_release deletes a goroutine's state once nothing is open in it. */
@@ -1298,8 +1316,8 @@ __noinline int span_entry(const struct site *s, __u32 site_id, __u32 extra_flags
 	struct task_state *ts;
 
 	asm volatile("" : "+r"(at)); /* one value to keep across calls, not two */
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u64 owner, pos;
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 pos;
 
 	if (!s || !regs)
 		return 0;
@@ -1307,13 +1325,13 @@ __noinline int span_entry(const struct site *s, __u32 site_id, __u32 extra_flags
 	if (s->flags & SITE_KERNEL_RETURN) {
 		/* The kernel sets up this call's return probe after the entry
 		 * programs ran: with ABI_KERNEL_RETURN_DEPTH pending, it will not. */
-		struct uprobe_task *ut = bpf_get_current_task_btf()->utask;
+		struct uprobe_task *ut = task->utask;
 		if (ut && ut->depth >= ABI_KERNEL_RETURN_DEPTH) {
 			count(s->entry_span, return_limit);
 			return 0;
 		}
 	}
-	ts = state(regs, s, 1, pid_tgid, &owner, &pos);
+	ts = state(regs, s, 1, task, &pos);
 	if (!ts) {
 		count(s->entry_span, no_state);
 		return 0;
@@ -1409,16 +1427,14 @@ static __always_inline int recorded_root(struct task_state *ts, int p)
 
 /*
  * fill_record writes into rec what the record of the span closing in ts
- * says about its place (parent, root, carrier), its process and thread;
- * send_span writes the rest.
+ * says about its place (parent, root, carrier), its process and thread
+ * (task, the current task); send_span writes the rest.
  */
 __subprog void fill_record(const struct site *s, struct pt_regs *regs, struct task_state *ts,
-			   struct span_record *rec)
+			   struct task_struct *task, struct span_record *rec)
 {
 	__u32 k = frame_index(ts->closing.frame);
 	struct frame *f = &ts->frames[k];
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	struct task_struct *task = bpf_get_current_task_btf();
 
 	rec->start_ns = f->start_ns;
 	rec->parent_start_ns = 0;
@@ -1435,11 +1451,14 @@ __subprog void fill_record(const struct site *s, struct pt_regs *regs, struct ta
 	}
 	if (f->carrier > 0 && f->carrier <= k)
 		rec->context_start_ns = frame_at(ts, f->carrier - 1)->start_ns;
-	rec->owner = s->flags & SITE_GO ? reg_at(regs, REG_SLOT_GO_G) : (__u32)pid_tgid;
+	/* The task's ids are what bpf_get_current_pid_tgid() would say (the
+	 * initial pid namespace's), read without its call. */
+	__u32 tid = task->pid;
+	rec->owner = s->flags & SITE_GO ? reg_at(regs, REG_SLOT_GO_G) : tid;
 	rec->process_start_ns = task->group_leader->start_time;
 	rec->exec_id = task->self_exec_id;
-	rec->pid = pid_tgid >> 32;
-	rec->tid = (__u32)pid_tgid;
+	rec->pid = task->tgid;
+	rec->tid = tid;
 	rec->span = s->exit_span;
 	rec->entry_site = f->entry_site;
 	rec->entry_failed = f->entry_failed;
@@ -1450,7 +1469,8 @@ __subprog void fill_record(const struct site *s, struct pt_regs *regs, struct ta
  * send_span sends the record of the span closing in ts (ts->closing), with
  * the values of its exit fetched into the value stack after its entry's.
  */
-static __always_inline void send_span(const struct site *s, struct pt_regs *regs, struct task_state *ts)
+static __always_inline void send_span(const struct site *s, struct pt_regs *regs, struct task_state *ts,
+				      struct task_struct *task)
 {
 	__u32 k = frame_index(ts->closing.frame);
 	struct frame *f = &ts->frames[k];
@@ -1477,8 +1497,8 @@ static __always_inline void send_span(const struct site *s, struct pt_regs *regs
 	rec->depth = k;
 	rec->flags = f->flags | (r & FETCHED_TRUNCATED ? RECORD_TRUNCATED : 0);
 	rec->exit_failed = r >> FETCHED_FAILED_SHIFT;
-	fill_record(s, regs, ts, rec);
-	if (bpf_ringbuf_output(&records, w, end + sizeof(struct span_record), wake_flags())) {
+	fill_record(s, regs, ts, task, rec);
+	if (bpf_ringbuf_output(&records, w, end + sizeof(struct span_record), span_wake_flags(ts))) {
 		if (f->flags & RECORD_PENDING) {
 			/* Counted with the process's choice, as its duration. */
 			pending_add(bpf_get_current_pid_tgid() >> 32, PENDING_SPAN_LOST, s->exit_span, 0, 1);
@@ -1560,7 +1580,8 @@ __subprog void not_recorded(__u32 span, __u32 pending, __u8 kind)
  * close_span closes the span closing in ts (ts->closing): its duration goes
  * to the histogram, and unless unsampled or too short it is sent.
  */
-__subprog void close_span(const struct site *s, struct pt_regs *regs, struct task_state *ts)
+__subprog void close_span(const struct site *s, struct pt_regs *regs, struct task_state *ts,
+			   struct task_struct *task)
 {
 	__u32 k = frame_index(ts->closing.frame);
 	struct frame *f = &ts->frames[k];
@@ -1579,7 +1600,7 @@ __subprog void close_span(const struct site *s, struct pt_regs *regs, struct tas
 		not_recorded(s->exit_span, f->flags & RECORD_PENDING, PENDING_SPAN_SHORT);
 		return;
 	}
-	send_span(s, regs, ts);
+	send_span(s, regs, ts, task);
 }
 
 /*
@@ -1598,8 +1619,9 @@ __noinline int span_exit(const struct site *s, __u32 site_id, struct probe_stats
 		return 0;
 	if (!span_stats_of(s->exit_span))
 		return 0;
-	__u64 owner, pos;
-	ts = state(regs, s, 0, bpf_get_current_pid_tgid(), &owner, &pos);
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 pos;
+	ts = state(regs, s, 0, task, &pos);
 	if (!ts) {
 		count(s->exit_span, unmatched);
 		return 0;
@@ -1636,7 +1658,7 @@ __noinline int span_exit(const struct site *s, __u32 site_id, struct probe_stats
 		truncate(ts, k);
 	} else {
 		ts->closing.frame = k;
-		close_span(s, regs, ts);
+		close_span(s, regs, ts, task);
 	}
 	if (s->flags & SITE_GO)
 		go_release(regs, ts);
@@ -1683,7 +1705,9 @@ static __always_inline int site_hit_impl(struct pt_regs *ctx)
 
 	if (!s)
 		return 0;
-	enum choice c = chosen(s, bpf_get_current_pid_tgid() >> 32);
+	/* The process's choice only where the site has one: the helper call
+	 * that gives the pid costs as much as a map lookup and a counter. */
+	enum choice c = s->flags & SITE_CHOSEN ? chosen(s, bpf_get_current_pid_tgid() >> 32) : CHOICE_YES;
 	if (c == CHOICE_NO)
 		return 0;
 	ps = bpf_map_lookup_elem(&probes, &s->probe_id);

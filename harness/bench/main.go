@@ -90,6 +90,7 @@ func main() {
 	flag.StringVar(&s.before, "before", "", "a benchmarks.json of an earlier run, shown next to this one's collector measurement")
 	flag.StringVar(&s.profileDir, "profile-dir", "", "directory for the collector's CPU and allocation profiles (default: -out)")
 	flag.StringVar(&s.commit, "commit", "", "the commit the measured code was built from (default: git describe of the current directory)")
+	cycles := flag.Int("cycles", 0, "per-hit cycles (default: 9, 1 with -smoke)")
 	floorSecs := flag.Float64("pdata-floor", 0, "run as the standalone pdata floor for this many seconds and print it as JSON")
 	flag.Parse()
 	if *floorSecs > 0 {
@@ -104,6 +105,9 @@ func main() {
 	if s.smoke {
 		s.cycles, s.calls, s.rounds, s.paceSeconds, s.memSeconds, s.sites = 1, 20_000, 3, 0.3, 3, 200
 		s.floorSeconds, s.idleSeconds, s.floodSeconds, s.collectorRounds, s.profileSeconds = 0.3, 1, 1, 1, 2
+	}
+	if *cycles > 0 {
+		s.cycles = *cycles
 	}
 	if s.profileDir == "" {
 		s.profileDir = s.out
