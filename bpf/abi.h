@@ -15,6 +15,8 @@ enum abi_limit {
 	ABI_MAX_FETCHES = 8,
 	/* Pointer dereferences in one fetch. */
 	ABI_MAX_DEREFS = 4,
+	/* Fetches at one end of a SITE_ENTRY_REGS or SITE_EXIT_REGS site. */
+	ABI_MAX_REG_FETCHES = 4,
 	/* Open spans per thread or goroutine; deeper entries are counted, not recorded. */
 	ABI_MAX_DEPTH = 512,
 	/* Bytes of entry values the open spans of one thread or goroutine keep
@@ -151,6 +153,12 @@ enum site_flag {
 	SITE_CHOSEN = 64,  /* only processes whose proc_entry has bit target_bit count */
 	SITE_FILTERED_HITS = 128, /* a filtered counter: only hits that pass its filters count */
 	SITE_PROC_HITS = 256, /* also count hits per process (proc_hits), for container.id */
+	/* Every entry (exit) fetch is a register's integer, as an argument or
+	 * a return value is (base a register, no index, no dereference), and
+	 * there are at most ABI_MAX_REG_FETCHES: the engine reads them inline,
+	 * without a call per fetch. Set by the loader. */
+	SITE_ENTRY_REGS = 512,
+	SITE_EXIT_REGS = 1024,
 };
 
 /* filter_op is how a condition compares a fetched value with its constant. */

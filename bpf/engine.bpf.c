@@ -266,6 +266,9 @@ struct task_state {
 	 * FILL_CHECK_EVERY-th of them looks at how full the ring is. */
 	__u32 sent;
 	__u32 pad;
+	/* pos is the stack position of the hit being handled (see struct
+	 * frame), set by state(): kept here, not on the callers' stacks. */
+	__u64 pos;
 	struct frame frames[ABI_MAX_DEPTH];
 	__u8 stack[VALUE_BASE_MAX + VALUE_WINDOW + sizeof(struct span_record)];
 };
@@ -735,6 +738,40 @@ __subprog __u32 fetch_all(struct pt_regs *regs, const struct fetch_op *ops, __u3
 	return out | (cursor & FETCHED_CURSOR);
 }
 
+/*
+ * fetch_regs stores the count (at most ABI_MAX_REG_FETCHES) fetches of one
+ * end of a SITE_ENTRY_REGS or SITE_EXIT_REGS site, each a register's
+ * integer, from cursor on as fetch_one would, and returns the new cursor
+ * (as fetch_all does: nothing of them can fail): inline, without the two
+ * calls fetch_all and fetch_one cost each fetch, the usual span's ~25 ns
+ * per end. The caller checks cursor + 8 * ABI_MAX_REG_FETCHES <=
+ * ABI_DATA_CAP.
+ */
+static __always_inline __u32 fetch_regs(struct pt_regs *regs, const struct fetch_op *ops, __u32 count,
+					struct values *w, __u32 cursor)
+{
+	cursor = at_most(cursor, ABI_DATA_CAP - 8 * ABI_MAX_REG_FETCHES);
+	for (__u32 i = 0; i < ABI_MAX_REG_FETCHES; i++) {
+		if (i >= count)
+			break;
+		*(__u64 *)(w->data + cursor) = reg_value(regs, ops[i].base_reg) + ops[i].disp;
+		cursor += 8;
+	}
+	return cursor;
+}
+
+/* fetch_end runs the count fetch ops of one end of a site from cursor on
+ * and returns what fetch_all does: inline when regs_only (the site's
+ * SITE_ENTRY_REGS or SITE_EXIT_REGS) and they fit, through fetch_all
+ * otherwise. */
+static __always_inline __u32 fetch_end(struct pt_regs *regs, const struct fetch_op *ops, __u32 count, int regs_only,
+				       struct values *w, __u32 cursor)
+{
+	if (regs_only && count <= ABI_MAX_REG_FETCHES && cursor <= ABI_DATA_CAP - 8 * ABI_MAX_REG_FETCHES)
+		return fetch_regs(regs, ops, count, w, cursor);
+	return fetch_all(regs, ops, count, w, cursor);
+}
+
 static __always_inline __u32 log2_bucket(__u64 v)
 {
 	/* floor(log2(v)) for v >= 1, 0 for v == 0 */
@@ -1192,14 +1229,15 @@ __subprog struct task_state *go_create(const struct go_key *key)
 }
 
 /*
- * go_state returns the open spans of the goroutine that runs the probe; 0
- * when there are none (create unset) or none can be had. *pos is its stack
- * position (see struct frame).
+ * go_state returns the open spans of the goroutine that runs the probe, its
+ * stack position in their pos; 0 when there are none (create unset) or
+ * none can be had.
  */
-__subprog struct task_state *go_state(struct pt_regs *regs, const struct site *s, int create, __u64 *pos)
+__subprog struct task_state *go_state(struct pt_regs *regs, const struct site *s, int create)
 {
 	struct go_key key = {.pid = bpf_get_current_pid_tgid() >> 32, .g = reg_at(regs, REG_SLOT_GO_G)};
-	__u64 goid = go_where(regs, s, pos);
+	__u64 pos;
+	__u64 goid = go_where(regs, s, &pos);
 	struct task_state *ts;
 
 	ts = bpf_map_lookup_elem(&go_states, &key);
@@ -1213,23 +1251,27 @@ __subprog struct task_state *go_state(struct pt_regs *regs, const struct site *s
 		reset(ts);
 		ts->goid = goid;
 	}
-	ts->flags = *pos ? 0 : STATE_NO_POS;
+	ts->flags = pos ? 0 : STATE_NO_POS;
+	ts->pos = pos;
 	return ts;
 }
 
 /*
  * state returns the open spans of whoever runs the probe (task, the
- * current task): the goroutine for Go sites, the thread otherwise; 0 when
- * there are none (create unset) or none can be had. *pos is the stack
- * position (see struct frame).
+ * current task): the goroutine for Go sites, the thread otherwise, with the
+ * stack position of the hit in their pos; 0 when there are none (create
+ * unset) or none can be had.
  */
 static __always_inline struct task_state *state(struct pt_regs *regs, const struct site *s,
-						int create, struct task_struct *task, __u64 *pos)
+						int create, struct task_struct *task)
 {
 	if (s->flags & SITE_GO)
-		return go_state(regs, s, create, pos);
-	*pos = reg_at(regs, REG_SLOT_SP);
-	return bpf_task_storage_get(&task_states, task, 0, create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+		return go_state(regs, s, create);
+	struct task_state *ts =
+		bpf_task_storage_get(&task_states, task, 0, create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	if (ts)
+		ts->pos = reg_at(regs, REG_SLOT_SP);
+	return ts;
 }
 
 /* go_release deletes a goroutine's state once nothing is open in it. */
@@ -1244,11 +1286,12 @@ __subprog void go_release(struct pt_regs *regs, struct task_state *ts)
 
 /*
  * open_frame opens the next frame of ts for site s (its id in the high 32
- * bits of at, RECORD_PENDING and RECORD_FILTERED in the low ones) at stack
- * position pos, with the values of its entry. Its own function, like
- * send_span, to keep frames small.
+ * bits of at, RECORD_PENDING and RECORD_FILTERED in the low ones) at the
+ * stack position ts->pos, with the values of its entry. Inlined in
+ * span_entry, whose frame stays at 48 bytes because the position lives in
+ * the state, not on the stack.
  */
-__subprog void open_frame(const struct site *s, struct pt_regs *regs, struct task_state *ts, __u64 at, __u64 pos)
+static __always_inline void open_frame(const struct site *s, struct pt_regs *regs, struct task_state *ts, __u64 at)
 {
 	__u32 depth = frame_index(ts->depth);
 	struct frame *f = &ts->frames[depth];
@@ -1270,7 +1313,7 @@ __subprog void open_frame(const struct site *s, struct pt_regs *regs, struct tas
 
 	f->span = s->entry_span;
 	f->entry_site = at >> 32;
-	f->pos = pos;
+	f->pos = ts->pos;
 	f->carrier = carrier;
 
 	__u8 failed = 0, truncated = 0;
@@ -1280,7 +1323,7 @@ __subprog void open_frame(const struct site *s, struct pt_regs *regs, struct tas
 	if (s->entry_fetch_count && !(flags & (RECORD_UNSAMPLED | RECORD_FILTERED))) {
 		struct values *w = base <= ABI_VALUE_STACK ? window(ts, base) : 0;
 		if (w) {
-			__u32 r = fetch_all(regs, s->entry, s->entry_fetch_count, w, 0);
+			__u32 r = fetch_end(regs, s->entry, s->entry_fetch_count, s->flags & SITE_ENTRY_REGS, w, 0);
 			len = r & FETCHED_CURSOR;
 			failed = r >> FETCHED_FAILED_SHIFT;
 			truncated = !!(r & FETCHED_TRUNCATED);
@@ -1317,7 +1360,6 @@ __noinline int span_entry(const struct site *s, __u32 site_id, __u32 extra_flags
 
 	asm volatile("" : "+r"(at)); /* one value to keep across calls, not two */
 	struct task_struct *task = bpf_get_current_task_btf();
-	__u64 pos;
 
 	if (!s || !regs)
 		return 0;
@@ -1331,20 +1373,20 @@ __noinline int span_entry(const struct site *s, __u32 site_id, __u32 extra_flags
 			return 0;
 		}
 	}
-	ts = state(regs, s, 1, task, &pos);
+	ts = state(regs, s, 1, task);
 	if (!ts) {
 		count(s->entry_span, no_state);
 		return 0;
 	}
 	if (ts->depth && !(ts->flags & STATE_NO_POS))
-		drop_stale(ts, s->entry_span, pos);
+		drop_stale(ts, s->entry_span, ts->pos);
 	if (ts->overflow || ts->depth >= ABI_MAX_DEPTH) {
 		ts->overflow++;
 		count(s->entry_span, overflow);
 		return 0;
 	}
 
-	open_frame(s, regs, ts, at, pos);
+	open_frame(s, regs, ts, at);
 	return 0;
 }
 
@@ -1482,8 +1524,16 @@ static __always_inline void send_span(const struct site *s, struct pt_regs *regs
 	if (entry_len > ABI_DATA_CAP)
 		entry_len = ABI_DATA_CAP;
 	__u32 r = entry_len; /* what fetch_all returns: nothing failed, nothing truncated */
-	if (s->exit_fetch_count)
-		r = fetch_all(regs, s->exit, s->exit_fetch_count, w, entry_len);
+	if (s->exit_fetch_count) {
+		r = fetch_end(regs, s->exit, s->exit_fetch_count, s->flags & SITE_EXIT_REGS, w, entry_len);
+		/* What the fetches did not change is read again from the state
+		 * rather than kept across them: fewer registers to spill keep
+		 * close_span's frame within 48 bytes. */
+		asm volatile("" ::: "memory");
+		k = frame_index(ts->closing.frame);
+		f = &ts->frames[k];
+		entry_len = at_most(f->entry_len, ABI_DATA_CAP);
+	}
 	__u32 end = r & FETCHED_CURSOR;
 	if (end > ABI_DATA_CAP || end < entry_len)
 		end = entry_len;
@@ -1620,8 +1670,7 @@ __noinline int span_exit(const struct site *s, __u32 site_id, struct probe_stats
 	if (!span_stats_of(s->exit_span))
 		return 0;
 	struct task_struct *task = bpf_get_current_task_btf();
-	__u64 pos;
-	ts = state(regs, s, 0, task, &pos);
+	ts = state(regs, s, 0, task);
 	if (!ts) {
 		count(s->exit_span, unmatched);
 		return 0;

@@ -44,6 +44,9 @@ const (
 	MaxFetches = int(engineX86AbiLimitABI_MAX_FETCHES)
 	// MaxDerefs is the number of pointer dereferences of one fetch.
 	MaxDerefs = int(engineX86AbiLimitABI_MAX_DEREFS)
+	// MaxRegFetches is the number of fetches at one end of a site that
+	// SiteEntryRegs or SiteExitRegs may mark.
+	MaxRegFetches = int(engineX86AbiLimitABI_MAX_REG_FETCHES)
 	// MaxDepth is the number of open spans per thread or goroutine.
 	MaxDepth = int(engineX86AbiLimitABI_MAX_DEPTH)
 	// ValueStack is the number of bytes of entry values the open spans of
@@ -121,6 +124,11 @@ const (
 	// SiteProcHits marks a site whose hits are also counted per process
 	// (MapProcHits), for metrics with container.id.
 	SiteProcHits = uint16(engineX86SiteFlagSITE_PROC_HITS)
+	// SiteEntryRegs and SiteExitRegs mark a site whose every entry (exit)
+	// fetch is a register's integer, at most MaxRegFetches of them: the
+	// engine reads them inline.
+	SiteEntryRegs = uint16(engineX86SiteFlagSITE_ENTRY_REGS)
+	SiteExitRegs  = uint16(engineX86SiteFlagSITE_EXIT_REGS)
 )
 
 // Record flags (enum record_flag).

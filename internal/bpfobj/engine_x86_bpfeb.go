@@ -18,6 +18,7 @@ type engineX86AbiLimit uint32
 const (
 	engineX86AbiLimitABI_MAX_FETCHES         engineX86AbiLimit = 8
 	engineX86AbiLimitABI_MAX_DEREFS          engineX86AbiLimit = 4
+	engineX86AbiLimitABI_MAX_REG_FETCHES     engineX86AbiLimit = 4
 	engineX86AbiLimitABI_MAX_DEPTH           engineX86AbiLimit = 512
 	engineX86AbiLimitABI_VALUE_STACK         engineX86AbiLimit = 8192
 	engineX86AbiLimitABI_DATA_CAP            engineX86AbiLimit = 1024
@@ -223,6 +224,8 @@ const (
 	engineX86SiteFlagSITE_CHOSEN        engineX86SiteFlag = 64
 	engineX86SiteFlagSITE_FILTERED_HITS engineX86SiteFlag = 128
 	engineX86SiteFlagSITE_PROC_HITS     engineX86SiteFlag = 256
+	engineX86SiteFlagSITE_ENTRY_REGS    engineX86SiteFlag = 512
+	engineX86SiteFlagSITE_EXIT_REGS     engineX86SiteFlag = 1024
 )
 
 type engineX86SpanRecord struct {
