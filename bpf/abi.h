@@ -159,6 +159,12 @@ enum site_flag {
 	 * without a call per fetch. Set by the loader. */
 	SITE_ENTRY_REGS = 512,
 	SITE_EXIT_REGS = 1024,
+	/* The entry of a function span attached as a session uprobe (Linux
+	 * 6.12): the same program runs at the call's return, where it handles
+	 * site return_site. An entry that rejects the call (its conditions do
+	 * not hold, its process is not chosen) makes the kernel skip the
+	 * return: the call pays only its entry. Set by the loader. */
+	SITE_SESSION = 2048,
 };
 
 /* filter_op is how a condition compares a fetched value with its constant. */
@@ -312,6 +318,9 @@ struct site {
 	__u16 value_hist;
 	__u8 hist_size;   /* bytes of the hist_value integer that count: 1, 2, 4 or 8 */
 	__u8 hist_signed; /* the hist_value integer is signed */
+	/* SITE_SESSION: the site the call's return is (the span's exit site). */
+	__u32 return_site;
+	__u32 pad;
 	/* Head sampling of entry_span when it opens a thread's outermost span:
 	 * recorded when a random u32 is below this; 1 << 32 records all. Nested
 	 * spans follow the outermost span's decision. */

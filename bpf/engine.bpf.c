@@ -589,7 +589,6 @@ enum fetch_result {
 	FETCH_RESULT_TRUNCATED = 1 << 17,
 };
 
-
 /*
  * fetch_one runs one fetch op and stores its value in w at cursor (bytes
  * from the start of the span's values). It is a global function so that the
@@ -940,6 +939,43 @@ static __always_inline __u64 low_bytes(__u64 v, __u8 size)
 	return v;
 }
 
+/* TEXT_FAST_MAX is the longest text of a condition on a C string that
+ * short_text_holds compares: the usual short constants take one read of
+ * the string onto the stack instead of text_holds' chunks. */
+#define TEXT_FAST_MAX 14
+
+/* short_text_holds is text_holds for a condition on the C string at v
+ * whose text is at most TEXT_FAST_MAX bytes and shorter than the value's
+ * capture less one (so that the capture's bound cannot make the value
+ * equal): one read of len + 1 bytes and the NUL says whether the value
+ * equals, starts with or differs from the text. */
+static __always_inline int short_text_holds(const struct filter *f, __u64 v, __u32 len)
+{
+	char buf[TEXT_FAST_MAX + 2] = {};
+	long n = bpf_probe_read_user_str(buf, at_most(len + 2, sizeof(buf)), (const void *)v);
+
+	if (n <= 0)
+		return 0; /* unreadable: fails, as in text_holds */
+	__u32 have = n - 1, equal = 1;
+	for (__u32 j = 0; j < TEXT_FAST_MAX; j++) {
+		if (j >= len)
+			break;
+		if (buf[j] != f->text[j]) {
+			equal = 0;
+			break;
+		}
+	}
+	switch (f->op) {
+	case FILTER_EQ:
+		return have == len && equal;
+	case FILTER_NE:
+		return !(have == len && equal);
+	case FILTER_PREFIX:
+		return have >= len && equal;
+	}
+	return 0;
+}
+
 /*
  * filter_holds evaluates one condition. A global function, checked once by
  * the verifier. A value that cannot be read fails the condition.
@@ -979,6 +1015,9 @@ __noinline int filter_holds(struct pt_regs *regs, const struct filter *f)
 		}
 		return 0;
 	}
+	__u32 bound = f->value.max_len ? f->value.max_len - 1 : ABI_STRING_MAX - 1;
+	if (f->value.kind == FETCH_KIND_STRING && f->len <= TEXT_FAST_MAX && f->len + 1 < bound)
+		return short_text_holds(f, v, f->len);
 	return text_holds(f, v, golen);
 }
 
@@ -1347,11 +1386,67 @@ static __always_inline void open_frame(const struct site *s, struct pt_regs *reg
 	ts->depth = depth + 1;
 }
 
+/* not_recorded counts a completed span of definition span that is not
+ * recorded (kind PENDING_SPAN_UNSAMPLED or PENDING_SPAN_SHORT): in its
+ * statistics, or in the pending counters of a pending process. */
+__subprog void not_recorded(__u32 span, __u32 pending, __u8 kind)
+{
+	if (pending)
+		pending_add(bpf_get_current_pid_tgid() >> 32, kind, span, 0, 1);
+	else if (kind == PENDING_SPAN_UNSAMPLED)
+		count(span, unsampled);
+	else
+		count(span, short_spans);
+}
+
+/* proc_hit counts a hit of probe in the current process. */
+__subprog void proc_hit(__u32 probe)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct proc_hits_key k = {.probe = probe, .pid = task->tgid, .start_ns = task->group_leader->start_time};
+	__u64 *n = bpf_map_lookup_elem(&proc_hits, &k);
+
+	if (n) {
+		add(n, 1);
+		return;
+	}
+	__u64 one = 1;
+	if (bpf_map_update_elem(&proc_hits, &k, &one, BPF_NOEXIST) == -17 /* EEXIST */) {
+		/* another thread of the process made it meanwhile */
+		n = bpf_map_lookup_elem(&proc_hits, &k);
+		if (n)
+			add(n, 1);
+	}
+}
+
+/* return_hit counts the hit that the return of session entry s would have
+ * had (site return_site), when the entry made the kernel skip it: a return
+ * probe's hits stay those of every call. */
+__subprog void return_hit(const struct site *s, __u32 pending)
+{
+	__u32 key = s->return_site;
+	const struct site *rs = bpf_map_lookup_elem(&sites, &key);
+
+	if (!rs)
+		return;
+	if (pending) {
+		pending_add(bpf_get_current_pid_tgid() >> 32, PENDING_HITS, rs->probe_id, 0, 1);
+		return;
+	}
+	key = rs->probe_id;
+	struct probe_stats *ps = bpf_map_lookup_elem(&probes, &key);
+	if (ps)
+		add(&ps->hits, 1);
+	if (rs->flags & SITE_PROC_HITS)
+		proc_hit(rs->probe_id);
+}
+
 /*
  * span_entry opens a span of site s for whoever runs the probe, with
  * extra_flags (RECORD_PENDING, RECORD_FILTERED) on its frame. It is a global
  * function so that the verifier checks it once, not once per path of
- * site_hit; it returns 0.
+ * site_hit. It returns 1 when the kernel is to skip the call's return (a
+ * SITE_SESSION entry whose conditions did not hold), 0 otherwise.
  */
 __noinline int span_entry(const struct site *s, __u32 site_id, __u32 extra_flags, struct pt_regs *regs)
 {
@@ -1364,6 +1459,14 @@ __noinline int span_entry(const struct site *s, __u32 site_id, __u32 extra_flags
 	if (!s || !regs)
 		return 0;
 
+	if ((s->flags & SITE_SESSION) && (extra_flags & RECORD_FILTERED)) {
+		/* The call's conditions did not hold: no frame, no return. What
+		 * its return would have counted is counted now (an entry past
+		 * ABI_MAX_DEPTH counts as filtered here, not as overflow). */
+		count(s->entry_span, filtered);
+		return_hit(s, extra_flags & RECORD_PENDING);
+		return 1;
+	}
 	if (s->flags & SITE_KERNEL_RETURN) {
 		/* The kernel sets up this call's return probe after the entry
 		 * programs ran: with ABI_KERNEL_RETURN_DEPTH pending, it will not. */
@@ -1613,19 +1716,6 @@ __subprog int count_pending(const struct site *s, struct task_state *ts, __u32 k
 	return 0;
 }
 
-/* not_recorded counts a completed span of definition span that is not
- * recorded (kind PENDING_SPAN_UNSAMPLED or PENDING_SPAN_SHORT): in its
- * statistics, or in the pending counters of a pending process. */
-__subprog void not_recorded(__u32 span, __u32 pending, __u8 kind)
-{
-	if (pending)
-		pending_add(bpf_get_current_pid_tgid() >> 32, kind, span, 0, 1);
-	else if (kind == PENDING_SPAN_UNSAMPLED)
-		count(span, unsampled);
-	else
-		count(span, short_spans);
-}
-
 /*
  * close_span closes the span closing in ts (ts->closing): its duration goes
  * to the histogram, and unless unsampled or too short it is sent.
@@ -1714,26 +1804,6 @@ __noinline int span_exit(const struct site *s, __u32 site_id, struct probe_stats
 	return 0;
 }
 
-/* proc_hit counts a hit of probe in the current process. */
-__subprog void proc_hit(__u32 probe)
-{
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct proc_hits_key k = {.probe = probe, .pid = task->tgid, .start_ns = task->group_leader->start_time};
-	__u64 *n = bpf_map_lookup_elem(&proc_hits, &k);
-
-	if (n) {
-		add(n, 1);
-		return;
-	}
-	__u64 one = 1;
-	if (bpf_map_update_elem(&proc_hits, &k, &one, BPF_NOEXIST) == -17 /* EEXIST */) {
-		/* another thread of the process made it meanwhile */
-		n = bpf_map_lookup_elem(&proc_hits, &k);
-		if (n)
-			add(n, 1);
-	}
-}
-
 static __always_inline int count_hit_impl(struct pt_regs *ctx, int per_process)
 {
 	__u32 probe_id = bpf_get_attach_cookie(ctx);
@@ -1746,9 +1816,13 @@ static __always_inline int count_hit_impl(struct pt_regs *ctx, int per_process)
 	return 0;
 }
 
-static __always_inline int site_hit_impl(struct pt_regs *ctx)
+/* site_hit_at handles a hit of site site_id (checked: its conditions at
+ * entry are known to hold). For the entry of a session site (SITE_SESSION)
+ * it returns 1 when the kernel is to skip the call's return (see
+ * span_entry; a process not chosen has nothing to close either), 0
+ * otherwise. */
+static __always_inline int site_hit_at(struct pt_regs *ctx, __u32 site_id, int checked)
 {
-	__u32 site_id = bpf_get_attach_cookie(ctx);
 	const struct site *s = bpf_map_lookup_elem(&sites, &site_id);
 	struct probe_stats *ps;
 
@@ -1758,12 +1832,13 @@ static __always_inline int site_hit_impl(struct pt_regs *ctx)
 	 * that gives the pid costs as much as a map lookup and a counter. */
 	enum choice c = s->flags & SITE_CHOSEN ? chosen(s, bpf_get_current_pid_tgid() >> 32) : CHOICE_YES;
 	if (c == CHOICE_NO)
-		return 0;
+		return !!(s->flags & SITE_SESSION);
 	ps = bpf_map_lookup_elem(&probes, &s->probe_id);
 	if (!ps)
 		return 0;
-	/* Conditions before anything is copied or recorded. */
-	int pass = !s->filter_count || filters_hold(ctx, s, 0);
+	/* Conditions before anything is copied or recorded (unless the
+	 * caller found they hold). */
+	int pass = checked || !s->filter_count || filters_hold(ctx, s, 0);
 	if (!pass && (s->flags & SITE_FILTERED_HITS))
 		return 0; /* a filtered counter counts what passes */
 	if (c == CHOICE_PENDING)
@@ -1783,14 +1858,21 @@ static __always_inline int site_hit_impl(struct pt_regs *ctx)
 	if (s->flags & SITE_EXIT)
 		span_exit(s, site_id, ps, ctx);
 	if (s->flags & SITE_ENTRY)
-		span_entry(s, site_id, (c == CHOICE_PENDING ? RECORD_PENDING : 0) | (pass ? 0 : RECORD_FILTERED), ctx);
+		return span_entry(s, site_id, (c == CHOICE_PENDING ? RECORD_PENDING : 0) | (pass ? 0 : RECORD_FILTERED), ctx);
+	return 0;
+}
+
+static __always_inline int site_hit_impl(struct pt_regs *ctx)
+{
+	site_hit_at(ctx, bpf_get_attach_cookie(ctx), 0);
 	return 0;
 }
 
 /*
  * Each program comes twice: attached one location at a time through a perf
  * event ("uprobe"), or many locations at once through a uprobe_multi link
- * (Linux 6.6, "uprobe.multi"). The loader keeps the pair it uses.
+ * (Linux 6.6, "uprobe.multi"). The loader keeps the pair it uses, and
+ * site_hit_session where the kernel has session uprobes.
  */
 
 /* count_hit is attached to sites that only count: the cookie is the probe id. */
@@ -1830,6 +1912,67 @@ SEC("uprobe.multi")
 int site_hit_multi(struct pt_regs *ctx)
 {
 	return site_hit_impl(ctx);
+}
+
+/* session_hit is site_hit_at in a function of its own: inlined in
+ * site_hit_session, it takes the program's frame past 48 bytes. */
+__subprog int session_hit(struct pt_regs *ctx, __u32 site_id, int checked)
+{
+	return site_hit_at(ctx, site_id, checked);
+}
+
+/*
+ * session_rejects evaluates the conditions of session entry s where they
+ * are its only question (no process choice, no per-process hits, no value
+ * histogram): for a call they reject it counts what site_hit_at and
+ * span_entry would (the hits of the entry and of the skipped return, a
+ * filtered span) without their calls, and returns 1. It returns 0 when
+ * they hold (*checked set) or are not its to evaluate.
+ */
+static __always_inline int session_rejects(struct pt_regs *ctx, const struct site *s, int *checked)
+{
+	if ((s->flags & (SITE_CHOSEN | SITE_PROC_HITS | SITE_FILTERED_HITS)) || s->value_hist || !s->filter_count)
+		return 0;
+	if (filters_hold(ctx, s, 0)) {
+		*checked = 1;
+		return 0;
+	}
+	struct probe_stats *ps = bpf_map_lookup_elem(&probes, &s->probe_id);
+	if (ps)
+		add(&ps->hits, 1);
+	count(s->entry_span, filtered);
+	const struct site *rs = bpf_map_lookup_elem(&sites, &s->return_site);
+	if (rs && (ps = bpf_map_lookup_elem(&probes, &rs->probe_id)))
+		add(&ps->hits, 1);
+	return 1;
+}
+
+/* The kfunc of session programs (Linux 6.12 for uprobes): the loader loads
+ * site_hit_session only where the kernel has it. */
+extern _Bool bpf_session_is_return(void) __ksym;
+
+/*
+ * site_hit_session is attached, as a session uprobe (Linux 6.12), to the
+ * entries of function spans that may reject a call at entry (SITE_SESSION):
+ * it runs at the entry, where returning 1 makes the kernel skip the
+ * call's return, and at the return, where it handles the entry site's
+ * return_site. The cookie is the entry site's id.
+ */
+SEC("uprobe.session")
+int site_hit_session(struct pt_regs *ctx)
+{
+	__u32 site_id = bpf_get_attach_cookie(ctx);
+	int at_return = bpf_session_is_return(), checked = 0;
+	const struct site *s = bpf_map_lookup_elem(&sites, &site_id);
+
+	if (!s)
+		return 0;
+	if (at_return)
+		site_id = s->return_site;
+	else if (session_rejects(ctx, s, &checked))
+		return 1; /* the usual rejected call: no more calls than the conditions' */
+	/* A session program returns 0 or 1. */
+	return session_hit(ctx, site_id, checked) && !at_return ? 1 : 0;
 }
 
 /*

@@ -151,6 +151,37 @@ func perHit(s settings, res *Result, w *workload, path string) error {
 		{name: "receiver: count-only probe", args: "ints", floors: []string{floorCount}, attach: recv(counter)},
 		{name: "receiver: span probe (entry+exit, 2 attributes)", args: "ints", floors: []string{floorSpan, floorPair}, attach: recv(span)},
 	}
+	filtered := func(fn string) config.Target {
+		return config.Target{Path: path, Spans: []config.Span{{
+			Name: fn, Function: fn, Filter: []string{`arg0:string == "yes"`},
+			Attributes: map[string]string{"a": "arg0:string"}, ExitAttributes: map[string]string{"ret": "retval"},
+		}}}
+	}
+	// i < calls/100: 1 call in 100 of each round passes.
+	intFiltered := func(fn string) config.Target {
+		return config.Target{Path: path, Spans: []config.Span{{
+			Name: fn, Function: fn, Filter: []string{fmt.Sprintf("arg0 < %d", s.calls/100)},
+			Attributes: map[string]string{"a": "arg0"}, ExitAttributes: map[string]string{"ret": "retval"},
+		}}}
+	}
+	sampled := func(fn string) config.Target {
+		ratio := 0.01
+		return config.Target{Path: path, Spans: []config.Span{{
+			Name: fn, Function: fn, SampleRatio: &ratio,
+			Attributes: map[string]string{"a": "arg0"}, ExitAttributes: map[string]string{"ret": "retval"},
+		}}}
+	}
+	setups = append(setups,
+		setup{name: "receiver: span, integer filter rejecting 99% at entry", args: "ints", floors: []string{floorCount, floorSpan}, attach: recv(intFiltered),
+			feature: "integer filter rejecting 99%", dominates: "the entry trap; where the kernel has session uprobes (Linux 6.12) a rejected call skips the return trap",
+			goal: "span with a 99%-rejecting entry filter vs bare counting uprobe", goalRatio: 1.10},
+		setup{name: "receiver: span, string filter rejecting 99% at entry", args: "yes1", floors: []string{floorCount, floorSpan}, attach: recv(filtered),
+			feature: "string filter rejecting 99%", dominates: "the entry trap, then reading the string (one bpf_probe_read_user_str); a rejected call skips the return trap where the kernel has session uprobes",
+			goal: "span with a 99%-rejecting string filter vs bare counting uprobe", goalRatio: 1.10},
+		setup{name: "receiver: span, sample_ratio 0.01", args: "ints", floors: []string{floorCount, floorSpan}, attach: recv(sampled),
+			feature: "sample_ratio 0.01", dominates: "the return trap: an unsampled span still closes at its return, so that uprobe.span.duration counts every call",
+			goal: "span with sample_ratio 0.01 vs bare counting uprobe", goalRatio: 1.10},
+	)
 	if res.Bpftrace != "" && os.Getenv("BENCH_NO_BPFTRACE") == "" {
 		pingProbe := fmt.Sprintf(`uprobe:%s:ping { printf("ping\n"); }`, path)
 		bt := func(prog string) attacher {

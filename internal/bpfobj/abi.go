@@ -129,6 +129,9 @@ const (
 	// engine reads them inline.
 	SiteEntryRegs = uint16(engineX86SiteFlagSITE_ENTRY_REGS)
 	SiteExitRegs  = uint16(engineX86SiteFlagSITE_EXIT_REGS)
+	// SiteSession marks the entry of a function span attached as a session
+	// uprobe (ProgramSiteHitSession): Site.ReturnSite is its return.
+	SiteSession = uint16(engineX86SiteFlagSITE_SESSION)
 )
 
 // Record flags (enum record_flag).
@@ -183,10 +186,14 @@ const (
 
 // Names of the engine's programs and maps in the collection spec.
 const (
-	ProgramCountHit          = engineX86ProgCountHit
-	ProgramSiteHit           = engineX86ProgSiteHit
-	ProgramCountHitMulti     = engineX86ProgCountHitMulti
-	ProgramSiteHitMulti      = engineX86ProgSiteHitMulti
+	ProgramCountHit      = engineX86ProgCountHit
+	ProgramSiteHit       = engineX86ProgSiteHit
+	ProgramCountHitMulti = engineX86ProgCountHitMulti
+	ProgramSiteHitMulti  = engineX86ProgSiteHitMulti
+	// ProgramSiteHitSession is site_hit attached as a session uprobe
+	// (Linux 6.12): it runs at a call's entry and, unless the entry
+	// rejected the call, at its return.
+	ProgramSiteHitSession    = engineX86ProgSiteHitSession
 	ProgramOnExec            = engineX86ProgOnExec
 	ProgramOnExit            = engineX86ProgOnExit
 	MapSites                 = engineX86MapSites

@@ -204,6 +204,8 @@ type engineX86Site struct {
 	ValueHist       uint16
 	HistSize        uint8
 	HistSigned      uint8
+	ReturnSite      uint32
+	Pad             uint32
 	SampleThreshold uint64
 	MinDurationNs   uint64
 	Entry           [8]engineX86FetchOp
@@ -226,6 +228,7 @@ const (
 	engineX86SiteFlagSITE_PROC_HITS     engineX86SiteFlag = 256
 	engineX86SiteFlagSITE_ENTRY_REGS    engineX86SiteFlag = 512
 	engineX86SiteFlagSITE_EXIT_REGS     engineX86SiteFlag = 1024
+	engineX86SiteFlagSITE_SESSION       engineX86SiteFlag = 2048
 )
 
 type engineX86SpanRecord struct {
@@ -316,6 +319,7 @@ const (
 	engineX86ProgSeenTask          = "seen_task"
 	engineX86ProgSiteHit           = "site_hit"
 	engineX86ProgSiteHitMulti      = "site_hit_multi"
+	engineX86ProgSiteHitSession    = "site_hit_session"
 	engineX86VarCgroup1Subsys      = "cgroup1_subsys"
 	engineX86VarEmitRecords        = "emit_records"
 	engineX86VarProcessFacts       = "process_facts"
@@ -380,6 +384,7 @@ type engineX86ProgramSpecs struct {
 	SeenTask          *ebpf.ProgramSpec `ebpf:"seen_task"`
 	SiteHit           *ebpf.ProgramSpec `ebpf:"site_hit"`
 	SiteHitMulti      *ebpf.ProgramSpec `ebpf:"site_hit_multi"`
+	SiteHitSession    *ebpf.ProgramSpec `ebpf:"site_hit_session"`
 }
 
 // engineX86MapSpecs contains maps before they are loaded into the kernel.
@@ -499,6 +504,7 @@ type engineX86Programs struct {
 	SeenTask          *ebpf.Program `ebpf:"seen_task"`
 	SiteHit           *ebpf.Program `ebpf:"site_hit"`
 	SiteHitMulti      *ebpf.Program `ebpf:"site_hit_multi"`
+	SiteHitSession    *ebpf.Program `ebpf:"site_hit_session"`
 }
 
 func (p *engineX86Programs) Close() error {
@@ -514,6 +520,7 @@ func (p *engineX86Programs) Close() error {
 		p.SeenTask,
 		p.SiteHit,
 		p.SiteHitMulti,
+		p.SiteHitSession,
 	)
 }
 

@@ -129,8 +129,14 @@ func (e *AttachError) Unwrap() []error {
 // and the process methods may run beside each other); SetProbeAttached,
 // ProbeHits and ProgramRuns may run beside the plan's owner too.
 type Tracer struct {
-	plan     *plan.Plan
-	multi    bool
+	plan    *plan.Plan
+	multi   bool
+	session bool // entries that may reject a call attach as session uprobes
+	// returns holds the entry sites attached as session uprobes, each with
+	// the site of its return, and covered those return sites: they are
+	// not attached by themselves. Only the plan's owner touches them.
+	returns  map[int]int
+	covered  map[int]bool
 	control  bool // Options.ProbeControl
 	coll     *ebpf.Collection
 	probes   *ebpf.Map
@@ -241,6 +247,12 @@ func Open(plan *plan.Plan, opts Options) (_ *Tracer, err error) {
 		return nil, fmt.Errorf("configuring the BPF engine: %w", err)
 	}
 	multi := !opts.PerLocation && features.HaveBPFLinkUprobeMulti() == nil
+	// Session uprobes need uprobe_multi links, and attach an entry and its
+	// return as one link, which SetProbeAttached could not take apart.
+	session := multi && !opts.ProbeControl && HaveUprobeSession()
+	if !session {
+		delete(spec.Programs, bpfobj.ProgramSiteHitSession)
+	}
 	for _, name := range []string{bpfobj.ProgramCountHit, bpfobj.ProgramSiteHit, bpfobj.ProgramCountHitProc,
 		bpfobj.ProgramCountHitMulti, bpfobj.ProgramSiteHitMulti, bpfobj.ProgramCountHitProcMulti} {
 		if isMulti := strings.HasSuffix(name, "_multi"); isMulti != multi {
@@ -268,6 +280,9 @@ func Open(plan *plan.Plan, opts Options) (_ *Tracer, err error) {
 	t := &Tracer{
 		plan:     plan,
 		multi:    multi,
+		session:  session,
+		returns:  map[int]int{},
+		covered:  map[int]bool{},
 		control:  opts.ProbeControl,
 		coll:     coll,
 		probes:   coll.Maps[bpfobj.MapProbes],
@@ -294,6 +309,9 @@ func Open(plan *plan.Plan, opts Options) (_ *Tracer, err error) {
 		// Refused without CAP_SYS_ADMIN or before Linux 5.8: statsOn
 		// then falls back to the sysctl.
 		t.stats, _ = ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	}
+	for fi := range plan.Files {
+		t.pairSessions(fi)
 	}
 	if err := t.writeSites(0, len(plan.Sites)); err != nil {
 		return nil, err
@@ -340,11 +358,27 @@ func (t *Tracer) writeSites(from, to int) error {
 		if err != nil {
 			return fmt.Errorf("encoding site %d of %s: %w", i, t.plan.Probes[s.Probe].Ref, err)
 		}
+		if r, ok := t.returns[i]; ok {
+			enc.Flags |= bpfobj.SiteSession
+			enc.ReturnSite = uint32(r)
+		}
 		if err := t.sites.Update(uint32(i), &enc, ebpf.UpdateAny); err != nil {
 			return fmt.Errorf("writing site %d of %s: %w", i, t.plan.Probes[s.Probe].Ref, err)
 		}
 	}
 	return nil
+}
+
+// pairSessions notes which entry sites of file fi attach as session
+// uprobes, when the tracer uses them (see sessionPairs).
+func (t *Tracer) pairSessions(fi int) {
+	if !t.session {
+		return
+	}
+	for entry, ret := range sessionPairs(t.plan, fi) {
+		t.returns[entry] = ret
+		t.covered[ret] = true
+	}
 }
 
 // AttachFile attaches a file the plan gained after Open (plan.Append):
@@ -353,6 +387,7 @@ func (t *Tracer) writeSites(from, to int) error {
 // Detach it attaches nothing and returns ErrDetached.
 func (t *Tracer) AttachFile(fi int) error {
 	f := t.plan.Files[fi]
+	t.pairSessions(fi)
 	if err := t.writeSites(f.Sites.Start, f.Sites.End); err != nil {
 		return err
 	}
@@ -750,9 +785,10 @@ func (t *Tracer) attach(fl *fileLinks, keep func(plan.Attachment) bool) []Attach
 	}
 	err := checkFile(fl.fh, fl.id)
 	var ex *link.Executable
+	path := fmt.Sprintf("/proc/self/fd/%d", fl.fh.Fd())
 	if err == nil {
 		fl.attached = fl.id
-		ex, err = link.OpenExecutable(fmt.Sprintf("/proc/self/fd/%d", fl.fh.Fd()))
+		ex, err = link.OpenExecutable(path)
 	}
 	if err != nil {
 		for _, a := range attachments {
@@ -761,6 +797,26 @@ func (t *Tracer) attach(fl *fileLinks, keep func(plan.Attachment) bool) []Attach
 		return failures
 	}
 	if t.multi {
+		var sessions []plan.Attachment
+		if t.session {
+			attachments, sessions = t.splitSessions(attachments)
+		}
+		if len(sessions) > 0 {
+			prog := t.coll.Programs[bpfobj.ProgramSiteHitSession]
+			if l, err := attachSession(path, prog, sessions); err == nil {
+				fl.byProbe[key(sessions[0])] = append(fl.byProbe[key(sessions[0])], l)
+			} else {
+				// Find which locations the kernel refuses, one link each.
+				for _, a := range sessions {
+					l, err := attachSession(path, prog, []plan.Attachment{a})
+					if err != nil {
+						fail(a, err)
+						continue
+					}
+					fl.byProbe[key(a)] = append(fl.byProbe[key(a)], l)
+				}
+			}
+		}
 		for _, g := range groupAttachments(attachments, t.control) {
 			l, err := t.attachMulti(ex, g)
 			if err == nil {
@@ -798,6 +854,28 @@ func (t *Tracer) attach(fl *fileLinks, keep func(plan.Attachment) bool) []Attach
 		fl.byProbe[key(a)] = append(fl.byProbe[key(a)], l)
 	}
 	return failures
+}
+
+// splitSessions takes out of attachments the entries attached as session
+// uprobes, returned apart, and their returns, which those links cover.
+func (t *Tracer) splitSessions(attachments []plan.Attachment) (rest, sessions []plan.Attachment) {
+	for _, a := range attachments {
+		switch {
+		case a.Program != plan.ProgramSite:
+			rest = append(rest, a)
+		case !a.Return && hasKey(t.returns, int(a.Cookie)):
+			sessions = append(sessions, a)
+		case a.Return && t.covered[int(a.Cookie)]:
+		default:
+			rest = append(rest, a)
+		}
+	}
+	return rest, sessions
+}
+
+func hasKey(m map[int]int, k int) bool {
+	_, ok := m[k]
+	return ok
 }
 
 // attachMulti attaches locations that share a file, process filter,
