@@ -34,10 +34,10 @@ type Counter struct {
 }
 
 // OpenCounter loads spec, whose program prog counts into element 0 of the
-// per-CPU map hits, and attaches it at a file offset of path as a uprobe,
-// and also as a uretprobe of the same function when withReturn is set (the
+// per-CPU map hits, and attaches it at file offsets of path as uprobes,
+// and also as uretprobes of the same functions when withReturn is set (the
 // floor of an entry/exit pair).
-func OpenCounter(spec *ebpf.CollectionSpec, prog, hits, path string, fileOffset uint64, withReturn bool) (_ *Counter, err error) {
+func OpenCounter(spec *ebpf.CollectionSpec, prog, hits, path string, fileOffsets []uint64, withReturn bool) (_ *Counter, err error) {
 	if floorMulti {
 		spec.Programs[prog].AttachType = ebpf.AttachTraceUprobeMulti
 	}
@@ -55,48 +55,50 @@ func OpenCounter(spec *ebpf.CollectionSpec, prog, hits, path string, fileOffset 
 		}
 	}()
 	p := coll.Programs[prog]
-	c.links, err = attachPair(path, fileOffset, p, p, withReturn)
+	c.links, err = attachPair(path, fileOffsets, p, p, withReturn)
 	return c, err
 }
 
-// attachPair attaches entry at a file offset of path, and ret at the
-// return of the function there when withReturn is set, through
+// attachPair attaches entry at file offsets of path, and ret at the
+// returns of the functions there when withReturn is set, through
 // uprobe_multi links when floorMulti says so (the programs must have been
 // loaded for them), through perf events otherwise.
-func attachPair(path string, fileOffset uint64, entry, ret *ebpf.Program, withReturn bool) ([]link.Link, error) {
+func attachPair(path string, fileOffsets []uint64, entry, ret *ebpf.Program, withReturn bool) ([]link.Link, error) {
 	ex, err := link.OpenExecutable(path)
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
 	var links []link.Link
 	if floorMulti {
-		opts := &link.UprobeMultiOptions{Addresses: []uint64{fileOffset}}
+		opts := &link.UprobeMultiOptions{Addresses: fileOffsets}
 		l, err := ex.UprobeMulti(nil, entry, opts)
 		if err != nil {
-			return nil, fmt.Errorf("attaching uprobe %s:%#x: %w", path, fileOffset, err)
+			return nil, fmt.Errorf("attaching uprobes %s:%#x: %w", path, fileOffsets, err)
 		}
 		links = append(links, l)
 		if withReturn {
 			l, err := ex.UretprobeMulti(nil, ret, opts)
 			if err != nil {
-				return links, fmt.Errorf("attaching uretprobe %s:%#x: %w", path, fileOffset, err)
+				return links, fmt.Errorf("attaching uretprobes %s:%#x: %w", path, fileOffsets, err)
 			}
 			links = append(links, l)
 		}
 		return links, nil
 	}
-	opts := &link.UprobeOptions{Address: fileOffset, TraceFSPrefix: "otelcol_uprobe"}
-	l, err := ex.Uprobe("floor", entry, opts)
-	if err != nil {
-		return nil, fmt.Errorf("attaching uprobe %s:%#x: %w", path, fileOffset, err)
-	}
-	links = append(links, l)
-	if withReturn {
-		l, err := ex.Uretprobe("floor", ret, opts)
+	for _, off := range fileOffsets {
+		opts := &link.UprobeOptions{Address: off, TraceFSPrefix: "otelcol_uprobe"}
+		l, err := ex.Uprobe("floor", entry, opts)
 		if err != nil {
-			return links, fmt.Errorf("attaching uretprobe %s:%#x: %w", path, fileOffset, err)
+			return links, fmt.Errorf("attaching uprobe %s:%#x: %w", path, off, err)
 		}
 		links = append(links, l)
+		if withReturn {
+			l, err := ex.Uretprobe("floor", ret, opts)
+			if err != nil {
+				return links, fmt.Errorf("attaching uretprobe %s:%#x: %w", path, off, err)
+			}
+			links = append(links, l)
+		}
 	}
 	return links, nil
 }
@@ -146,8 +148,8 @@ type SpanFloor struct {
 }
 
 // OpenSpanFloor loads the delivered-span floor and attaches it to the
-// function at a file offset of path.
-func OpenSpanFloor(path string, fileOffset uint64) (_ *SpanFloor, err error) {
+// functions at file offsets of path.
+func OpenSpanFloor(path string, fileOffsets []uint64) (_ *SpanFloor, err error) {
 	spec, err := floor.SpanSpec()
 	if err != nil {
 		return nil, fmt.Errorf("reading the delivered-span floor: %w", err)
@@ -174,7 +176,7 @@ func OpenSpanFloor(path string, fileOffset uint64) (_ *SpanFloor, err error) {
 	}
 	f.done.Add(1)
 	go f.drain()
-	f.links, err = attachPair(path, fileOffset, coll.Programs[floor.SpanEntry], coll.Programs[floor.SpanExit], true)
+	f.links, err = attachPair(path, fileOffsets, coll.Programs[floor.SpanEntry], coll.Programs[floor.SpanExit], true)
 	return f, err
 }
 

@@ -226,9 +226,15 @@ func run(s settings) error {
 	}
 	defer os.RemoveAll(dir)
 	workloadPath := filepath.Join(dir, "workload")
-	if err := gcc("-O2", "-o", workloadPath, testutil.Testdata("bench", "workload.c")); err != nil {
+	treePath := filepath.Join(dir, "tree.s")
+	if err := os.WriteFile(treePath, []byte(treeAsm()), 0o644); err != nil {
 		return err
 	}
+	// -g: the line probe row finds its line in the DWARF.
+	if err := gcc("-O2", "-g", "-o", workloadPath, testutil.Testdata("bench", "workload.c"), treePath); err != nil {
+		return err
+	}
+	defer stopFeatureWorkloads()
 	// The probed program runs pinned to CPU 0, the readers of the
 	// receiver and of the floors on the other CPUs.
 	wcpu := -1
@@ -395,9 +401,10 @@ func (w *workload) expect(prefix string) (string, error) {
 }
 
 // measure3 returns the median ns of CPU time per call of probed(), twin()
-// and twin2(), called with the arguments args names (see workload.c).
-func (w *workload) measure3(args string, calls, rounds int) (probed, twin, twin2 float64, err error) {
-	fmt.Fprintf(w.in, "measure3 %s %d %d\n", args, calls, rounds)
+// and twin2() (or of the set named), called with the arguments args names
+// (see workload.c).
+func (w *workload) measure3(args string, calls, rounds int, set string) (probed, twin, twin2 float64, err error) {
+	fmt.Fprintf(w.in, "measure3 %s %d %d %s\n", args, calls, rounds, set)
 	line, err := w.expect("ns ")
 	if err != nil {
 		return 0, 0, 0, err
@@ -495,13 +502,19 @@ func startBpftrace(w *workload, prog string) (func() error, error) {
 }
 
 // startReceiver runs the receiver in this process with a counting traces
-// consumer and a metrics sink.
+// consumer and a metrics sink that gets only the final snapshot.
 func startReceiver(t config.Target, ring int) (component.Component, *counts, error) {
+	return startReceiverEvery(t, ring, time.Hour)
+}
+
+// startReceiverEvery is startReceiver with metrics collected every
+// interval.
+func startReceiverEvery(t config.Target, ring int, interval time.Duration) (component.Component, *counts, error) {
 	f := uprobereceiver.NewFactory()
 	cfg := f.CreateDefaultConfig().(*uprobereceiver.Config)
 	cfg.Targets = []config.Target{t}
 	cfg.RingBufferSize = ring
-	cfg.CollectionInterval = time.Hour // only the final snapshot
+	cfg.CollectionInterval = interval
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
 	}
@@ -856,11 +869,11 @@ func orNone(s string) string {
 }
 
 // openFloor attaches the benchmark's floor program (a bare per-CPU counter)
-// at a file offset of path, with a return probe when withReturn is set.
-func openFloor(path string, fileOffset uint64, withReturn bool) (*Counter, error) {
+// at file offsets of path, with return probes when withReturn is set.
+func openFloor(path string, fileOffsets []uint64, withReturn bool) (*Counter, error) {
 	spec, err := floor.Spec()
 	if err != nil {
 		return nil, fmt.Errorf("reading the floor program: %w", err)
 	}
-	return OpenCounter(spec, floor.Program, floor.Map, path, fileOffset, withReturn)
+	return OpenCounter(spec, floor.Program, floor.Map, path, fileOffsets, withReturn)
 }

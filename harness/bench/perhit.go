@@ -54,14 +54,37 @@ func trapCost(res *Result) error {
 	return nil
 }
 
+// fnSet is a triple of identical functions of one workload process: a
+// configuration runs on the first (probed), its floors on the others (twin,
+// twin2), all timed in the same rounds of the process's measure3.
+type fnSet struct {
+	name string
+	w    *workload
+	// path is the file the functions are in, as the receiver attaches it;
+	// floorPath the same file as the floors open it (another path for a
+	// file in a private mount namespace).
+	path, floorPath string
+	// set is measure3's SET word ("" for probed, twin and twin2).
+	set string
+	// fns are the three functions' names in a probe reference.
+	fns [3]string
+	// perCall is the number of functions one call runs (a call tree's
+	// root: treeFunctions): rows say what each costs. callsDiv divides the
+	// calls per round (single-stepped sites cost microseconds each).
+	perCall, callsDiv int
+	// floors attach each floor to role 1 (twin) or 2 (twin2).
+	floors map[string]attacher
+}
+
 // setup is one configuration measured per hit, and the floors it is
 // compared with.
 type setup struct {
 	name string
+	set  *fnSet
 	// args are the workload's measure3 arguments (ints, names, yes1).
 	args string
-	// floors run on twin() and on twin2() in the same rounds as the
-	// configuration on probed(); the row's ratio is to the first.
+	// floors run on twin and on twin2 in the same rounds as the
+	// configuration on probed; the row's ratio is to the first.
 	floors []string
 	attach attacher
 	// feature and dominates make the row one of the feature cost matrix.
@@ -71,17 +94,17 @@ type setup struct {
 	goalRatio float64
 }
 
-// attacher attaches a configuration to one of the workload's identical
-// functions ("probed", "twin" or "twin2") and returns what detaches it.
-type attacher func(fn string) (func() error, error)
+// attacher attaches a configuration to one function of a set (role 0:
+// probed, 1: twin, 2: twin2) and returns what detaches it.
+type attacher func(role int) (func() error, error)
 
-// cycleSample is what one cycle measured of a setup: ns added to probed()
-// and to each floor's function.
+// cycleSample is what one cycle measured of a setup: ns added to probed
+// and to each floor's function, per function called.
 type cycleSample struct {
 	added  float64
 	floors []float64
 	// With -program-stats: the BPF run time of the setup's own programs
-	// per call of probed(), and their runs per call.
+	// per call of probed, and their runs per call.
 	programNs, programRuns float64
 }
 
@@ -96,45 +119,72 @@ func (st setup) programs() []string {
 	return []string{"site_hit", "count_hit"}
 }
 
-func perHit(s settings, res *Result, w *workload, path string) error {
-	offsets := map[string]uint64{}
-	for _, fn := range []string{"probed", "twin", "twin2"} {
-		pl, err := planner.Resolve([]config.Target{{Path: path, Counters: config.CountersOf("uprobe:" + fn)}})
-		if err != nil {
-			return err
-		}
-		offsets[fn] = pl.Attachments[0].FileOffset
-		pl.Close()
+// plannedOffsets returns the file offsets the planner attaches target t
+// at, in its plan's order.
+func plannedOffsets(t config.Target) ([]uint64, error) {
+	pl, err := planner.Resolve([]config.Target{t})
+	if err != nil {
+		return nil, err
 	}
+	defer pl.Close()
+	var out []uint64
+	for _, a := range pl.Attachments {
+		out = append(out, a.FileOffset)
+	}
+	return out, nil
+}
+
+// standardFloors returns the floors of a set whose three functions are
+// attached at the offsets of the same role: the bare counter (and pair) at
+// the sites offsets[role] and the delivered-span floor at the functions
+// entries[role].
+func standardFloors(floorPath string, offsets, entries [3][]uint64) map[string]attacher {
 	counting := func(ret bool) attacher {
-		return func(fn string) (func() error, error) {
-			f, err := openFloor(path, offsets[fn], ret)
+		return func(role int) (func() error, error) {
+			f, err := openFloor(floorPath, offsets[role], ret)
 			if err != nil {
 				return nil, err
 			}
 			return f.Close, nil
 		}
 	}
-	floors := map[string]attacher{
+	return map[string]attacher{
 		floorCount: counting(false),
 		floorPair:  counting(true),
-		floorSpan: func(fn string) (func() error, error) {
-			f, err := OpenSpanFloor(path, offsets[fn])
+		floorSpan: func(role int) (func() error, error) {
+			f, err := OpenSpanFloor(floorPath, entries[role])
 			if err != nil {
 				return nil, err
 			}
 			return f.Close, nil
 		},
 	}
-	recv := func(t func(fn string) config.Target) attacher {
-		return func(fn string) (func() error, error) {
-			r, _, err := startReceiver(t(fn), 8<<20)
-			if err != nil {
-				return nil, err
-			}
-			return func() error { return r.Shutdown(context.Background()) }, nil
+}
+
+// receiverAttacher starts the receiver with the target t returns for a
+// function of the set.
+func receiverAttacher(set *fnSet, t func(fn string) config.Target) attacher {
+	return func(role int) (func() error, error) {
+		r, _, err := startReceiver(t(set.fns[role]), 8<<20)
+		if err != nil {
+			return nil, err
 		}
+		return func() error { return r.Shutdown(context.Background()) }, nil
 	}
+}
+
+func perHit(s settings, res *Result, w *workload, path string) error {
+	var offsets [3][]uint64
+	plain := &fnSet{name: "asm", w: w, path: path, floorPath: path, fns: [3]string{"probed", "twin", "twin2"}, perCall: 1, callsDiv: 1}
+	for role, fn := range plain.fns {
+		off, err := plannedOffsets(config.Target{Path: path, Counters: config.CountersOf("uprobe:" + fn)})
+		if err != nil {
+			return err
+		}
+		offsets[role] = off
+	}
+	plain.floors = standardFloors(path, offsets, offsets)
+	recv := func(t func(fn string) config.Target) attacher { return receiverAttacher(plain, t) }
 	counter := func(fn string) config.Target {
 		return config.Target{Path: path, Counters: config.CountersOf("uprobe:" + fn)}
 	}
@@ -145,54 +195,28 @@ func perHit(s settings, res *Result, w *workload, path string) error {
 		}}}
 	}
 	setups := []setup{
-		{name: floorCount, args: "ints", attach: floors[floorCount]},
-		{name: floorPair, args: "ints", attach: floors[floorPair]},
-		{name: floorSpan, args: "ints", floors: []string{floorPair}, attach: floors[floorSpan]},
-		{name: "receiver: count-only probe", args: "ints", floors: []string{floorCount}, attach: recv(counter)},
-		{name: "receiver: span probe (entry+exit, 2 attributes)", args: "ints", floors: []string{floorSpan, floorPair}, attach: recv(span)},
+		{name: floorCount, set: plain, args: "ints", attach: plain.floors[floorCount]},
+		{name: floorPair, set: plain, args: "ints", attach: plain.floors[floorPair]},
+		{name: floorSpan, set: plain, args: "ints", floors: []string{floorPair}, attach: plain.floors[floorSpan]},
+		{name: "receiver: count-only probe", set: plain, args: "ints", floors: []string{floorCount}, attach: recv(counter)},
+		{name: "receiver: span probe (entry+exit, 2 attributes)", set: plain, args: "ints", floors: []string{floorSpan, floorPair}, attach: recv(span)},
 	}
-	filtered := func(fn string) config.Target {
-		return config.Target{Path: path, Spans: []config.Span{{
-			Name: fn, Function: fn, Filter: []string{`arg0:string == "yes"`},
-			Attributes: map[string]string{"a": "arg0:string"}, ExitAttributes: map[string]string{"ret": "retval"},
-		}}}
+	features, err := featureSetups(s, res, plain)
+	if err != nil {
+		return err
 	}
-	// i < calls/100: 1 call in 100 of each round passes.
-	intFiltered := func(fn string) config.Target {
-		return config.Target{Path: path, Spans: []config.Span{{
-			Name: fn, Function: fn, Filter: []string{fmt.Sprintf("arg0 < %d", s.calls/100)},
-			Attributes: map[string]string{"a": "arg0"}, ExitAttributes: map[string]string{"ret": "retval"},
-		}}}
-	}
-	sampled := func(fn string) config.Target {
-		ratio := 0.01
-		return config.Target{Path: path, Spans: []config.Span{{
-			Name: fn, Function: fn, SampleRatio: &ratio,
-			Attributes: map[string]string{"a": "arg0"}, ExitAttributes: map[string]string{"ret": "retval"},
-		}}}
-	}
-	setups = append(setups,
-		setup{name: "receiver: span, integer filter rejecting 99% at entry", args: "ints", floors: []string{floorCount, floorSpan}, attach: recv(intFiltered),
-			feature: "integer filter rejecting 99%", dominates: "the entry trap; where the kernel has session uprobes (Linux 6.12) a rejected call skips the return trap",
-			goal: "span with a 99%-rejecting entry filter vs bare counting uprobe", goalRatio: 1.10},
-		setup{name: "receiver: span, string filter rejecting 99% at entry", args: "yes1", floors: []string{floorCount, floorSpan}, attach: recv(filtered),
-			feature: "string filter rejecting 99%", dominates: "the entry trap, then reading the string (one bpf_probe_read_user_str); a rejected call skips the return trap where the kernel has session uprobes",
-			goal: "span with a 99%-rejecting string filter vs bare counting uprobe", goalRatio: 1.10},
-		setup{name: "receiver: span, sample_ratio 0.01", args: "ints", floors: []string{floorCount, floorSpan}, attach: recv(sampled),
-			feature: "sample_ratio 0.01", dominates: "the return trap: an unsampled span still closes at its return, so that uprobe.span.duration counts every call",
-			goal: "span with sample_ratio 0.01 vs bare counting uprobe", goalRatio: 1.10},
-	)
+	setups = append(setups, features...)
 	if res.Bpftrace != "" && os.Getenv("BENCH_NO_BPFTRACE") == "" {
 		pingProbe := fmt.Sprintf(`uprobe:%s:ping { printf("ping\n"); }`, path)
 		bt := func(prog string) attacher {
-			return func(fn string) (func() error, error) {
-				return startBpftrace(w, pingProbe+" "+strings.ReplaceAll(prog, "FN", path+":"+fn))
+			return func(role int) (func() error, error) {
+				return startBpftrace(w, pingProbe+" "+strings.ReplaceAll(prog, "FN", path+":"+plain.fns[role]))
 			}
 		}
 		setups = append(setups,
-			setup{name: "bpftrace: count()", args: "ints", floors: []string{floorCount}, attach: bt(`uprobe:FN { @c = count(); }`)},
-			setup{name: "bpftrace: printf per event", args: "ints", floors: []string{floorCount}, attach: bt(`uprobe:FN { printf("%d %d\n", arg0, arg1); }`)},
-			setup{name: "bpftrace: latency hist() (uprobe+uretprobe)", args: "ints", floors: []string{floorPair}, attach: bt(
+			setup{name: "bpftrace: count()", set: plain, args: "ints", floors: []string{floorCount}, attach: bt(`uprobe:FN { @c = count(); }`)},
+			setup{name: "bpftrace: printf per event", set: plain, args: "ints", floors: []string{floorCount}, attach: bt(`uprobe:FN { printf("%d %d\n", arg0, arg1); }`)},
+			setup{name: "bpftrace: latency hist() (uprobe+uretprobe)", set: plain, args: "ints", floors: []string{floorPair}, attach: bt(
 				`uprobe:FN { @s[tid] = nsecs; } uretprobe:FN /@s[tid]/ { @h = hist(nsecs - @s[tid]); delete(@s[tid]); }`)},
 		)
 	} else {
@@ -212,10 +236,10 @@ func perHit(s settings, res *Result, w *workload, path string) error {
 		setups = kept
 	}
 
-	// A configuration runs on probed() while its floors run on twin() and
-	// twin2(), so that all are timed in the same interleaved rounds and the
+	// A configuration runs on probed while its floors run on twin and
+	// twin2, so that all are timed in the same interleaved rounds and the
 	// ratio of what each adds does not drift with the VM. What a call costs
-	// unprobed is measured once per cycle for each kind of arguments.
+	// unprobed is measured once per cycle for each set and arguments.
 	if s.programStats {
 		stats, err := enableProgramStats()
 		if err != nil {
@@ -230,20 +254,21 @@ func perHit(s settings, res *Result, w *workload, path string) error {
 	for c := 0; c < s.cycles; c++ {
 		base := map[string][3]float64{}
 		for _, st := range setups {
-			if _, ok := base[st.args]; ok {
+			key := st.set.name + " " + st.args
+			if _, ok := base[key]; ok {
 				continue
 			}
-			p, t, t2, err := w.measure3(st.args, s.calls, s.rounds)
+			p, t, t2, err := st.set.w.measure3(st.args, st.calls(s), s.rounds, st.set.set)
 			if err != nil {
 				return err
 			}
-			base[st.args] = [3]float64{p, t, t2}
-			if st.args == "ints" {
+			base[key] = [3]float64{p, t, t2}
+			if st.set == plain && st.args == "ints" {
 				unprobed = append(unprobed, p-t)
 			}
 		}
 		for _, st := range setups {
-			sample, err := measureSetup(s, w, st, floors, base[st.args])
+			sample, err := measureSetup(s, st, base[st.set.name+" "+st.args])
 			if err != nil {
 				return fmt.Errorf("%s: %w", st.name, err)
 			}
@@ -280,11 +305,16 @@ func perHit(s settings, res *Result, w *workload, path string) error {
 	return nil
 }
 
-// measureSetup attaches st to probed() and its floors to twin() and
-// twin2(), times one measure3, detaches all and returns what each added
-// over the unprobed times in base.
-func measureSetup(s settings, w *workload, st setup, floors map[string]attacher, base [3]float64) (_ cycleSample, err error) {
-	detach, err := st.attach("probed")
+// calls returns the calls per round of a setup's measure3.
+func (st setup) calls(s settings) int {
+	return max(1, s.calls/st.set.callsDiv)
+}
+
+// measureSetup attaches st to probed and its floors to twin and twin2,
+// times one measure3, detaches all and returns what each added over the
+// unprobed times in base, per function called.
+func measureSetup(s settings, st setup, base [3]float64) (_ cycleSample, err error) {
+	detach, err := st.attach(0)
 	if err != nil {
 		return cycleSample{}, err
 	}
@@ -295,7 +325,7 @@ func measureSetup(s settings, w *workload, st setup, floors map[string]attacher,
 		}
 	}()
 	for i, f := range st.floors {
-		d, err := floors[f]([]string{"twin", "twin2"}[i])
+		d, err := st.set.floors[f](i + 1)
 		if err != nil {
 			return cycleSample{}, fmt.Errorf("%s: %w", f, err)
 		}
@@ -305,19 +335,20 @@ func measureSetup(s settings, w *workload, st setup, floors map[string]attacher,
 	if s.programStats {
 		before, _ = programRuns(st.programs())
 	}
-	p, t, t2, err := w.measure3(st.args, s.calls, s.rounds)
+	p, t, t2, err := st.set.w.measure3(st.args, st.calls(s), s.rounds, st.set.set)
 	if err != nil {
 		return cycleSample{}, err
 	}
-	sample := cycleSample{added: p - base[0]}
+	per := float64(st.set.perCall)
+	sample := cycleSample{added: (p - base[0]) / per}
 	if s.programStats {
 		after, _ := programRuns(st.programs())
 		rt, runs := programDelta(before, after)
-		calls := float64(s.calls * s.rounds)
+		calls := float64(st.calls(s)*s.rounds) * per
 		sample.programNs, sample.programRuns = float64(rt.Nanoseconds())/calls, float64(runs)/calls
 	}
 	for i := range st.floors {
-		sample.floors = append(sample.floors, []float64{t - base[1], t2 - base[2]}[i])
+		sample.floors = append(sample.floors, []float64{(t - base[1]) / per, (t2 - base[2]) / per}[i])
 	}
 	return sample, nil
 }

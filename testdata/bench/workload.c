@@ -7,13 +7,19 @@
  *   measure N R     R interleaved rounds of N calls to each; prints
  *                   "ns PROBED TWIN": median nanoseconds of the thread's
  *                   CPU time per call
- *   measure3 ARGS N R
+ *   measure3 ARGS N R [SET]
  *                   the same for probed(), twin() and twin2() (a second
  *                   twin, where a second floor runs), called with the
  *                   arguments ARGS names; prints "ns PROBED TWIN TWIN2".
  *                   ARGS: "ints" (i, round), "names" (a struct whose name
  *                   is two pointers away, round), "yes1" (the string "yes"
- *                   in 1 call of 100, "no" in the others, round)
+ *                   in 1 call of 100, "no" in the others, round). SET
+ *                   picks other triples of identical functions: "line"
+ *                   (line_probed, line_twin, line_twin2: C functions whose
+ *                   marked lines a line probe takes), "tree" (pt_0, tt_0,
+ *                   tt2_0: the roots of three identical call trees of 100
+ *                   functions, which the benchmark assembles beside this
+ *                   file; N calls of a root are 100 * N calls)
  *   measure_cet N R the same for probed_cet() and twin_cet(), which start
  *                   with endbr64 (as gcc -fcf-protection compiles them)
  *   pace RATE SECS  calls probed() RATE times a second (0: as fast as it
@@ -130,7 +136,38 @@ static long arg_of(int kind, long i)
 	return i;
 }
 
-static void measure3(int kind, long n, int rounds)
+/* The line set: the statement marked in each is where a line probe goes
+ * (the benchmark finds the markers); it starts with a nop, which the kernel
+ * emulates, as the push of the other sets is. */
+__attribute__((noinline)) long line_probed(long a, long b)
+{
+	long r = a ^ b;
+	__asm__ volatile("nop" : "+r"(r)); /* line: line_probed */
+	return r;
+}
+
+__attribute__((noinline)) long line_twin(long a, long b)
+{
+	long r = a ^ b;
+	__asm__ volatile("nop" : "+r"(r)); /* line: line_twin */
+	return r;
+}
+
+__attribute__((noinline)) long line_twin2(long a, long b)
+{
+	long r = a ^ b;
+	__asm__ volatile("nop" : "+r"(r)); /* line: line_twin2 */
+	return r;
+}
+
+/* The tree set, assembled beside this file by the benchmark (weak: the
+ * tests build this file alone). */
+long pt_0(long a, long b) __attribute__((weak));
+long tt_0(long a, long b) __attribute__((weak));
+long tt2_0(long a, long b) __attribute__((weak));
+
+static void measure3(int kind, long n, int rounds, long (*probed)(long, long), long (*twin)(long, long),
+		     long (*twin2)(long, long))
 {
 	double *p = calloc(rounds, sizeof(double)), *t = calloc(rounds, sizeof(double)),
 	       *t2 = calloc(rounds, sizeof(double));
@@ -189,8 +226,18 @@ int main(void)
 		long n, rate;
 		int r;
 		double secs;
-		if (sscanf(line, "measure3 %15s %ld %d", args, &n, &r) == 3)
-			measure3(strcmp(args, "names") == 0 ? 1 : strcmp(args, "yes1") == 0 ? 2 : 0, n, r);
+		if (sscanf(line, "measure3 %15s %ld %d", args, &n, &r) == 3) {
+			int kind = strcmp(args, "names") == 0 ? 1 : strcmp(args, "yes1") == 0 ? 2 : 0;
+			if (strstr(line, " line"))
+				measure3(kind, n, r, line_probed, line_twin, line_twin2);
+			else if (strstr(line, " tree") && pt_0 && tt_0 && tt2_0)
+				measure3(kind, n, r, pt_0, tt_0, tt2_0);
+			else if (strstr(line, " tree")) {
+				printf("no tree\n");
+				fflush(stdout);
+			} else
+				measure3(kind, n, r, probed, twin, twin2);
+		}
 		else if (sscanf(line, "measure %ld %d", &n, &r) == 2)
 			measure(n, r, probed, twin);
 		else if (sscanf(line, "measure_cet %ld %d", &n, &r) == 2)
