@@ -135,24 +135,29 @@ type Tracer struct {
 	// returns holds the entry sites attached as session uprobes, each with
 	// the site of its return, and covered those return sites: they are
 	// not attached by themselves. Only the plan's owner touches them.
-	returns  map[int]int
-	covered  map[int]bool
-	control  bool // Options.ProbeControl
-	coll     *ebpf.Collection
-	probes   *ebpf.Map
-	spans    *ebpf.Map
-	hists    *ebpf.Map
-	procHits *ebpf.Map
-	sites    *ebpf.Map
-	lifetime []link.Link // exec, fork and exit programs
-	goStates *ebpf.Map
-	procs    *ebpf.Map
-	pending  *ebpf.Map
-	seen     *ebpf.Program  // the task iterator of RunningProcesses
-	procLost *ebpf.Variable // process records the ring refused
-	ring     *ringReader
-	waker    *waker
-	stats    io.Closer // BPF run-time statistics, while they are on
+	returns map[int]int
+	covered map[int]bool
+	// countSpec is the spec of the shared count program, countProgs the
+	// count programs of probes by probe id (see countProgram; nil: the
+	// shared one). Guarded by mu.
+	countSpec  *ebpf.ProgramSpec
+	countProgs map[int]*ebpf.Program
+	control    bool // Options.ProbeControl
+	coll       *ebpf.Collection
+	probes     *ebpf.Map
+	spans      *ebpf.Map
+	hists      *ebpf.Map
+	procHits   *ebpf.Map
+	sites      *ebpf.Map
+	lifetime   []link.Link // exec, fork and exit programs
+	goStates   *ebpf.Map
+	procs      *ebpf.Map
+	pending    *ebpf.Map
+	seen       *ebpf.Program  // the task iterator of RunningProcesses
+	procLost   *ebpf.Variable // process records the ring refused
+	ring       *ringReader
+	waker      *waker
+	stats      io.Closer // BPF run-time statistics, while they are on
 
 	// mu guards the links and what is attached.
 	mu       sync.Mutex
@@ -264,6 +269,11 @@ func Open(plan *plan.Plan, opts Options) (_ *Tracer, err error) {
 		return nil, fmt.Errorf("configuring the BPF engine: %w", err)
 	}
 
+	countName := bpfobj.ProgramCountHit
+	if multi {
+		countName = bpfobj.ProgramCountHitMulti
+	}
+	countSpec := spec.Programs[countName].Copy()
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
 		// The verifier refuses with EACCES, which is not a lack of
@@ -278,26 +288,28 @@ func Open(plan *plan.Plan, opts Options) (_ *Tracer, err error) {
 		return nil, fmt.Errorf("loading the BPF engine: %w", err)
 	}
 	t := &Tracer{
-		plan:     plan,
-		multi:    multi,
-		session:  session,
-		returns:  map[int]int{},
-		covered:  map[int]bool{},
-		control:  opts.ProbeControl,
-		coll:     coll,
-		probes:   coll.Maps[bpfobj.MapProbes],
-		spans:    coll.Maps[bpfobj.MapSpans],
-		hists:    coll.Maps[bpfobj.MapValueHists],
-		procHits: coll.Maps[bpfobj.MapProcHits],
-		sites:    coll.Maps[bpfobj.MapSites],
-		files:    map[int]*fileLinks{},
-		off:      map[int]bool{},
-		closing:  map[int]chan struct{}{},
-		goStates: coll.Maps[bpfobj.MapGoStates],
-		procs:    coll.Maps[bpfobj.MapProcs],
-		pending:  coll.Maps[bpfobj.MapPending],
-		seen:     coll.Programs[bpfobj.ProgramSeenTask],
-		procLost: coll.Variables[bpfobj.VarProcessLost],
+		plan:       plan,
+		multi:      multi,
+		session:    session,
+		returns:    map[int]int{},
+		covered:    map[int]bool{},
+		countProgs: map[int]*ebpf.Program{},
+		countSpec:  countSpec,
+		control:    opts.ProbeControl,
+		coll:       coll,
+		probes:     coll.Maps[bpfobj.MapProbes],
+		spans:      coll.Maps[bpfobj.MapSpans],
+		hists:      coll.Maps[bpfobj.MapValueHists],
+		procHits:   coll.Maps[bpfobj.MapProcHits],
+		sites:      coll.Maps[bpfobj.MapSites],
+		files:      map[int]*fileLinks{},
+		off:        map[int]bool{},
+		closing:    map[int]chan struct{}{},
+		goStates:   coll.Maps[bpfobj.MapGoStates],
+		procs:      coll.Maps[bpfobj.MapProcs],
+		pending:    coll.Maps[bpfobj.MapPending],
+		seen:       coll.Programs[bpfobj.ProgramSeenTask],
+		procLost:   coll.Variables[bpfobj.VarProcessLost],
 	}
 	defer func() {
 		if err != nil {
@@ -664,6 +676,25 @@ func (t *Tracer) ProgramRuns() (map[plan.Program]ProgramRun, bool, error) {
 	return out, true, nil
 }
 
+// attachmentProgram returns the program attachment a runs: a count-only
+// probe's own (countProgram) or the shared one of its kind. The caller
+// holds t.mu.
+func (t *Tracer) attachmentProgram(a plan.Attachment) *ebpf.Program {
+	if a.Program == plan.ProgramCount {
+		if prog := t.countProgram(a.Probe); prog != nil {
+			return prog
+		}
+	}
+	return t.program(a.Program)
+}
+
+// ownsProgram says whether attachment a runs a program of its probe's own
+// (one uprobe_multi link cannot carry two programs). The caller holds
+// t.mu.
+func (t *Tracer) ownsProgram(a plan.Attachment) bool {
+	return a.Program == plan.ProgramCount && t.countProgram(a.Probe) != nil
+}
+
 // program returns the loaded program an attachment runs.
 func (t *Tracer) program(p plan.Program) *ebpf.Program {
 	name := bpfobj.ProgramSiteHit
@@ -817,7 +848,7 @@ func (t *Tracer) attach(fl *fileLinks, keep func(plan.Attachment) bool) []Attach
 				}
 			}
 		}
-		for _, g := range groupAttachments(attachments, t.control) {
+		for _, g := range groupAttachments(attachments, t.control, t.ownsProgram) {
 			l, err := t.attachMulti(ex, g)
 			if err == nil {
 				fl.byProbe[key(g[0])] = append(fl.byProbe[key(g[0])], l)
@@ -846,7 +877,7 @@ func (t *Tracer) attach(fl *fileLinks, keep func(plan.Attachment) bool) []Attach
 		if a.Return {
 			attach = ex.Uretprobe
 		}
-		l, err := attach(eventName(t.plan.Probes[a.Probe].Ref), t.program(a.Program), opts)
+		l, err := attach(eventName(t.plan.Probes[a.Probe].Ref), t.attachmentProgram(a), opts)
 		if err != nil {
 			fail(a, err)
 			continue
@@ -888,15 +919,15 @@ func (t *Tracer) attachMulti(ex *link.Executable, g []plan.Attachment) (link.Lin
 		opts.Cookies = append(opts.Cookies, a.Cookie)
 	}
 	if g[0].Return {
-		return ex.UretprobeMulti(nil, t.program(g[0].Program), opts)
+		return ex.UretprobeMulti(nil, t.attachmentProgram(g[0]), opts)
 	}
-	return ex.UprobeMulti(nil, t.program(g[0].Program), opts)
+	return ex.UprobeMulti(nil, t.attachmentProgram(g[0]), opts)
 }
 
 // groupAttachments splits attachments into the groups one uprobe_multi link
 // can carry, in order of first appearance; byProbe keeps each group to
 // one probe.
-func groupAttachments(all []plan.Attachment, byProbe bool) [][]plan.Attachment {
+func groupAttachments(all []plan.Attachment, byProbe bool, ownProgram func(plan.Attachment) bool) [][]plan.Attachment {
 	type key struct {
 		file    int
 		ret     bool
@@ -907,7 +938,7 @@ func groupAttachments(all []plan.Attachment, byProbe bool) [][]plan.Attachment {
 	var groups [][]plan.Attachment
 	for _, a := range all {
 		k := key{a.File, a.Return, a.Program, allProbes}
-		if byProbe {
+		if byProbe || ownProgram(a) {
 			k.probe = a.Probe
 		}
 		i, ok := index[k]
@@ -1418,6 +1449,14 @@ func (t *Tracer) Close() error {
 		t.coll.Close()
 		t.coll = nil
 	}
+	t.mu.Lock()
+	for p, prog := range t.countProgs {
+		if prog != nil {
+			err = errors.Join(err, prog.Close())
+		}
+		delete(t.countProgs, p)
+	}
+	t.mu.Unlock()
 	if t.stats != nil {
 		err = errors.Join(err, t.stats.Close())
 		t.stats = nil
