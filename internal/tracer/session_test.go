@@ -22,9 +22,6 @@ import (
 // parents.
 func TestRejectedCallSkipsItsReturn(t *testing.T) {
 	testutil.RequireRoot(t)
-	if !HaveUprobeMulti() || !HaveUprobeSession() {
-		testutil.SkipOrFail(t, "the kernel has no session uprobes (Linux 6.12)")
-	}
 	const n = 1000
 	targets := []config.Target{{Path: "", Spans: []config.Span{
 		{Name: "outer", Function: "outer", Filter: []string{"arg0 < 10"}}, // outer(i) for i in 0..n-1
@@ -41,7 +38,9 @@ func TestRejectedCallSkipsItsReturn(t *testing.T) {
 			tr, err := Open(pl.Plan, Options{RingBufferSize: testRing, PerLocation: mode.perLocation, ProgramStats: true})
 			require.NoError(t, err)
 			defer func() { assert.NoError(t, tr.Close()) }()
-			assert.Equal(t, !mode.perLocation, tr.session)
+			// Without session uprobes (before Linux 6.12: the arm64 VM's
+			// 6.1) the counts are the same, the returns all run.
+			assert.Equal(t, !mode.perLocation && HaveUprobeMulti() && HaveUprobeSession(), tr.session)
 
 			demo.Run(n)
 			st, err := tr.Stats()
