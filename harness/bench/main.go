@@ -129,6 +129,8 @@ type Result struct {
 	Kernel   string `json:"kernel"`
 	Bpftrace string `json:"bpftrace"`
 	Smoke    bool   `json:"smoke"`
+	// Commit is what the measured code was built from (git describe).
+	Commit string `json:"commit,omitempty"`
 	// Trap is what a probe hit costs on this machine by site class,
 	// measured first (tracer.CalibrateMachine).
 	Trap       *Trap        `json:"trap,omitempty"`
@@ -253,6 +255,7 @@ func run(s settings) error {
 		CPUs:    runtime.NumCPU(),
 		Kernel:  kernel(),
 		Smoke:   s.smoke,
+		Commit:  s.commit,
 	}
 	if out, err := exec.Command("bpftrace", "--version").Output(); err == nil {
 		res.Bpftrace = strings.TrimSpace(string(out))
@@ -314,8 +317,12 @@ func run(s settings) error {
 			return err
 		}
 		path := filepath.Join(s.out, "benchmarks.md")
-		old, _ := os.ReadFile(path) // the soak and budget sections stay
-		if err := os.WriteFile(path, []byte(benchdoc.KeepSections(string(old), md)), 0o644); err != nil {
+		old, _ := os.ReadFile(path) // the machine kinds, soak and budget sections stay
+		doc := benchdoc.KeepSections(string(old), md)
+		if key, block := machineBlock(res); block != "" && !res.Smoke {
+			doc = benchdoc.Machines.Replace(doc, benchdoc.UpsertBlock(benchdoc.Machines.Body(doc), key, block))
+		}
+		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 			return err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"regexp"
 	"strings"
@@ -414,4 +415,36 @@ func alsoText(a *Against) string {
 		return ""
 	}
 	return fmt.Sprintf("%.2f × %s", a.Ratio, a.Floor)
+}
+
+// machineBlock returns this run's block of the machine kinds section of
+// docs/benchmarks.md and its key: the machine and its trap cost (to the
+// microsecond: machines of one name may trap in 0.8 or 5 µs), then the
+// trap by site class and the ratios of the main rows, so that runs on
+// different machine kinds can be read side by side. "" without a trap.
+func machineBlock(res *Result) (key, block string) {
+	t := res.Trap
+	if t == nil {
+		return "", ""
+	}
+	key = fmt.Sprintf("%s, trap ~%.0f µs", res.Machine, max(1, math.Round(t.EmulatedNs/1000)))
+	var b strings.Builder
+	commit := res.Commit
+	if commit == "" {
+		commit = "commit unknown"
+	}
+	fmt.Fprintf(&b, "### %s\n\nKernel %s, %s, %s.\n\n", key, res.Kernel, res.Date, commit)
+	fmt.Fprintf(&b, "| | measured |\n|---|---:|\n")
+	fmt.Fprintf(&b, "| trap, emulated site (push) | %.0f ns |\n| trap, optimizable site (nop5) | %.0f ns |\n| trap, single-stepped site | %.0f ns |\n| return leg of a uretprobe | %.0f ns |\n",
+		t.EmulatedNs, t.OptimizableNs, t.SingleSteppedNs, t.ReturnNs)
+	for _, p := range res.PerHit {
+		if p.Baseline == "" || (p.Feature != "" && p.Goal == "") {
+			continue
+		}
+		fmt.Fprintf(&b, "| %s vs %s | %.2f× |\n", p.Name, p.Baseline, p.Ratio)
+	}
+	if c := res.Collector; c != nil && len(c.Rounds) > 0 {
+		fmt.Fprintf(&b, "| collector CPU per span vs standalone pdata | %.2f× |\n", c.Ratio)
+	}
+	return key, b.String()
 }
