@@ -31,6 +31,27 @@ struct signal_struct {
 	} live;
 } __attribute__((preserve_access_index));
 
+/* The run context of a uprobe_multi or session program
+ * (kernel/trace/bpf_trace.c), which bpf_get_attach_cookie and
+ * bpf_session_is_return read: site_hit_session reads it itself where the
+ * kernel has these fields. */
+struct bpf_run_ctx {
+} __attribute__((preserve_access_index));
+
+struct bpf_session_run_ctx {
+	struct bpf_run_ctx run_ctx;
+	_Bool is_return;
+} __attribute__((preserve_access_index));
+
+struct bpf_uprobe {
+	__u64 cookie;
+} __attribute__((preserve_access_index));
+
+struct bpf_uprobe_multi_run_ctx {
+	struct bpf_session_run_ctx session_ctx;
+	struct bpf_uprobe *uprobe;
+} __attribute__((preserve_access_index));
+
 struct uprobe_task {
 	unsigned int depth; /* pending return probes */
 } __attribute__((preserve_access_index));
@@ -85,6 +106,7 @@ struct task_struct {
 	struct signal_struct *signal;
 	struct uprobe_task *utask;
 	struct css_set *cgroups;
+	struct bpf_run_ctx *bpf_ctx;
 } __attribute__((preserve_access_index));
 
 /* The context of a task iterator (Linux 5.8). */
@@ -1933,7 +1955,11 @@ static __always_inline int session_rejects(struct pt_regs *ctx, const struct sit
 {
 	if ((s->flags & (SITE_CHOSEN | SITE_PROC_HITS | SITE_FILTERED_HITS)) || s->value_hist || !s->filter_count)
 		return 0;
-	if (filters_hold(ctx, s, 0)) {
+	/* One condition, the usual filter: filter_holds without filters_hold's
+	 * loop and call. */
+	int holds = s->filter_count == 1 && !s->filters[0].at_exit ? filter_holds(ctx, &s->filters[0])
+								   : filters_hold(ctx, s, 0);
+	if (holds) {
 		*checked = 1;
 		return 0;
 	}
@@ -1947,9 +1973,11 @@ static __always_inline int session_rejects(struct pt_regs *ctx, const struct sit
 	return 1;
 }
 
-/* The kfunc of session programs (Linux 6.12 for uprobes): the loader loads
- * site_hit_session only where the kernel has it. */
+/* The kfuncs of session programs (Linux 6.12 for uprobes), and
+ * bpf_rdonly_cast (6.2), which the verifier inlines: the loader loads
+ * site_hit_session only where the kernel has them. */
 extern _Bool bpf_session_is_return(void) __ksym;
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
 
 /*
  * site_hit_session is attached, as a session uprobe (Linux 6.12), to the
@@ -1961,8 +1989,24 @@ extern _Bool bpf_session_is_return(void) __ksym;
 SEC("uprobe.session")
 int site_hit_session(struct pt_regs *ctx)
 {
-	__u32 site_id = bpf_get_attach_cookie(ctx);
-	int at_return = bpf_session_is_return(), checked = 0;
+	__u32 site_id;
+	int at_return, checked = 0;
+
+	if (bpf_core_field_exists(struct bpf_uprobe_multi_run_ctx, uprobe) &&
+	    bpf_core_field_exists(struct bpf_uprobe, cookie) &&
+	    bpf_core_field_exists(struct bpf_session_run_ctx, is_return)) {
+		/* What bpf_get_attach_cookie and bpf_session_is_return read,
+		 * without their two calls: one call for the current task, and
+		 * loads (a rejected call's every nanosecond counts). */
+		struct bpf_uprobe_multi_run_ctx *rc =
+			bpf_rdonly_cast(bpf_get_current_task_btf()->bpf_ctx,
+					bpf_core_type_id_kernel(struct bpf_uprobe_multi_run_ctx));
+		site_id = rc->uprobe->cookie;
+		at_return = rc->session_ctx.is_return;
+	} else {
+		site_id = bpf_get_attach_cookie(ctx);
+		at_return = bpf_session_is_return();
+	}
 	const struct site *s = bpf_map_lookup_elem(&sites, &site_id);
 
 	if (!s)
