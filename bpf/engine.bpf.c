@@ -1742,7 +1742,7 @@ __subprog int count_pending(const struct site *s, struct task_state *ts, __u32 k
  * close_span closes the span closing in ts (ts->closing): its duration goes
  * to the histogram, and unless unsampled or too short it is sent.
  */
-__subprog void close_span(const struct site *s, struct pt_regs *regs, struct task_state *ts,
+static __always_inline void close_span(const struct site *s, struct pt_regs *regs, struct task_state *ts,
 			   struct task_struct *task)
 {
 	__u32 k = frame_index(ts->closing.frame);
