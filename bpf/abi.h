@@ -15,6 +15,8 @@ enum abi_limit {
 	ABI_MAX_FETCHES = 8,
 	/* Pointer dereferences in one fetch. */
 	ABI_MAX_DEREFS = 4,
+	/* Fetches at one end of a SITE_ENTRY_REGS or SITE_EXIT_REGS site. */
+	ABI_MAX_REG_FETCHES = 4,
 	/* Open spans per thread or goroutine; deeper entries are counted, not recorded. */
 	ABI_MAX_DEPTH = 512,
 	/* Bytes of entry values the open spans of one thread or goroutine keep
@@ -161,6 +163,18 @@ enum site_flag {
 	 * thread's published context (OTEP 4947, struct thread_context) */
 	SITE_THREAD_CONTEXT = 512,
 	SITE_THREAD_ATTRS = 1024, /* with SITE_THREAD_CONTEXT: its attrs-data too */
+	/* Every entry (exit) fetch is a register's integer, as an argument or
+	 * a return value is (base a register, no index, no dereference), and
+	 * there are at most ABI_MAX_REG_FETCHES: the engine reads them inline,
+	 * without a call per fetch. Set by the loader. */
+	SITE_ENTRY_REGS = 2048,
+	SITE_EXIT_REGS = 4096,
+	/* The entry of a function span attached as a session uprobe (Linux
+	 * 6.12): the same program runs at the call's return, where it handles
+	 * site return_site. An entry that rejects the call (its conditions do
+	 * not hold, its process is not chosen) makes the kernel skip the
+	 * return: the call pays only its entry. Set by the loader. */
+	SITE_SESSION = 8192,
 };
 
 /* filter_op is how a condition compares a fetched value with its constant. */
@@ -314,6 +328,9 @@ struct site {
 	__u16 value_hist;
 	__u8 hist_size;   /* bytes of the hist_value integer that count: 1, 2, 4 or 8 */
 	__u8 hist_signed; /* the hist_value integer is signed */
+	/* SITE_SESSION: the site the call's return is (the span's exit site). */
+	__u32 return_site;
+	__u32 pad;
 	/* Head sampling of entry_span when it opens a thread's outermost span:
 	 * recorded when a random u32 is below this; 1 << 32 records all. Nested
 	 * spans follow the outermost span's decision. */

@@ -31,6 +31,27 @@ struct signal_struct {
 	} live;
 } __attribute__((preserve_access_index));
 
+/* The run context of a uprobe_multi or session program
+ * (kernel/trace/bpf_trace.c), which bpf_get_attach_cookie and
+ * bpf_session_is_return read: site_hit_session reads it itself where the
+ * kernel has these fields. */
+struct bpf_run_ctx {
+} __attribute__((preserve_access_index));
+
+struct bpf_session_run_ctx {
+	struct bpf_run_ctx run_ctx;
+	_Bool is_return;
+} __attribute__((preserve_access_index));
+
+struct bpf_uprobe {
+	__u64 cookie;
+} __attribute__((preserve_access_index));
+
+struct bpf_uprobe_multi_run_ctx {
+	struct bpf_session_run_ctx session_ctx;
+	struct bpf_uprobe *uprobe;
+} __attribute__((preserve_access_index));
+
 struct uprobe_task {
 	unsigned int depth; /* pending return probes */
 } __attribute__((preserve_access_index));
@@ -104,6 +125,7 @@ struct task_struct {
 	struct uprobe_task *utask;
 	struct css_set *cgroups;
 	struct thread_struct thread;
+	struct bpf_run_ctx *bpf_ctx;
 } __attribute__((preserve_access_index));
 
 /* The context of a task iterator (Linux 5.8). */
@@ -291,6 +313,13 @@ struct task_state {
 	/* The context the thread had published (OTEP 4947) when its outermost
 	 * open span opened, with RECORD_THREAD_CONTEXT on that frame. */
 	struct thread_context tctx;
+	/* sent counts the span records of this state, so that only every
+	 * FILL_CHECK_EVERY-th of them looks at how full the ring is. */
+	__u32 sent;
+	__u32 sent_pad;
+	/* pos is the stack position of the hit being handled (see struct
+	 * frame), set by state(): kept here, not on the callers' stacks. */
+	__u64 pos;
 	struct frame frames[ABI_MAX_DEPTH];
 	__u8 stack[VALUE_BASE_MAX + VALUE_WINDOW + sizeof(struct span_record)];
 };
@@ -368,6 +397,24 @@ static __always_inline __u64 wake_flags(void)
 		return BPF_RB_FORCE_WAKEUP;
 	}
 	return BPF_RB_NO_WAKEUP;
+}
+
+/* FILL_CHECK_EVERY is how many span records of one thread or goroutine go
+ * between two looks at how full the ring is while the reader drains on a
+ * timer (WAKE_FILL): a look is a helper call, which costs a traced thread
+ * as much as a map lookup and a counter do. The reader learns that the
+ * ring holds wake_bytes at most that many records of each writer late: a
+ * few KiB of a ring of MiBs. */
+#define FILL_CHECK_EVERY 32
+
+/* span_wake_flags is wake_flags for a span record of the state ts. */
+static __always_inline __u64 span_wake_flags(struct task_state *ts)
+{
+	__u32 want = *(volatile __u32 *)&reader_wake;
+
+	if (want == WAKE_SENT || (want == WAKE_FILL && ts->sent++ % FILL_CHECK_EVERY != 0))
+		return BPF_RB_NO_WAKEUP;
+	return wake_flags();
 }
 
 /* procs holds the processes of chosen targets (pid: or process:), by
@@ -588,7 +635,7 @@ static __always_inline void reset(struct task_state *ts)
  * registers are never copied, which keeps the stack of the call chain
  * within the 512 bytes older verifiers allow.
  */
-__noinline __u64 reg_value(struct pt_regs *regs, __u32 slot)
+static __always_inline __u64 reg_value(struct pt_regs *regs, __u32 slot)
 {
 	if (!regs)
 		return 0;
@@ -620,7 +667,6 @@ enum fetch_result {
 	FETCH_RESULT_FAILED = 1 << 16,
 	FETCH_RESULT_TRUNCATED = 1 << 17,
 };
-
 
 /*
  * fetch_one runs one fetch op and stores its value in w at cursor (bytes
@@ -768,6 +814,40 @@ __subprog __u32 fetch_all(struct pt_regs *regs, const struct fetch_op *ops, __u3
 			out |= FETCHED_TRUNCATED;
 	}
 	return out | (cursor & FETCHED_CURSOR);
+}
+
+/*
+ * fetch_regs stores the count (at most ABI_MAX_REG_FETCHES) fetches of one
+ * end of a SITE_ENTRY_REGS or SITE_EXIT_REGS site, each a register's
+ * integer, from cursor on as fetch_one would, and returns the new cursor
+ * (as fetch_all does: nothing of them can fail): inline, without the two
+ * calls fetch_all and fetch_one cost each fetch, the usual span's ~25 ns
+ * per end. The caller checks cursor + 8 * ABI_MAX_REG_FETCHES <=
+ * ABI_DATA_CAP.
+ */
+static __always_inline __u32 fetch_regs(struct pt_regs *regs, const struct fetch_op *ops, __u32 count,
+					struct values *w, __u32 cursor)
+{
+	cursor = at_most(cursor, ABI_DATA_CAP - 8 * ABI_MAX_REG_FETCHES);
+	for (__u32 i = 0; i < ABI_MAX_REG_FETCHES; i++) {
+		if (i >= count)
+			break;
+		*(__u64 *)(w->data + cursor) = reg_value(regs, ops[i].base_reg) + ops[i].disp;
+		cursor += 8;
+	}
+	return cursor;
+}
+
+/* fetch_end runs the count fetch ops of one end of a site from cursor on
+ * and returns what fetch_all does: inline when regs_only (the site's
+ * SITE_ENTRY_REGS or SITE_EXIT_REGS) and they fit, through fetch_all
+ * otherwise. */
+static __always_inline __u32 fetch_end(struct pt_regs *regs, const struct fetch_op *ops, __u32 count, int regs_only,
+				       struct values *w, __u32 cursor)
+{
+	if (regs_only && count <= ABI_MAX_REG_FETCHES && cursor <= ABI_DATA_CAP - 8 * ABI_MAX_REG_FETCHES)
+		return fetch_regs(regs, ops, count, w, cursor);
+	return fetch_all(regs, ops, count, w, cursor);
 }
 
 static __always_inline __u32 log2_bucket(__u64 v)
@@ -938,6 +1018,43 @@ static __always_inline __u64 low_bytes(__u64 v, __u8 size)
 	return v;
 }
 
+/* TEXT_FAST_MAX is the longest text of a condition on a C string that
+ * short_text_holds compares: the usual short constants take one read of
+ * the string onto the stack instead of text_holds' chunks. */
+#define TEXT_FAST_MAX 14
+
+/* short_text_holds is text_holds for a condition on the C string at v
+ * whose text is at most TEXT_FAST_MAX bytes and shorter than the value's
+ * capture less one (so that the capture's bound cannot make the value
+ * equal): one read of len + 1 bytes and the NUL says whether the value
+ * equals, starts with or differs from the text. */
+static __always_inline int short_text_holds(const struct filter *f, __u64 v, __u32 len)
+{
+	char buf[TEXT_FAST_MAX + 2] = {};
+	long n = bpf_probe_read_user_str(buf, at_most(len + 2, sizeof(buf)), (const void *)v);
+
+	if (n <= 0)
+		return 0; /* unreadable: fails, as in text_holds */
+	__u32 have = n - 1, equal = 1;
+	for (__u32 j = 0; j < TEXT_FAST_MAX; j++) {
+		if (j >= len)
+			break;
+		if (buf[j] != f->text[j]) {
+			equal = 0;
+			break;
+		}
+	}
+	switch (f->op) {
+	case FILTER_EQ:
+		return have == len && equal;
+	case FILTER_NE:
+		return !(have == len && equal);
+	case FILTER_PREFIX:
+		return have >= len && equal;
+	}
+	return 0;
+}
+
 /*
  * filter_holds evaluates one condition. A global function, checked once by
  * the verifier. A value that cannot be read fails the condition.
@@ -977,6 +1094,9 @@ __noinline int filter_holds(struct pt_regs *regs, const struct filter *f)
 		}
 		return 0;
 	}
+	__u32 bound = f->value.max_len ? f->value.max_len - 1 : ABI_STRING_MAX - 1;
+	if (f->value.kind == FETCH_KIND_STRING && f->len <= TEXT_FAST_MAX && f->len + 1 < bound)
+		return short_text_holds(f, v, f->len);
 	return text_holds(f, v, golen);
 }
 
@@ -1227,18 +1347,17 @@ __subprog struct task_state *go_create(const struct go_key *key)
 }
 
 /*
- * go_state returns the open spans of the goroutine that runs the probe; 0
- * when there are none (create unset) or none can be had. *owner is its g
- * and *pos its stack position (see struct frame).
+ * go_state returns the open spans of the goroutine that runs the probe, its
+ * stack position in their pos; 0 when there are none (create unset) or
+ * none can be had.
  */
-__subprog struct task_state *go_state(struct pt_regs *regs, const struct site *s, int create, __u64 *owner,
-				      __u64 *pos)
+__subprog struct task_state *go_state(struct pt_regs *regs, const struct site *s, int create)
 {
 	struct go_key key = {.pid = bpf_get_current_pid_tgid() >> 32, .g = reg_at(regs, REG_SLOT_GO_G)};
-	__u64 goid = go_where(regs, s, pos);
+	__u64 pos;
+	__u64 goid = go_where(regs, s, &pos);
 	struct task_state *ts;
 
-	*owner = key.g;
 	ts = bpf_map_lookup_elem(&go_states, &key);
 	if (!ts && create)
 		ts = go_create(&key);
@@ -1250,25 +1369,27 @@ __subprog struct task_state *go_state(struct pt_regs *regs, const struct site *s
 		reset(ts);
 		ts->goid = goid;
 	}
-	ts->flags = *pos ? 0 : STATE_NO_POS;
+	ts->flags = pos ? 0 : STATE_NO_POS;
+	ts->pos = pos;
 	return ts;
 }
 
 /*
- * state returns the open spans of whoever runs the probe: the goroutine for
- * Go sites, the thread otherwise; 0 when there are none (create unset) or
- * none can be had. *owner is what pairs the spans and *pos the stack
- * position (see struct frame).
+ * state returns the open spans of whoever runs the probe (task, the
+ * current task): the goroutine for Go sites, the thread otherwise, with the
+ * stack position of the hit in their pos; 0 when there are none (create
+ * unset) or none can be had.
  */
 static __always_inline struct task_state *state(struct pt_regs *regs, const struct site *s,
-						int create, __u64 pid_tgid, __u64 *owner, __u64 *pos)
+						int create, struct task_struct *task)
 {
 	if (s->flags & SITE_GO)
-		return go_state(regs, s, create, owner, pos);
-	*owner = (__u32)pid_tgid;
-	*pos = reg_at(regs, REG_SLOT_SP);
-	return bpf_task_storage_get(&task_states, bpf_get_current_task_btf(), 0,
-				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+		return go_state(regs, s, create);
+	struct task_state *ts =
+		bpf_task_storage_get(&task_states, task, 0, create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	if (ts)
+		ts->pos = reg_at(regs, REG_SLOT_SP);
+	return ts;
 }
 
 /* go_release deletes a goroutine's state once nothing is open in it. */
@@ -1517,11 +1638,12 @@ static __always_inline __u32 thread_ctx_copy(struct task_state *ts, struct value
 /*
  * open_frame opens the next frame of ts for site s (its id in the high 32
  * bits of at, RECORD_PENDING and RECORD_FILTERED in the low ones, and for
- * the outermost span what thread_ctx_read returned) at stack
- * position pos, with the values of its entry. Its own function, like
- * send_span, to keep frames small.
+ * the outermost span what thread_ctx_read returned) at the stack position
+ * ts->pos, with the values of its entry. Inlined in span_entry, whose
+ * frame stays small because the position lives in the state, not on the
+ * stack.
  */
-__subprog void open_frame(const struct site *s, struct pt_regs *regs, struct task_state *ts, __u64 at, __u64 pos)
+static __always_inline void open_frame(const struct site *s, struct pt_regs *regs, struct task_state *ts, __u64 at)
 {
 	__u32 depth = frame_index(ts->depth);
 	struct frame *f = &ts->frames[depth];
@@ -1546,7 +1668,7 @@ __subprog void open_frame(const struct site *s, struct pt_regs *regs, struct tas
 
 	f->span = s->entry_span;
 	f->entry_site = at >> 32;
-	f->pos = pos;
+	f->pos = ts->pos;
 	f->carrier = carrier;
 
 	__u8 failed = 0, truncated = 0;
@@ -1556,7 +1678,7 @@ __subprog void open_frame(const struct site *s, struct pt_regs *regs, struct tas
 	if (s->entry_fetch_count && !(flags & (RECORD_UNSAMPLED | RECORD_FILTERED))) {
 		struct values *w = base <= ABI_VALUE_STACK ? window(ts, base) : 0;
 		if (w) {
-			__u32 r = fetch_all(regs, s->entry, s->entry_fetch_count, w, 0);
+			__u32 r = fetch_end(regs, s->entry, s->entry_fetch_count, s->flags & SITE_ENTRY_REGS, w, 0);
 			len = r & FETCHED_CURSOR;
 			failed = r >> FETCHED_FAILED_SHIFT;
 			truncated = !!(r & FETCHED_TRUNCATED);
@@ -1580,11 +1702,67 @@ __subprog void open_frame(const struct site *s, struct pt_regs *regs, struct tas
 	ts->depth = depth + 1;
 }
 
+/* not_recorded counts a completed span of definition span that is not
+ * recorded (kind PENDING_SPAN_UNSAMPLED or PENDING_SPAN_SHORT): in its
+ * statistics, or in the pending counters of a pending process. */
+__subprog void not_recorded(__u32 span, __u32 pending, __u8 kind)
+{
+	if (pending)
+		pending_add(bpf_get_current_pid_tgid() >> 32, kind, span, 0, 1);
+	else if (kind == PENDING_SPAN_UNSAMPLED)
+		count(span, unsampled);
+	else
+		count(span, short_spans);
+}
+
+/* proc_hit counts a hit of probe in the current process. */
+__subprog void proc_hit(__u32 probe)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct proc_hits_key k = {.probe = probe, .pid = task->tgid, .start_ns = task->group_leader->start_time};
+	__u64 *n = bpf_map_lookup_elem(&proc_hits, &k);
+
+	if (n) {
+		add(n, 1);
+		return;
+	}
+	__u64 one = 1;
+	if (bpf_map_update_elem(&proc_hits, &k, &one, BPF_NOEXIST) == -17 /* EEXIST */) {
+		/* another thread of the process made it meanwhile */
+		n = bpf_map_lookup_elem(&proc_hits, &k);
+		if (n)
+			add(n, 1);
+	}
+}
+
+/* return_hit counts the hit that the return of session entry s would have
+ * had (site return_site), when the entry made the kernel skip it: a return
+ * probe's hits stay those of every call. */
+__subprog void return_hit(const struct site *s, __u32 pending)
+{
+	__u32 key = s->return_site;
+	const struct site *rs = bpf_map_lookup_elem(&sites, &key);
+
+	if (!rs)
+		return;
+	if (pending) {
+		pending_add(bpf_get_current_pid_tgid() >> 32, PENDING_HITS, rs->probe_id, 0, 1);
+		return;
+	}
+	key = rs->probe_id;
+	struct probe_stats *ps = bpf_map_lookup_elem(&probes, &key);
+	if (ps)
+		add(&ps->hits, 1);
+	if (rs->flags & SITE_PROC_HITS)
+		proc_hit(rs->probe_id);
+}
+
 /*
  * span_entry opens a span of site s for whoever runs the probe, with
  * extra_flags (RECORD_PENDING, RECORD_FILTERED) on its frame. It is a global
  * function so that the verifier checks it once, not once per path of
- * site_hit; it returns 0.
+ * site_hit. It returns 1 when the kernel is to skip the call's return (a
+ * SITE_SESSION entry whose conditions did not hold), 0 otherwise.
  */
 __noinline int span_entry(const struct site *s, __u32 site_id, __u32 extra_flags, struct pt_regs *regs)
 {
@@ -1592,28 +1770,35 @@ __noinline int span_entry(const struct site *s, __u32 site_id, __u32 extra_flags
 	struct task_state *ts;
 
 	asm volatile("" : "+r"(at)); /* one value to keep across calls, not two */
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u64 owner, pos;
+	struct task_struct *task = bpf_get_current_task_btf();
 
 	if (!s || !regs)
 		return 0;
 
+	if ((s->flags & SITE_SESSION) && (extra_flags & RECORD_FILTERED)) {
+		/* The call's conditions did not hold: no frame, no return. What
+		 * its return would have counted is counted now (an entry past
+		 * ABI_MAX_DEPTH counts as filtered here, not as overflow). */
+		count(s->entry_span, filtered);
+		return_hit(s, extra_flags & RECORD_PENDING);
+		return 1;
+	}
 	if (s->flags & SITE_KERNEL_RETURN) {
 		/* The kernel sets up this call's return probe after the entry
 		 * programs ran: with ABI_KERNEL_RETURN_DEPTH pending, it will not. */
-		struct uprobe_task *ut = bpf_get_current_task_btf()->utask;
+		struct uprobe_task *ut = task->utask;
 		if (ut && ut->depth >= ABI_KERNEL_RETURN_DEPTH) {
 			count(s->entry_span, return_limit);
 			return 0;
 		}
 	}
-	ts = state(regs, s, 1, pid_tgid, &owner, &pos);
+	ts = state(regs, s, 1, task);
 	if (!ts) {
 		count(s->entry_span, no_state);
 		return 0;
 	}
 	if (ts->depth && !(ts->flags & STATE_NO_POS))
-		drop_stale(ts, s->entry_span, pos);
+		drop_stale(ts, s->entry_span, ts->pos);
 	if (ts->overflow || ts->depth >= ABI_MAX_DEPTH) {
 		ts->overflow++;
 		count(s->entry_span, overflow);
@@ -1623,7 +1808,7 @@ __noinline int span_entry(const struct site *s, __u32 site_id, __u32 extra_flags
 	if (!ts->depth && (s->flags & SITE_THREAD_CONTEXT) && !(s->flags & SITE_GO) && emit_records)
 		at |= thread_ctx_read(s, ts);
 
-	open_frame(s, regs, ts, at, pos);
+	open_frame(s, regs, ts, at);
 	return 0;
 }
 
@@ -1706,16 +1891,14 @@ static __always_inline int recorded_root(struct task_state *ts, int p)
 
 /*
  * fill_record writes into rec what the record of the span closing in ts
- * says about its place (parent, root, carrier), its process and thread;
- * send_span writes the rest.
+ * says about its place (parent, root, carrier), its process and thread
+ * (task, the current task); send_span writes the rest.
  */
 __subprog void fill_record(const struct site *s, struct pt_regs *regs, struct task_state *ts,
-			   struct span_record *rec)
+			   struct task_struct *task, struct span_record *rec)
 {
 	__u32 k = frame_index(ts->closing.frame);
 	struct frame *f = &ts->frames[k];
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	struct task_struct *task = bpf_get_current_task_btf();
 
 	rec->start_ns = f->start_ns;
 	rec->parent_start_ns = 0;
@@ -1732,11 +1915,14 @@ __subprog void fill_record(const struct site *s, struct pt_regs *regs, struct ta
 	}
 	if (f->carrier > 0 && f->carrier <= k)
 		rec->context_start_ns = frame_at(ts, f->carrier - 1)->start_ns;
-	rec->owner = s->flags & SITE_GO ? reg_at(regs, REG_SLOT_GO_G) : (__u32)pid_tgid;
+	/* The task's ids are what bpf_get_current_pid_tgid() would say (the
+	 * initial pid namespace's), read without its call. */
+	__u32 tid = task->pid;
+	rec->owner = s->flags & SITE_GO ? reg_at(regs, REG_SLOT_GO_G) : tid;
 	rec->process_start_ns = task->group_leader->start_time;
 	rec->exec_id = task->self_exec_id;
-	rec->pid = pid_tgid >> 32;
-	rec->tid = (__u32)pid_tgid;
+	rec->pid = task->tgid;
+	rec->tid = tid;
 	rec->span = s->exit_span;
 	rec->entry_site = f->entry_site;
 	rec->entry_failed = f->entry_failed;
@@ -1747,7 +1933,8 @@ __subprog void fill_record(const struct site *s, struct pt_regs *regs, struct ta
  * send_span sends the record of the span closing in ts (ts->closing), with
  * the values of its exit fetched into the value stack after its entry's.
  */
-static __always_inline void send_span(const struct site *s, struct pt_regs *regs, struct task_state *ts)
+static __always_inline void send_span(const struct site *s, struct pt_regs *regs, struct task_state *ts,
+				      struct task_struct *task)
 {
 	__u32 k = frame_index(ts->closing.frame);
 	struct frame *f = &ts->frames[k];
@@ -1759,8 +1946,16 @@ static __always_inline void send_span(const struct site *s, struct pt_regs *regs
 	if (entry_len > ABI_DATA_CAP)
 		entry_len = ABI_DATA_CAP;
 	__u32 r = entry_len; /* what fetch_all returns: nothing failed, nothing truncated */
-	if (s->exit_fetch_count)
-		r = fetch_all(regs, s->exit, s->exit_fetch_count, w, entry_len);
+	if (s->exit_fetch_count) {
+		r = fetch_end(regs, s->exit, s->exit_fetch_count, s->flags & SITE_EXIT_REGS, w, entry_len);
+		/* What the fetches did not change is read again from the state
+		 * rather than kept across them: fewer registers to spill keep
+		 * close_span's frame within 48 bytes. */
+		asm volatile("" ::: "memory");
+		k = frame_index(ts->closing.frame);
+		f = &ts->frames[k];
+		entry_len = at_most(f->entry_len, ABI_DATA_CAP);
+	}
 	__u32 end = r & FETCHED_CURSOR;
 	if (end > ABI_DATA_CAP || end < entry_len)
 		end = entry_len;
@@ -1779,8 +1974,8 @@ static __always_inline void send_span(const struct site *s, struct pt_regs *regs
 	rec->flags = (f->flags & ~RECORD_THREAD_CONTEXT) | (end > ts->closing.values_end ? RECORD_THREAD_CONTEXT : 0) |
 		     (r & FETCHED_TRUNCATED ? RECORD_TRUNCATED : 0);
 	rec->exit_failed = r >> FETCHED_FAILED_SHIFT;
-	fill_record(s, regs, ts, rec);
-	if (bpf_ringbuf_output(&records, w, end + sizeof(struct span_record), wake_flags())) {
+	fill_record(s, regs, ts, task, rec);
+	if (bpf_ringbuf_output(&records, w, end + sizeof(struct span_record), span_wake_flags(ts))) {
 		if (f->flags & RECORD_PENDING) {
 			/* Counted with the process's choice, as its duration. */
 			pending_add(bpf_get_current_pid_tgid() >> 32, PENDING_SPAN_LOST, s->exit_span, 0, 1);
@@ -1845,24 +2040,12 @@ __subprog int count_pending(const struct site *s, struct task_state *ts, __u32 k
 	return 0;
 }
 
-/* not_recorded counts a completed span of definition span that is not
- * recorded (kind PENDING_SPAN_UNSAMPLED or PENDING_SPAN_SHORT): in its
- * statistics, or in the pending counters of a pending process. */
-__subprog void not_recorded(__u32 span, __u32 pending, __u8 kind)
-{
-	if (pending)
-		pending_add(bpf_get_current_pid_tgid() >> 32, kind, span, 0, 1);
-	else if (kind == PENDING_SPAN_UNSAMPLED)
-		count(span, unsampled);
-	else
-		count(span, short_spans);
-}
-
 /*
  * close_span closes the span closing in ts (ts->closing): its duration goes
  * to the histogram, and unless unsampled or too short it is sent.
  */
-__subprog void close_span(const struct site *s, struct pt_regs *regs, struct task_state *ts)
+static __always_inline void close_span(const struct site *s, struct pt_regs *regs, struct task_state *ts,
+			   struct task_struct *task)
 {
 	__u32 k = frame_index(ts->closing.frame);
 	struct frame *f = &ts->frames[k];
@@ -1881,7 +2064,7 @@ __subprog void close_span(const struct site *s, struct pt_regs *regs, struct tas
 		not_recorded(s->exit_span, f->flags & RECORD_PENDING, PENDING_SPAN_SHORT);
 		return;
 	}
-	send_span(s, regs, ts);
+	send_span(s, regs, ts, task);
 }
 
 /*
@@ -1900,8 +2083,8 @@ __noinline int span_exit(const struct site *s, __u32 site_id, struct probe_stats
 		return 0;
 	if (!span_stats_of(s->exit_span))
 		return 0;
-	__u64 owner, pos;
-	ts = state(regs, s, 0, bpf_get_current_pid_tgid(), &owner, &pos);
+	struct task_struct *task = bpf_get_current_task_btf();
+	ts = state(regs, s, 0, task);
 	if (!ts) {
 		count(s->exit_span, unmatched);
 		return 0;
@@ -1938,31 +2121,11 @@ __noinline int span_exit(const struct site *s, __u32 site_id, struct probe_stats
 		truncate(ts, k);
 	} else {
 		ts->closing.frame = k;
-		close_span(s, regs, ts);
+		close_span(s, regs, ts, task);
 	}
 	if (s->flags & SITE_GO)
 		go_release(regs, ts);
 	return 0;
-}
-
-/* proc_hit counts a hit of probe in the current process. */
-__subprog void proc_hit(__u32 probe)
-{
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct proc_hits_key k = {.probe = probe, .pid = task->tgid, .start_ns = task->group_leader->start_time};
-	__u64 *n = bpf_map_lookup_elem(&proc_hits, &k);
-
-	if (n) {
-		add(n, 1);
-		return;
-	}
-	__u64 one = 1;
-	if (bpf_map_update_elem(&proc_hits, &k, &one, BPF_NOEXIST) == -17 /* EEXIST */) {
-		/* another thread of the process made it meanwhile */
-		n = bpf_map_lookup_elem(&proc_hits, &k);
-		if (n)
-			add(n, 1);
-	}
 }
 
 static __always_inline int count_hit_impl(struct pt_regs *ctx, int per_process)
@@ -1977,22 +2140,29 @@ static __always_inline int count_hit_impl(struct pt_regs *ctx, int per_process)
 	return 0;
 }
 
-static __always_inline int site_hit_impl(struct pt_regs *ctx)
+/* site_hit_at handles a hit of site site_id (checked: its conditions at
+ * entry are known to hold). For the entry of a session site (SITE_SESSION)
+ * it returns 1 when the kernel is to skip the call's return (see
+ * span_entry; a process not chosen has nothing to close either), 0
+ * otherwise. */
+static __always_inline int site_hit_at(struct pt_regs *ctx, __u32 site_id, int checked)
 {
-	__u32 site_id = bpf_get_attach_cookie(ctx);
 	const struct site *s = bpf_map_lookup_elem(&sites, &site_id);
 	struct probe_stats *ps;
 
 	if (!s)
 		return 0;
-	enum choice c = chosen(s, bpf_get_current_pid_tgid() >> 32);
+	/* The process's choice only where the site has one: the helper call
+	 * that gives the pid costs as much as a map lookup and a counter. */
+	enum choice c = s->flags & SITE_CHOSEN ? chosen(s, bpf_get_current_pid_tgid() >> 32) : CHOICE_YES;
 	if (c == CHOICE_NO)
-		return 0;
+		return !!(s->flags & SITE_SESSION);
 	ps = bpf_map_lookup_elem(&probes, &s->probe_id);
 	if (!ps)
 		return 0;
-	/* Conditions before anything is copied or recorded. */
-	int pass = !s->filter_count || filters_hold(ctx, s, 0);
+	/* Conditions before anything is copied or recorded (unless the
+	 * caller found they hold). */
+	int pass = checked || !s->filter_count || filters_hold(ctx, s, 0);
 	if (!pass && (s->flags & SITE_FILTERED_HITS))
 		return 0; /* a filtered counter counts what passes */
 	if (c == CHOICE_PENDING)
@@ -2012,14 +2182,21 @@ static __always_inline int site_hit_impl(struct pt_regs *ctx)
 	if (s->flags & SITE_EXIT)
 		span_exit(s, site_id, ps, ctx);
 	if (s->flags & SITE_ENTRY)
-		span_entry(s, site_id, (c == CHOICE_PENDING ? RECORD_PENDING : 0) | (pass ? 0 : RECORD_FILTERED), ctx);
+		return span_entry(s, site_id, (c == CHOICE_PENDING ? RECORD_PENDING : 0) | (pass ? 0 : RECORD_FILTERED), ctx);
+	return 0;
+}
+
+static __always_inline int site_hit_impl(struct pt_regs *ctx)
+{
+	site_hit_at(ctx, bpf_get_attach_cookie(ctx), 0);
 	return 0;
 }
 
 /*
  * Each program comes twice: attached one location at a time through a perf
  * event ("uprobe"), or many locations at once through a uprobe_multi link
- * (Linux 6.6, "uprobe.multi"). The loader keeps the pair it uses.
+ * (Linux 6.6, "uprobe.multi"). The loader keeps the pair it uses, and
+ * site_hit_session where the kernel has session uprobes.
  */
 
 /* count_hit is attached to sites that only count: the cookie is the probe id. */
@@ -2059,6 +2236,89 @@ SEC("uprobe.multi")
 int site_hit_multi(struct pt_regs *ctx)
 {
 	return site_hit_impl(ctx);
+}
+
+/* session_hit is site_hit_at in a function of its own: inlined in
+ * site_hit_session, it takes the program's frame past 48 bytes. */
+__subprog int session_hit(struct pt_regs *ctx, __u32 site_id, int checked)
+{
+	return site_hit_at(ctx, site_id, checked);
+}
+
+/*
+ * session_rejects evaluates the conditions of session entry s where they
+ * are its only question (no process choice, no per-process hits, no value
+ * histogram): for a call they reject it counts what site_hit_at and
+ * span_entry would (the hits of the entry and of the skipped return, a
+ * filtered span) without their calls, and returns 1. It returns 0 when
+ * they hold (*checked set) or are not its to evaluate.
+ */
+static __always_inline int session_rejects(struct pt_regs *ctx, const struct site *s, int *checked)
+{
+	if ((s->flags & (SITE_CHOSEN | SITE_PROC_HITS | SITE_FILTERED_HITS)) || s->value_hist || !s->filter_count)
+		return 0;
+	/* One condition, the usual filter: filter_holds without filters_hold's
+	 * loop and call. */
+	int holds = s->filter_count == 1 && !s->filters[0].at_exit ? filter_holds(ctx, &s->filters[0])
+								   : filters_hold(ctx, s, 0);
+	if (holds) {
+		*checked = 1;
+		return 0;
+	}
+	struct probe_stats *ps = bpf_map_lookup_elem(&probes, &s->probe_id);
+	if (ps)
+		add(&ps->hits, 1);
+	count(s->entry_span, filtered);
+	const struct site *rs = bpf_map_lookup_elem(&sites, &s->return_site);
+	if (rs && (ps = bpf_map_lookup_elem(&probes, &rs->probe_id)))
+		add(&ps->hits, 1);
+	return 1;
+}
+
+/* The kfuncs of session programs (Linux 6.12 for uprobes), and
+ * bpf_rdonly_cast (6.2), which the verifier inlines: the loader loads
+ * site_hit_session only where the kernel has them. */
+extern _Bool bpf_session_is_return(void) __ksym;
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
+
+/*
+ * site_hit_session is attached, as a session uprobe (Linux 6.12), to the
+ * entries of function spans that may reject a call at entry (SITE_SESSION):
+ * it runs at the entry, where returning 1 makes the kernel skip the
+ * call's return, and at the return, where it handles the entry site's
+ * return_site. The cookie is the entry site's id.
+ */
+SEC("uprobe.session")
+int site_hit_session(struct pt_regs *ctx)
+{
+	__u32 site_id;
+	int at_return, checked = 0;
+
+	if (bpf_core_field_exists(struct bpf_uprobe_multi_run_ctx, uprobe) &&
+	    bpf_core_field_exists(struct bpf_uprobe, cookie) &&
+	    bpf_core_field_exists(struct bpf_session_run_ctx, is_return)) {
+		/* What bpf_get_attach_cookie and bpf_session_is_return read,
+		 * without their two calls: one call for the current task, and
+		 * loads (a rejected call's every nanosecond counts). */
+		struct bpf_uprobe_multi_run_ctx *rc =
+			bpf_rdonly_cast(bpf_get_current_task_btf()->bpf_ctx,
+					bpf_core_type_id_kernel(struct bpf_uprobe_multi_run_ctx));
+		site_id = rc->uprobe->cookie;
+		at_return = rc->session_ctx.is_return;
+	} else {
+		site_id = bpf_get_attach_cookie(ctx);
+		at_return = bpf_session_is_return();
+	}
+	const struct site *s = bpf_map_lookup_elem(&sites, &site_id);
+
+	if (!s)
+		return 0;
+	if (at_return)
+		site_id = s->return_site;
+	else if (session_rejects(ctx, s, &checked))
+		return 1; /* the usual rejected call: no more calls than the conditions' */
+	/* A session program returns 0 or 1. */
+	return session_hit(ctx, site_id, checked) && !at_return ? 1 : 0;
 }
 
 /*

@@ -58,6 +58,10 @@ type settings struct {
 	sites       int
 	cpuProfile  string
 	only        string
+	rows        string
+	// programStats turns BPF run-time statistics on during the per-hit
+	// rows and prints each setup's program time per call.
+	programStats bool
 
 	// The collector measurement (-only collector).
 	flushInterval   string
@@ -79,11 +83,14 @@ func main() {
 	flag.BoolVar(&s.smoke, "smoke", false, "a seconds-long run that only proves the benchmark works")
 	flag.StringVar(&s.cpuProfile, "cpuprofile", "", "write a CPU profile of the throughput runs to this file")
 	flag.StringVar(&s.only, "only", "", "run only this part: per-hit, thread-context, throughput, collector, attach or memory")
+	flag.BoolVar(&s.programStats, "program-stats", false, "turn BPF run-time statistics on during the per-hit rows and print each setup's BPF time per call (distorts the ratios)")
+	flag.StringVar(&s.rows, "rows", "", "measure only the per-hit rows whose names match this regular expression (their floors run anyway)")
 	flag.StringVar(&s.floorDistro, "floor-distro", "", "path of otelcol-floor (the collector built with the spanfloor receiver), for the collector floor (skipped when empty)")
 	flag.StringVar(&s.flushInterval, "flush-interval", "", "the receiver's flush_interval in the collector measurement (default: the receiver's)")
 	flag.StringVar(&s.before, "before", "", "a benchmarks.json of an earlier run, shown next to this one's collector measurement")
 	flag.StringVar(&s.profileDir, "profile-dir", "", "directory for the collector's CPU and allocation profiles (default: -out)")
 	flag.StringVar(&s.commit, "commit", "", "the commit the measured code was built from (default: git describe of the current directory)")
+	cycles := flag.Int("cycles", 0, "per-hit cycles (default: 9, 1 with -smoke)")
 	floorSecs := flag.Float64("pdata-floor", 0, "run as the standalone pdata floor for this many seconds and print it as JSON")
 	flag.Parse()
 	if *floorSecs > 0 {
@@ -99,6 +106,9 @@ func main() {
 		s.cycles, s.calls, s.rounds, s.paceSeconds, s.memSeconds, s.sites = 1, 20_000, 3, 0.3, 3, 200
 		s.floorSeconds, s.idleSeconds, s.floodSeconds, s.collectorRounds, s.profileSeconds = 0.3, 1, 1, 1, 2
 	}
+	if *cycles > 0 {
+		s.cycles = *cycles
+	}
 	if s.profileDir == "" {
 		s.profileDir = s.out
 	}
@@ -113,12 +123,17 @@ func main() {
 
 // Result is everything one run measured.
 type Result struct {
-	Date       string       `json:"date"`
-	Machine    string       `json:"machine"`
-	CPUs       int          `json:"cpus"`
-	Kernel     string       `json:"kernel"`
-	Bpftrace   string       `json:"bpftrace"`
-	Smoke      bool         `json:"smoke"`
+	Date     string `json:"date"`
+	Machine  string `json:"machine"`
+	CPUs     int    `json:"cpus"`
+	Kernel   string `json:"kernel"`
+	Bpftrace string `json:"bpftrace"`
+	Smoke    bool   `json:"smoke"`
+	// Commit is what the measured code was built from (git describe).
+	Commit string `json:"commit,omitempty"`
+	// Trap is what a probe hit costs on this machine by site class,
+	// measured first (tracer.CalibrateMachine).
+	Trap       *Trap        `json:"trap,omitempty"`
 	PerHit     []PerHit     `json:"per_hit"`
 	Throughput []Throughput `json:"throughput"`
 	Collector  *Collector   `json:"collector,omitempty"`
@@ -142,6 +157,25 @@ type PerHit struct {
 	// to the twin function in the same rounds.
 	Ratio  float64   `json:"ratio,omitempty"`
 	Ratios []float64 `json:"cycle_ratios,omitempty"`
+	// Also is the ratio to a second floor, timed in the same rounds
+	// (twin2()).
+	Also *Against `json:"also,omitempty"`
+	// Feature names the row of the feature cost matrix this is, with what
+	// dominates its cost; empty for the main rows.
+	Feature   string `json:"feature,omitempty"`
+	Dominates string `json:"dominates,omitempty"`
+	// Goal names the issue's goal for this row's ratio, GoalRatio its
+	// bound; empty for none.
+	Goal      string  `json:"goal,omitempty"`
+	GoalRatio float64 `json:"goal_ratio,omitempty"`
+}
+
+// Against is a row's ratio to one floor: the median over cycles of what
+// the row adds / what the floor adds in the same rounds.
+type Against struct {
+	Floor  string    `json:"floor"`
+	Ratio  float64   `json:"ratio"`
+	Ratios []float64 `json:"cycle_ratios"`
 }
 
 // Throughput is one paced run of span delivery into a counting pipeline.
@@ -196,10 +230,22 @@ func run(s settings) error {
 	}
 	defer os.RemoveAll(dir)
 	workloadPath := filepath.Join(dir, "workload")
-	if err := gcc("-O2", "-o", workloadPath, testutil.Testdata("bench", "workload.c")); err != nil {
+	treePath := filepath.Join(dir, "tree.s")
+	if err := os.WriteFile(treePath, []byte(treeAsm()), 0o644); err != nil {
 		return err
 	}
-	w, err := startWorkload(workloadPath)
+	// -g: the line probe row finds its line in the DWARF.
+	if err := gcc("-O2", "-g", "-o", workloadPath, testutil.Testdata("bench", "workload.c"), treePath); err != nil {
+		return err
+	}
+	defer stopFeatureWorkloads()
+	// The probed program runs pinned to CPU 0, the readers of the
+	// receiver and of the floors on the other CPUs.
+	wcpu := -1
+	if runtime.NumCPU() >= 2 {
+		wcpu = 0
+	}
+	w, err := startWorkloadOn(workloadPath, wcpu)
 	if err != nil {
 		return err
 	}
@@ -211,12 +257,17 @@ func run(s settings) error {
 		CPUs:    runtime.NumCPU(),
 		Kernel:  kernel(),
 		Smoke:   s.smoke,
+		Commit:  s.commit,
 	}
 	if out, err := exec.Command("bpftrace", "--version").Output(); err == nil {
 		res.Bpftrace = strings.TrimSpace(string(out))
 	}
 
 	part := func(name string) bool { return s.only == "" || s.only == name }
+	if err := trapCost(res); err != nil {
+		// Not fatal: the rows below still compare with their floors.
+		res.Notes = append(res.Notes, fmt.Sprintf("The trap cost could not be measured: %v", err))
+	}
 	if part("per-hit") {
 		if err := perHit(s, res, w, workloadPath); err != nil {
 			return fmt.Errorf("per-hit costs: %w", err)
@@ -273,8 +324,12 @@ func run(s settings) error {
 			return err
 		}
 		path := filepath.Join(s.out, "benchmarks.md")
-		old, _ := os.ReadFile(path) // the soak and budget sections stay
-		if err := os.WriteFile(path, []byte(benchdoc.KeepSections(string(old), md)), 0o644); err != nil {
+		old, _ := os.ReadFile(path) // the machine kinds, soak and budget sections stay
+		doc := benchdoc.KeepSections(string(old), md)
+		if key, block := machineBlock(res); block != "" && !res.Smoke {
+			doc = benchdoc.Machines.Replace(doc, benchdoc.UpsertBlock(benchdoc.Machines.Body(doc), key, block))
+		}
+		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 			return err
 		}
 	}
@@ -359,15 +414,17 @@ func (w *workload) expect(prefix string) (string, error) {
 	}
 }
 
-// measure returns the median ns per call of probed() and of twin().
-func (w *workload) measure(calls, rounds int) (probed, twin float64, err error) {
-	fmt.Fprintf(w.in, "measure %d %d\n", calls, rounds)
+// measure3 returns the median ns of CPU time per call of probed(), twin()
+// and twin2() (or of the set named), called with the arguments args names
+// (see workload.c).
+func (w *workload) measure3(args string, calls, rounds int, set string) (probed, twin, twin2 float64, err error) {
+	fmt.Fprintf(w.in, "measure3 %s %d %d %s\n", args, calls, rounds, set)
 	line, err := w.expect("ns ")
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	_, err = fmt.Sscanf(line, "ns %f %f", &probed, &twin)
-	return probed, twin, err
+	_, err = fmt.Sscanf(line, "ns %f %f %f", &probed, &twin, &twin2)
+	return probed, twin, twin2, err
 }
 
 // pace calls probed() at rate per second for secs seconds.
@@ -392,132 +449,6 @@ func (w *workload) stop() {
 	fmt.Fprintln(w.in, "exit")
 	w.in.Close()
 	_ = w.cmd.Wait()
-}
-
-// setup is one configuration measured per hit, and the floor it is
-// compared with.
-type setup struct {
-	name     string
-	baseline string
-	attach   attacher
-}
-
-// attacher attaches a configuration to one of the workload's two identical
-// functions ("probed" or "twin") and returns what detaches it.
-type attacher func(fn string) (func() error, error)
-
-func perHit(s settings, res *Result, w *workload, path string) error {
-	offsets := map[string]uint64{}
-	for _, fn := range []string{"probed", "twin"} {
-		pl, err := planner.Resolve([]config.Target{{Path: path, Counters: config.CountersOf("uprobe:" + fn)}})
-		if err != nil {
-			return err
-		}
-		offsets[fn] = pl.Attachments[0].FileOffset
-		pl.Close()
-	}
-	floor := func(ret bool) attacher {
-		return func(fn string) (func() error, error) {
-			f, err := openFloor(path, offsets[fn], ret)
-			if err != nil {
-				return nil, err
-			}
-			return f.Close, nil
-		}
-	}
-	recv := func(t func(fn string) config.Target) attacher {
-		return func(fn string) (func() error, error) {
-			r, _, err := startReceiver(t(fn), 8<<20)
-			if err != nil {
-				return nil, err
-			}
-			return func() error { return r.Shutdown(context.Background()) }, nil
-		}
-	}
-	counter := func(fn string) config.Target {
-		return config.Target{Path: path, Counters: config.CountersOf("uprobe:" + fn)}
-	}
-	span := func(fn string) config.Target {
-		return config.Target{Path: path, Spans: []config.Span{{
-			Name: fn, Function: fn,
-			Attributes: map[string]string{"a": "arg0"}, ExitAttributes: map[string]string{"ret": "retval"},
-		}}}
-	}
-	floors := map[string]attacher{
-		"floor: bare counting uprobe":         floor(false),
-		"floor pair: bare uprobe + uretprobe": floor(true),
-	}
-	setups := []setup{
-		{"floor: bare counting uprobe", "", floors["floor: bare counting uprobe"]},
-		{"floor pair: bare uprobe + uretprobe", "", floors["floor pair: bare uprobe + uretprobe"]},
-		{"receiver: count-only probe", "floor: bare counting uprobe", recv(counter)},
-		{"receiver: span probe (entry+exit, 2 attributes)", "floor pair: bare uprobe + uretprobe", recv(span)},
-	}
-	if res.Bpftrace != "" && os.Getenv("BENCH_NO_BPFTRACE") == "" {
-		pingProbe := fmt.Sprintf(`uprobe:%s:ping { printf("ping\n"); }`, path)
-		bt := func(prog string) attacher {
-			return func(fn string) (func() error, error) {
-				return startBpftrace(w, pingProbe+" "+strings.ReplaceAll(prog, "FN", path+":"+fn))
-			}
-		}
-		setups = append(setups,
-			setup{"bpftrace: count()", "floor: bare counting uprobe", bt(`uprobe:FN { @c = count(); }`)},
-			setup{"bpftrace: printf per event", "floor: bare counting uprobe", bt(`uprobe:FN { printf("%d %d\n", arg0, arg1); }`)},
-			setup{"bpftrace: latency hist() (uprobe+uretprobe)", "floor pair: bare uprobe + uretprobe", bt(
-				`uprobe:FN { @s[tid] = nsecs; } uretprobe:FN /@s[tid]/ { @h = hist(nsecs - @s[tid]); delete(@s[tid]); }`)},
-		)
-	} else {
-		res.Notes = append(res.Notes, "bpftrace is not installed: its rows are missing (make bench installs it)")
-	}
-
-	// A configuration runs on probed() while its floor runs on twin(), so
-	// both are timed in the same interleaved rounds and the ratio of what
-	// each adds does not drift with the VM. What a call costs unprobed is
-	// measured once per cycle.
-	samples := map[string][]float64{}
-	ratios := map[string][]float64{}
-	for c := 0; c < s.cycles; c++ {
-		p0, t0, err := w.measure(s.calls, s.rounds)
-		if err != nil {
-			return err
-		}
-		samples["no probe (identical twin function)"] = append(samples["no probe (identical twin function)"], p0-t0)
-		for _, st := range setups {
-			detach, err := st.attach("probed")
-			if err != nil {
-				return fmt.Errorf("%s: %w", st.name, err)
-			}
-			detachBase := func() error { return nil }
-			if st.baseline != "" {
-				if detachBase, err = floors[st.baseline]("twin"); err != nil {
-					return errors.Join(fmt.Errorf("%s: %w", st.baseline, err), detach())
-				}
-			}
-			probed, twin, err := w.measure(s.calls, s.rounds)
-			if err := errors.Join(err, detach(), detachBase()); err != nil {
-				return fmt.Errorf("%s: %w", st.name, err)
-			}
-			added := probed - p0
-			samples[st.name] = append(samples[st.name], added)
-			if st.baseline != "" {
-				ratios[st.name] = append(ratios[st.name], added/(twin-t0))
-				fmt.Fprintf(os.Stderr, "cycle %d: %-50s %8.1f ns added, %s on the twin %.1f: ratio %.2f\n",
-					c+1, st.name, added, st.baseline, twin-t0, added/(twin-t0))
-			} else {
-				fmt.Fprintf(os.Stderr, "cycle %d: %-50s %8.1f ns added\n", c+1, st.name, added)
-			}
-		}
-	}
-	res.PerHit = append(res.PerHit, PerHit{Name: "no probe (identical twin function)", AddedNs: median(samples["no probe (identical twin function)"]), Cycles: samples["no probe (identical twin function)"]})
-	for _, st := range setups {
-		row := PerHit{Name: st.name, AddedNs: median(samples[st.name]), Cycles: samples[st.name], Baseline: st.baseline}
-		if st.baseline != "" {
-			row.Ratio = median(ratios[st.name])
-			row.Ratios = ratios[st.name]
-		}
-		res.PerHit = append(res.PerHit, row)
-	}
-	return nil
 }
 
 func median(v []float64) float64 {
@@ -585,13 +516,19 @@ func startBpftrace(w *workload, prog string) (func() error, error) {
 }
 
 // startReceiver runs the receiver in this process with a counting traces
-// consumer and a metrics sink.
+// consumer and a metrics sink that gets only the final snapshot.
 func startReceiver(t config.Target, ring int) (component.Component, *counts, error) {
+	return startReceiverEvery(t, ring, time.Hour)
+}
+
+// startReceiverEvery is startReceiver with metrics collected every
+// interval.
+func startReceiverEvery(t config.Target, ring int, interval time.Duration) (component.Component, *counts, error) {
 	f := uprobereceiver.NewFactory()
 	cfg := f.CreateDefaultConfig().(*uprobereceiver.Config)
 	cfg.Targets = []config.Target{t}
 	cfg.RingBufferSize = ring
-	cfg.CollectionInterval = time.Hour // only the final snapshot
+	cfg.CollectionInterval = interval
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
 	}
@@ -857,10 +794,18 @@ func goals(res *Result) {
 		return PerHit{}, false
 	}
 	if p, ok := find("receiver: count-only probe"); ok {
-		res.Goals = append(res.Goals, Goal{"count-only probe vs bare counting uprobe", "≤ 1.05×", fmt.Sprintf("%.2f×", p.Ratio), p.Ratio <= 1.05})
+		res.Goals = append(res.Goals, Goal{"count-only probe vs bare counting uprobe", "≤ 1.00×", fmt.Sprintf("%.2f×", p.Ratio), p.Ratio <= 1.00})
 	}
 	if p, ok := find("receiver: span probe (entry+exit, 2 attributes)"); ok {
-		res.Goals = append(res.Goals, Goal{"span probe vs bare entry+return pair", "≤ 1.25×", fmt.Sprintf("%.2f×", p.Ratio), p.Ratio <= 1.25})
+		res.Goals = append(res.Goals, Goal{"span probe vs the delivered-span floor", "≤ 1.00×", fmt.Sprintf("%.2f×", p.Ratio), p.Ratio <= 1.00})
+		if p.Also != nil {
+			res.Goals = append(res.Goals, Goal{"span probe vs bare entry+return pair", "≤ 1.25×", fmt.Sprintf("%.2f×", p.Also.Ratio), p.Also.Ratio <= 1.25})
+		}
+	}
+	for _, p := range res.PerHit {
+		if p.Goal != "" {
+			res.Goals = append(res.Goals, Goal{p.Goal, fmt.Sprintf("≤ %.2f×", p.GoalRatio), fmt.Sprintf("%.2f×", p.Ratio), p.Ratio <= p.GoalRatio})
+		}
 	}
 	if tc := res.ThreadContext; tc != nil {
 		res.Goals = append(res.Goals, Goal{"reading a published thread context at a span's entry (BPF time, published − none)", "< 50 ns",
@@ -897,15 +842,7 @@ func markdown(res *Result) string {
 		fmt.Fprintf(&b, "**Smoke run: too short to judge; it only proves the benchmark works.**\n\n")
 	}
 	fmt.Fprintf(&b, "Machine: %s, %d CPUs; kernel %s; %s; %s. Produced by `make bench` (harness/bench).\n\n", res.Machine, res.CPUs, res.Kernel, orNone(res.Bpftrace), res.Date)
-	fmt.Fprintf(&b, "## Cost added per hit\n\nThe workload calls two identical functions, probed() and twin(), in interleaved rounds and times each. A configuration runs on probed() while its floor (the baseline) runs on twin() at the same time, so both are timed in the same rounds; \"ns added\" is a function's time per call minus its unprobed time in the same cycle, medians over cycles. Ratios are taken per cycle, then the median reported: this VM drifts by ±20%% between cycles, not within one.\n\n")
-	fmt.Fprintf(&b, "| probe | ns added per hit | ratio |\n|---|---:|---|\n")
-	for _, p := range res.PerHit {
-		ratio := "—"
-		if p.Baseline != "" {
-			ratio = fmt.Sprintf("%.2f × %s", p.Ratio, p.Baseline)
-		}
-		fmt.Fprintf(&b, "| %s | %.0f | %s |\n", p.Name, p.AddedNs, ratio)
-	}
+	perHitMarkdown(&b, res)
 	if tc := res.ThreadContext; tc != nil {
 		fmt.Fprintf(&b, "\n## Thread context (OTEP 4947) at a span's entry\n\nThe span probe above on probed() of a build of the workload whose executable exports otel_thread_ctx_v1 (static TLS): %d cycles of %d calls with a context published and %d with none, alternating; then a build that does not export it (a program without an SDK), and `thread_context: {enabled: false}`; medians over cycles. \"BPF\" is the engine's run time per call (entry and exit programs together), from the kernel's BPF run-time statistics (which add their own clock reads to every run); \"per call\" is the workload's own time per call, the trap included. The cost of taking a context is the median of published − none within each cycle: %.1f ns of BPF time.\n\n", tc.Cycles, tc.Calls, tc.Calls, tc.Added)
 		fmt.Fprintf(&b, "| thread context | BPF ns per call | ns per call |\n|---|---:|---:|\n")
@@ -956,11 +893,11 @@ func orNone(s string) string {
 }
 
 // openFloor attaches the benchmark's floor program (a bare per-CPU counter)
-// at a file offset of path, with a return probe when withReturn is set.
-func openFloor(path string, fileOffset uint64, withReturn bool) (*Counter, error) {
+// at file offsets of path, with return probes when withReturn is set.
+func openFloor(path string, fileOffsets []uint64, withReturn bool) (*Counter, error) {
 	spec, err := floor.Spec()
 	if err != nil {
 		return nil, fmt.Errorf("reading the floor program: %w", err)
 	}
-	return OpenCounter(spec, floor.Program, floor.Map, path, fileOffset, withReturn)
+	return OpenCounter(spec, floor.Program, floor.Map, path, fileOffsets, withReturn)
 }

@@ -10,15 +10,20 @@ import "strings"
 // its own program.
 type Section struct{ Start, End string }
 
-// The sections other programs than harness/bench write.
+// The sections other programs than harness/bench write, and the one of
+// machine kinds, which each benchmark run updates for its own machine.
 var (
 	Soak   = Section{SoakStart, SoakEnd}
 	Budget = Section{"<!-- budget: written by make bench-budget -->", "<!-- /budget -->"}
 	// Scale is harness/scalebench's section (make bench runs it after
 	// harness/bench).
 	Scale = Section{"<!-- scale: written by make bench (harness/scalebench) -->", "<!-- /scale -->"}
+	// Machines holds one block per machine kind measured (see
+	// UpsertBlock): a run replaces its own machine kind's and keeps the
+	// others.
+	Machines = Section{"<!-- machines: one block per machine kind, updated by make bench -->", "<!-- /machines -->"}
 	// Kept are the sections a new benchmark document keeps, in order.
-	Kept = []Section{Scale, Budget, Soak}
+	Kept = []Section{Machines, Scale, Budget, Soak}
 )
 
 // The markers around the soak section of docs/benchmarks.md.
@@ -67,4 +72,56 @@ func KeepSections(old, fresh string) string {
 		fresh = s.Keep(old, fresh)
 	}
 	return fresh
+}
+
+// Body returns the text between the section's markers in doc, "" when
+// doc has none.
+func (s Section) Body(doc string) string {
+	i, j := strings.Index(doc, s.Start), strings.Index(doc, s.End)
+	if i < 0 || j < i {
+		return ""
+	}
+	return strings.Trim(doc[i+len(s.Start):j], "\n")
+}
+
+// blockPrefix starts each block of a section of blocks: "### " and the
+// block's key on one line.
+const blockPrefix = "### "
+
+// UpsertBlock returns body, a section's text made of blocks that each
+// start with a "### KEY" line, with the block of key replaced by block (a
+// text that starts with that line), or block appended when body has none.
+// The other blocks keep their text and order.
+func UpsertBlock(body, key, block string) string {
+	var blocks []string
+	replaced := false
+	for _, b := range splitBlocks(body) {
+		if strings.TrimSpace(strings.SplitN(b, "\n", 2)[0]) == blockPrefix+key {
+			b, replaced = block, true
+		}
+		blocks = append(blocks, strings.Trim(b, "\n"))
+	}
+	if !replaced {
+		blocks = append(blocks, strings.Trim(block, "\n"))
+	}
+	return strings.Join(blocks, "\n\n") + "\n"
+}
+
+// splitBlocks cuts body before each line that starts a block; text before
+// the first block is a block of its own.
+func splitBlocks(body string) []string {
+	var out []string
+	lines := strings.Split(strings.Trim(body, "\n"), "\n")
+	var cur []string
+	for _, l := range lines {
+		if strings.HasPrefix(l, blockPrefix) && len(cur) > 0 {
+			out = append(out, strings.Join(cur, "\n"))
+			cur = nil
+		}
+		cur = append(cur, l)
+	}
+	if len(cur) > 0 && strings.TrimSpace(strings.Join(cur, "")) != "" {
+		out = append(out, strings.Join(cur, "\n"))
+	}
+	return out
 }

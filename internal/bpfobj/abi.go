@@ -53,6 +53,9 @@ const (
 	MaxFetches = int(engineX86AbiLimitABI_MAX_FETCHES)
 	// MaxDerefs is the number of pointer dereferences of one fetch.
 	MaxDerefs = int(engineX86AbiLimitABI_MAX_DEREFS)
+	// MaxRegFetches is the number of fetches at one end of a site that
+	// SiteEntryRegs or SiteExitRegs may mark.
+	MaxRegFetches = int(engineX86AbiLimitABI_MAX_REG_FETCHES)
 	// MaxDepth is the number of open spans per thread or goroutine.
 	MaxDepth = int(engineX86AbiLimitABI_MAX_DEPTH)
 	// ValueStack is the number of bytes of entry values the open spans of
@@ -161,6 +164,14 @@ const (
 	// 4947); SiteThreadAttrs its attrs-data too.
 	SiteThreadContext = uint16(engineX86SiteFlagSITE_THREAD_CONTEXT)
 	SiteThreadAttrs   = uint16(engineX86SiteFlagSITE_THREAD_ATTRS)
+	// SiteEntryRegs and SiteExitRegs mark a site whose every entry (exit)
+	// fetch is a register's integer, at most MaxRegFetches of them: the
+	// engine reads them inline.
+	SiteEntryRegs = uint16(engineX86SiteFlagSITE_ENTRY_REGS)
+	SiteExitRegs  = uint16(engineX86SiteFlagSITE_EXIT_REGS)
+	// SiteSession marks the entry of a function span attached as a session
+	// uprobe (ProgramSiteHitSession): Site.ReturnSite is its return.
+	SiteSession = uint16(engineX86SiteFlagSITE_SESSION)
 )
 
 // Record flags (enum record_flag).
@@ -221,10 +232,14 @@ const (
 
 // Names of the engine's programs and maps in the collection spec.
 const (
-	ProgramCountHit          = engineX86ProgCountHit
-	ProgramSiteHit           = engineX86ProgSiteHit
-	ProgramCountHitMulti     = engineX86ProgCountHitMulti
-	ProgramSiteHitMulti      = engineX86ProgSiteHitMulti
+	ProgramCountHit      = engineX86ProgCountHit
+	ProgramSiteHit       = engineX86ProgSiteHit
+	ProgramCountHitMulti = engineX86ProgCountHitMulti
+	ProgramSiteHitMulti  = engineX86ProgSiteHitMulti
+	// ProgramSiteHitSession is site_hit attached as a session uprobe
+	// (Linux 6.12): it runs at a call's entry and, unless the entry
+	// rejected the call, at its return.
+	ProgramSiteHitSession    = engineX86ProgSiteHitSession
 	ProgramOnExec            = engineX86ProgOnExec
 	ProgramOnExit            = engineX86ProgOnExit
 	MapSites                 = engineX86MapSites

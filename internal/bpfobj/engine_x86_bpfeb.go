@@ -18,6 +18,7 @@ type engineX86AbiLimit uint32
 const (
 	engineX86AbiLimitABI_MAX_FETCHES         engineX86AbiLimit = 8
 	engineX86AbiLimitABI_MAX_DEREFS          engineX86AbiLimit = 4
+	engineX86AbiLimitABI_MAX_REG_FETCHES     engineX86AbiLimit = 4
 	engineX86AbiLimitABI_MAX_DEPTH           engineX86AbiLimit = 512
 	engineX86AbiLimitABI_VALUE_STACK         engineX86AbiLimit = 8192
 	engineX86AbiLimitABI_DATA_CAP            engineX86AbiLimit = 1024
@@ -207,6 +208,8 @@ type engineX86Site struct {
 	ValueHist       uint16
 	HistSize        uint8
 	HistSigned      uint8
+	ReturnSite      uint32
+	Pad             uint32
 	SampleThreshold uint64
 	MinDurationNs   uint64
 	Entry           [8]engineX86FetchOp
@@ -229,6 +232,9 @@ const (
 	engineX86SiteFlagSITE_PROC_HITS      engineX86SiteFlag = 256
 	engineX86SiteFlagSITE_THREAD_CONTEXT engineX86SiteFlag = 512
 	engineX86SiteFlagSITE_THREAD_ATTRS   engineX86SiteFlag = 1024
+	engineX86SiteFlagSITE_ENTRY_REGS     engineX86SiteFlag = 2048
+	engineX86SiteFlagSITE_EXIT_REGS      engineX86SiteFlag = 4096
+	engineX86SiteFlagSITE_SESSION        engineX86SiteFlag = 8192
 )
 
 type engineX86SpanRecord struct {
@@ -372,6 +378,7 @@ const (
 	engineX86ProgSeenTask          = "seen_task"
 	engineX86ProgSiteHit           = "site_hit"
 	engineX86ProgSiteHitMulti      = "site_hit_multi"
+	engineX86ProgSiteHitSession    = "site_hit_session"
 	engineX86VarCgroup1Subsys      = "cgroup1_subsys"
 	engineX86VarEmitRecords        = "emit_records"
 	engineX86VarProcessFacts       = "process_facts"
@@ -436,6 +443,7 @@ type engineX86ProgramSpecs struct {
 	SeenTask          *ebpf.ProgramSpec `ebpf:"seen_task"`
 	SiteHit           *ebpf.ProgramSpec `ebpf:"site_hit"`
 	SiteHitMulti      *ebpf.ProgramSpec `ebpf:"site_hit_multi"`
+	SiteHitSession    *ebpf.ProgramSpec `ebpf:"site_hit_session"`
 }
 
 // engineX86MapSpecs contains maps before they are loaded into the kernel.
@@ -564,6 +572,7 @@ type engineX86Programs struct {
 	SeenTask          *ebpf.Program `ebpf:"seen_task"`
 	SiteHit           *ebpf.Program `ebpf:"site_hit"`
 	SiteHitMulti      *ebpf.Program `ebpf:"site_hit_multi"`
+	SiteHitSession    *ebpf.Program `ebpf:"site_hit_session"`
 }
 
 func (p *engineX86Programs) Close() error {
@@ -579,6 +588,7 @@ func (p *engineX86Programs) Close() error {
 		p.SeenTask,
 		p.SiteHit,
 		p.SiteHitMulti,
+		p.SiteHitSession,
 	)
 }
 

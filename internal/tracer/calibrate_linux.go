@@ -207,6 +207,15 @@ func (t *Tracer) Calibrate() (_ Calibration, err error) {
 	return c, err
 }
 
+// CalibrateMachine is Calibrate without an engine: the counter attaches
+// as an engine on this kernel would (through uprobe_multi links where the
+// kernel has them, Linux 6.6). The benchmark prints it first, so that its
+// ratios from different machines can be read side by side.
+func CalibrateMachine() (Calibration, error) {
+	t := &Tracer{multi: HaveUprobeMulti()}
+	return t.Calibrate()
+}
+
 // attachCalibration attaches prog at every calibration function's entry,
 // and at the return of those withReturn, through uprobe_multi links when
 // the engine uses them.

@@ -75,6 +75,12 @@ func encodeSite(s plan.Site, pl *plan.Plan) (bpfobj.Site, error) {
 		}
 		out.Exit[i] = op
 	}
+	if registersOnly(s.Entry) {
+		out.Flags |= bpfobj.SiteEntryRegs
+	}
+	if registersOnly(s.Exit) {
+		out.Flags |= bpfobj.SiteExitRegs
+	}
 	if len(s.Filters) > bpfobj.MaxFilters {
 		return out, fmt.Errorf("%d conditions, at most %d", len(s.Filters), bpfobj.MaxFilters)
 	}
@@ -114,6 +120,22 @@ func encodeSite(s plan.Site, pl *plan.Plan) (bpfobj.Site, error) {
 		out.HistSigned = boolByte(s.HistValue.Value.Type.Kind == fetch.KindSigned)
 	}
 	return out, nil
+}
+
+// registersOnly says whether fetches are at most bpfobj.MaxRegFetches
+// registers' integers (an argument, a return value, a register plus a
+// constant), which the engine reads inline (bpfobj.SiteEntryRegs,
+// SiteExitRegs) instead of calling its fetch function for each.
+func registersOnly(fetches []plan.Fetch) bool {
+	if len(fetches) == 0 || len(fetches) > bpfobj.MaxRegFetches {
+		return false
+	}
+	for _, f := range fetches {
+		if f.Base != plan.BaseRegister || f.Scale != 0 || len(f.Derefs) != 0 || f.Store != plan.StoreInt {
+			return false
+		}
+	}
+	return true
 }
 
 // encodeFilter converts a compiled condition into the engine's filter.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -82,6 +83,27 @@ func HaveUprobeMulti() bool {
 	has, kerr := procfs.FS{}.KernelHas("bpf_uprobe_multi_link_attach")
 	return kerr == nil && has["bpf_uprobe_multi_link_attach"]
 }
+
+// HaveUprobeSession says whether the kernel has session uprobes (Linux
+// 6.12): one program at a function's entry and return, whose entry can
+// make the kernel skip the return. Found in the kernel's BTF: its enum
+// bpf_attach_type names BPF_TRACE_UPROBE_SESSION.
+var HaveUprobeSession = sync.OnceValue(func() bool {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return false
+	}
+	var e *btf.Enum
+	if err := spec.TypeByName("bpf_attach_type", &e); err != nil {
+		return false
+	}
+	for _, v := range e.Values {
+		if v.Name == "BPF_TRACE_UPROBE_SESSION" {
+			return v.Value == attachTraceUprobeSession
+		}
+	}
+	return false
+})
 
 // Arch returns the architecture the tracer runs on and attaches uprobes
 // for (the running program's GOARCH): the kernel runs uprobes only in

@@ -93,3 +93,33 @@ func (r *ringReader) buffered() int {
 func (r *ringReader) close() error {
 	return errors.Join(unix.Munmap(r.producerArea), unix.Munmap(r.consumerPage))
 }
+
+// RingReader drains a BPF ring buffer other than the engine's the way the
+// tracer drains the engine's: in place, the consumer position published
+// once per batch. The benchmark reads its delivered-span floor with it, so
+// that the floor pays for the very reader the receiver uses. Only one
+// goroutine may call Read.
+type RingReader struct {
+	r *ringReader
+}
+
+// NewRingReader maps ring buffer m for reading; the caller keeps m open
+// while the reader is in use and closes the reader first.
+func NewRingReader(m *ebpf.Map) (*RingReader, error) {
+	r, err := newRingReader(m)
+	if err != nil {
+		return nil, err
+	}
+	return &RingReader{r: r}, nil
+}
+
+// Read passes each committed record, in order, to fn until the ring is
+// empty or max records were passed, and returns how many it passed. A
+// record's bytes are only valid during its fn call.
+func (r *RingReader) Read(max int, fn func(record []byte)) int {
+	n, _ := r.r.read(max, fn)
+	return n
+}
+
+// Close unmaps the ring buffer.
+func (r *RingReader) Close() error { return r.r.close() }

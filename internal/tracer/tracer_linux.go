@@ -129,19 +129,30 @@ func (e *AttachError) Unwrap() []error {
 // and the process methods may run beside each other); SetProbeAttached,
 // ProbeHits and ProgramRuns may run beside the plan's owner too.
 type Tracer struct {
-	plan     *plan.Plan
-	multi    bool
-	control  bool // Options.ProbeControl
-	coll     *ebpf.Collection
-	probes   *ebpf.Map
-	spans    *ebpf.Map
-	hists    *ebpf.Map
-	procHits *ebpf.Map
-	sites    *ebpf.Map
-	lifetime []link.Link // exec, fork and exit programs
-	goStates *ebpf.Map
-	procs    *ebpf.Map
-	pending  *ebpf.Map
+	plan    *plan.Plan
+	multi   bool
+	session bool // entries that may reject a call attach as session uprobes
+	// returns holds the entry sites attached as session uprobes, each with
+	// the site of its return, and covered those return sites: they are
+	// not attached by themselves. Only the plan's owner touches them.
+	returns map[int]int
+	covered map[int]bool
+	// countSpec is the spec of the shared count program, countProgs the
+	// count programs of probes by probe id (see countProgram; nil: the
+	// shared one). Guarded by mu.
+	countSpec  *ebpf.ProgramSpec
+	countProgs map[int]*ebpf.Program
+	control    bool // Options.ProbeControl
+	coll       *ebpf.Collection
+	probes     *ebpf.Map
+	spans      *ebpf.Map
+	hists      *ebpf.Map
+	procHits   *ebpf.Map
+	sites      *ebpf.Map
+	lifetime   []link.Link // exec, fork and exit programs
+	goStates   *ebpf.Map
+	procs      *ebpf.Map
+	pending    *ebpf.Map
 	// threadProcs and threadCounts are the engine's thread-context
 	// access per process and its per-CPU counters (OTEP 4947).
 	threadProcs, threadCounts *ebpf.Map
@@ -246,6 +257,12 @@ func Open(plan *plan.Plan, opts Options) (_ *Tracer, err error) {
 		return nil, fmt.Errorf("configuring the BPF engine: %w", err)
 	}
 	multi := !opts.PerLocation && features.HaveBPFLinkUprobeMulti() == nil
+	// Session uprobes need uprobe_multi links, and attach an entry and its
+	// return as one link, which SetProbeAttached could not take apart.
+	session := multi && !opts.ProbeControl && HaveUprobeSession()
+	if !session {
+		delete(spec.Programs, bpfobj.ProgramSiteHitSession)
+	}
 	for _, name := range []string{bpfobj.ProgramCountHit, bpfobj.ProgramSiteHit, bpfobj.ProgramCountHitProc,
 		bpfobj.ProgramCountHitMulti, bpfobj.ProgramSiteHitMulti, bpfobj.ProgramCountHitProcMulti} {
 		if isMulti := strings.HasSuffix(name, "_multi"); isMulti != multi {
@@ -257,6 +274,11 @@ func Open(plan *plan.Plan, opts Options) (_ *Tracer, err error) {
 		return nil, fmt.Errorf("configuring the BPF engine: %w", err)
 	}
 
+	countName := bpfobj.ProgramCountHit
+	if multi {
+		countName = bpfobj.ProgramCountHitMulti
+	}
+	countSpec := spec.Programs[countName].Copy()
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
 		// The verifier refuses with EACCES, which is not a lack of
@@ -273,6 +295,11 @@ func Open(plan *plan.Plan, opts Options) (_ *Tracer, err error) {
 	t := &Tracer{
 		plan:         plan,
 		multi:        multi,
+		session:      session,
+		returns:      map[int]int{},
+		covered:      map[int]bool{},
+		countProgs:   map[int]*ebpf.Program{},
+		countSpec:    countSpec,
 		control:      opts.ProbeControl,
 		coll:         coll,
 		probes:       coll.Maps[bpfobj.MapProbes],
@@ -301,6 +328,9 @@ func Open(plan *plan.Plan, opts Options) (_ *Tracer, err error) {
 		// Refused without CAP_SYS_ADMIN or before Linux 5.8: statsOn
 		// then falls back to the sysctl.
 		t.stats, _ = ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	}
+	for fi := range plan.Files {
+		t.pairSessions(fi)
 	}
 	if err := t.writeSites(0, len(plan.Sites)); err != nil {
 		return nil, err
@@ -347,11 +377,27 @@ func (t *Tracer) writeSites(from, to int) error {
 		if err != nil {
 			return fmt.Errorf("encoding site %d of %s: %w", i, t.plan.Probes[s.Probe].Ref, err)
 		}
+		if r, ok := t.returns[i]; ok {
+			enc.Flags |= bpfobj.SiteSession
+			enc.ReturnSite = uint32(r)
+		}
 		if err := t.sites.Update(uint32(i), &enc, ebpf.UpdateAny); err != nil {
 			return fmt.Errorf("writing site %d of %s: %w", i, t.plan.Probes[s.Probe].Ref, err)
 		}
 	}
 	return nil
+}
+
+// pairSessions notes which entry sites of file fi attach as session
+// uprobes, when the tracer uses them (see sessionPairs).
+func (t *Tracer) pairSessions(fi int) {
+	if !t.session {
+		return
+	}
+	for entry, ret := range sessionPairs(t.plan, fi) {
+		t.returns[entry] = ret
+		t.covered[ret] = true
+	}
 }
 
 // AttachFile attaches a file the plan gained after Open (plan.Append):
@@ -360,6 +406,7 @@ func (t *Tracer) writeSites(from, to int) error {
 // Detach it attaches nothing and returns ErrDetached.
 func (t *Tracer) AttachFile(fi int) error {
 	f := t.plan.Files[fi]
+	t.pairSessions(fi)
 	if err := t.writeSites(f.Sites.Start, f.Sites.End); err != nil {
 		return err
 	}
@@ -636,6 +683,25 @@ func (t *Tracer) ProgramRuns() (map[plan.Program]ProgramRun, bool, error) {
 	return out, true, nil
 }
 
+// attachmentProgram returns the program attachment a runs: a count-only
+// probe's own (countProgram) or the shared one of its kind. The caller
+// holds t.mu.
+func (t *Tracer) attachmentProgram(a plan.Attachment) *ebpf.Program {
+	if a.Program == plan.ProgramCount {
+		if prog := t.countProgram(a.Probe); prog != nil {
+			return prog
+		}
+	}
+	return t.program(a.Program)
+}
+
+// ownsProgram says whether attachment a runs a program of its probe's own
+// (one uprobe_multi link cannot carry two programs). The caller holds
+// t.mu.
+func (t *Tracer) ownsProgram(a plan.Attachment) bool {
+	return a.Program == plan.ProgramCount && t.countProgram(a.Probe) != nil
+}
+
 // program returns the loaded program an attachment runs.
 func (t *Tracer) program(p plan.Program) *ebpf.Program {
 	name := bpfobj.ProgramSiteHit
@@ -757,9 +823,10 @@ func (t *Tracer) attach(fl *fileLinks, keep func(plan.Attachment) bool) []Attach
 	}
 	err := checkFile(fl.fh, fl.id)
 	var ex *link.Executable
+	path := fmt.Sprintf("/proc/self/fd/%d", fl.fh.Fd())
 	if err == nil {
 		fl.attached = fl.id
-		ex, err = link.OpenExecutable(fmt.Sprintf("/proc/self/fd/%d", fl.fh.Fd()))
+		ex, err = link.OpenExecutable(path)
 	}
 	if err != nil {
 		for _, a := range attachments {
@@ -768,7 +835,27 @@ func (t *Tracer) attach(fl *fileLinks, keep func(plan.Attachment) bool) []Attach
 		return failures
 	}
 	if t.multi {
-		for _, g := range groupAttachments(attachments, t.control) {
+		var sessions []plan.Attachment
+		if t.session {
+			attachments, sessions = t.splitSessions(attachments)
+		}
+		if len(sessions) > 0 {
+			prog := t.coll.Programs[bpfobj.ProgramSiteHitSession]
+			if l, err := attachSession(path, prog, sessions); err == nil {
+				fl.byProbe[key(sessions[0])] = append(fl.byProbe[key(sessions[0])], l)
+			} else {
+				// Find which locations the kernel refuses, one link each.
+				for _, a := range sessions {
+					l, err := attachSession(path, prog, []plan.Attachment{a})
+					if err != nil {
+						fail(a, err)
+						continue
+					}
+					fl.byProbe[key(a)] = append(fl.byProbe[key(a)], l)
+				}
+			}
+		}
+		for _, g := range groupAttachments(attachments, t.control, t.ownsProgram) {
 			l, err := t.attachMulti(ex, g)
 			if err == nil {
 				fl.byProbe[key(g[0])] = append(fl.byProbe[key(g[0])], l)
@@ -797,7 +884,7 @@ func (t *Tracer) attach(fl *fileLinks, keep func(plan.Attachment) bool) []Attach
 		if a.Return {
 			attach = ex.Uretprobe
 		}
-		l, err := attach(eventName(t.plan.Probes[a.Probe].Ref), t.program(a.Program), opts)
+		l, err := attach(eventName(t.plan.Probes[a.Probe].Ref), t.attachmentProgram(a), opts)
 		if err != nil {
 			fail(a, err)
 			continue
@@ -805,6 +892,28 @@ func (t *Tracer) attach(fl *fileLinks, keep func(plan.Attachment) bool) []Attach
 		fl.byProbe[key(a)] = append(fl.byProbe[key(a)], l)
 	}
 	return failures
+}
+
+// splitSessions takes out of attachments the entries attached as session
+// uprobes, returned apart, and their returns, which those links cover.
+func (t *Tracer) splitSessions(attachments []plan.Attachment) (rest, sessions []plan.Attachment) {
+	for _, a := range attachments {
+		switch {
+		case a.Program != plan.ProgramSite:
+			rest = append(rest, a)
+		case !a.Return && hasKey(t.returns, int(a.Cookie)):
+			sessions = append(sessions, a)
+		case a.Return && t.covered[int(a.Cookie)]:
+		default:
+			rest = append(rest, a)
+		}
+	}
+	return rest, sessions
+}
+
+func hasKey(m map[int]int, k int) bool {
+	_, ok := m[k]
+	return ok
 }
 
 // attachMulti attaches locations that share a file, process filter,
@@ -817,15 +926,15 @@ func (t *Tracer) attachMulti(ex *link.Executable, g []plan.Attachment) (link.Lin
 		opts.Cookies = append(opts.Cookies, a.Cookie)
 	}
 	if g[0].Return {
-		return ex.UretprobeMulti(nil, t.program(g[0].Program), opts)
+		return ex.UretprobeMulti(nil, t.attachmentProgram(g[0]), opts)
 	}
-	return ex.UprobeMulti(nil, t.program(g[0].Program), opts)
+	return ex.UprobeMulti(nil, t.attachmentProgram(g[0]), opts)
 }
 
 // groupAttachments splits attachments into the groups one uprobe_multi link
 // can carry, in order of first appearance; byProbe keeps each group to
 // one probe.
-func groupAttachments(all []plan.Attachment, byProbe bool) [][]plan.Attachment {
+func groupAttachments(all []plan.Attachment, byProbe bool, ownProgram func(plan.Attachment) bool) [][]plan.Attachment {
 	type key struct {
 		file    int
 		ret     bool
@@ -836,7 +945,7 @@ func groupAttachments(all []plan.Attachment, byProbe bool) [][]plan.Attachment {
 	var groups [][]plan.Attachment
 	for _, a := range all {
 		k := key{a.File, a.Return, a.Program, allProbes}
-		if byProbe {
+		if byProbe || ownProgram(a) {
 			k.probe = a.Probe
 		}
 		i, ok := index[k]
@@ -1410,6 +1519,14 @@ func (t *Tracer) Close() error {
 		t.coll.Close()
 		t.coll = nil
 	}
+	t.mu.Lock()
+	for p, prog := range t.countProgs {
+		if prog != nil {
+			err = errors.Join(err, prog.Close())
+		}
+		delete(t.countProgs, p)
+	}
+	t.mu.Unlock()
 	if t.stats != nil {
 		err = errors.Join(err, t.stats.Close())
 		t.stats = nil

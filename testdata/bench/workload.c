@@ -5,7 +5,21 @@
  *
  * Commands on stdin:
  *   measure N R     R interleaved rounds of N calls to each; prints
- *                   "ns PROBED TWIN": median nanoseconds per call
+ *                   "ns PROBED TWIN": median nanoseconds of the thread's
+ *                   CPU time per call
+ *   measure3 ARGS N R [SET]
+ *                   the same for probed(), twin() and twin2() (a second
+ *                   twin, where a second floor runs), called with the
+ *                   arguments ARGS names; prints "ns PROBED TWIN TWIN2".
+ *                   ARGS: "ints" (i, round), "names" (a struct whose name
+ *                   is two pointers away, round), "yes1" (the string "yes"
+ *                   in 1 call of 100, "no" in the others, round). SET
+ *                   picks other triples of identical functions: "line"
+ *                   (line_probed, line_twin, line_twin2: C functions whose
+ *                   marked lines a line probe takes), "tree" (pt_0, tt_0,
+ *                   tt2_0: the roots of three identical call trees of 100
+ *                   functions, which the benchmark assembles beside this
+ *                   file; N calls of a root are 100 * N calls)
  *   measure_cet N R the same for probed_cet() and twin_cet(), which start
  *                   with endbr64 (as gcc -fcf-protection compiles them)
  *   pace RATE SECS  calls probed() RATE times a second (0: as fast as it
@@ -27,6 +41,7 @@
  * instruction (push %rbp) and the same length. */
 long probed(long a, long b);
 long twin(long a, long b);
+long twin2(long a, long b);
 long probed_cet(long a, long b);
 long twin_cet(long a, long b);
 __asm__(".text\n"
@@ -42,7 +57,10 @@ __asm__(".text\n"
 	".size probed, .-probed\n"
 	".globl twin\n.type twin, @function\n"
 	"twin:\n\tpush %rbp\n\tmov %rsp, %rbp\n\tmov %rdi, %rax\n\txor %rsi, %rax\n\tpop %rbp\n\tret\n"
-	".size twin, .-twin\n");
+	".size twin, .-twin\n"
+	".globl twin2\n.type twin2, @function\n"
+	"twin2:\n\tpush %rbp\n\tmov %rsp, %rbp\n\tmov %rdi, %rax\n\txor %rsi, %rax\n\tpop %rbp\n\tret\n"
+	".size twin2, .-twin2\n");
 
 __attribute__((noinline)) void ping(void)
 {
@@ -53,6 +71,17 @@ static long long now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* thread_ns is the calling thread's CPU time: the traps a probe costs are
+ * the thread's (the kernel handles them on its time), while other
+ * processes that take the CPU meanwhile are not. measure and measure3 time
+ * with it, so that a busy machine does not inflate their rounds. */
+static long long thread_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
@@ -99,13 +128,13 @@ static void measure(long n, int rounds, long (*probed)(long, long), long (*twin)
 {
 	double *p = calloc(rounds, sizeof(double)), *t = calloc(rounds, sizeof(double));
 	for (int r = 0; r < rounds; r++) {
-		long long t0 = now_ns();
+		long long t0 = thread_ns();
 		for (long i = 0; i < n; i++)
 			sink = probed(i, r);
-		long long t1 = now_ns();
+		long long t1 = thread_ns();
 		for (long i = 0; i < n; i++)
 			sink = twin(i, r);
-		long long t2 = now_ns();
+		long long t2 = thread_ns();
 		p[r] = (double)(t1 - t0) / n;
 		t[r] = (double)(t2 - t1) / n;
 	}
@@ -115,6 +144,91 @@ static void measure(long n, int rounds, long (*probed)(long, long), long (*twin)
 	fflush(stdout);
 	free(p);
 	free(t);
+}
+
+/* The arguments of measure3: a request whose connection's name is two
+ * pointers away from the first argument (+0(+0(+8(arg0))):string), and
+ * the strings of a filter that holds in 1 call of 100. */
+struct conn {
+	const char *name;
+};
+struct request {
+	long id;
+	struct conn *conn;
+};
+static struct conn the_conn = {"checkout-service"};
+static struct request the_request = {42, &the_conn};
+static const char yes[] = "yes", no[] = "no";
+
+static long arg_of(int kind, long i)
+{
+	switch (kind) {
+	case 1:
+		return (long)&the_request;
+	case 2:
+		return (long)(i % 100 == 0 ? yes : no);
+	}
+	return i;
+}
+
+/* The line set: the statement marked in each is where a line probe goes
+ * (the benchmark finds the markers); it starts with a nop, which the kernel
+ * emulates, as the push of the other sets is. */
+__attribute__((noinline)) long line_probed(long a, long b)
+{
+	long r = a ^ b;
+	__asm__ volatile("nop" : "+r"(r)); /* line: line_probed */
+	return r;
+}
+
+__attribute__((noinline)) long line_twin(long a, long b)
+{
+	long r = a ^ b;
+	__asm__ volatile("nop" : "+r"(r)); /* line: line_twin */
+	return r;
+}
+
+__attribute__((noinline)) long line_twin2(long a, long b)
+{
+	long r = a ^ b;
+	__asm__ volatile("nop" : "+r"(r)); /* line: line_twin2 */
+	return r;
+}
+
+/* The tree set, assembled beside this file by the benchmark (weak: the
+ * tests build this file alone). */
+long pt_0(long a, long b) __attribute__((weak));
+long tt_0(long a, long b) __attribute__((weak));
+long tt2_0(long a, long b) __attribute__((weak));
+
+static void measure3(int kind, long n, int rounds, long (*probed)(long, long), long (*twin)(long, long),
+		     long (*twin2)(long, long))
+{
+	double *p = calloc(rounds, sizeof(double)), *t = calloc(rounds, sizeof(double)),
+	       *t2 = calloc(rounds, sizeof(double));
+	for (int r = 0; r < rounds; r++) {
+		long long t0 = thread_ns();
+		for (long i = 0; i < n; i++)
+			sink = probed(arg_of(kind, i), r);
+		long long t1 = thread_ns();
+		for (long i = 0; i < n; i++)
+			sink = twin(arg_of(kind, i), r);
+		long long t2_ = thread_ns();
+		for (long i = 0; i < n; i++)
+			sink = twin2(arg_of(kind, i), r);
+		long long t3 = thread_ns();
+		p[r] = (double)(t1 - t0) / n;
+		t[r] = (double)(t2_ - t1) / n;
+		t2[r] = (double)(t3 - t2_) / n;
+	}
+	qsort(p, rounds, sizeof(double), cmp);
+	qsort(t, rounds, sizeof(double), cmp);
+	qsort(t2, rounds, sizeof(double), cmp);
+	printf("ns %.1f %.1f %.1f\n", p[rounds / 2], t[rounds / 2], t2[rounds / 2]);
+	fflush(stdout);
+	free(p);
+	free(t);
+	free(t2);
 }
 
 static void pace(long rate, double secs)
@@ -140,14 +254,26 @@ static void pace(long rate, double secs)
 
 int main(void)
 {
-	char line[128];
+	char line[128], args[16];
 	printf("ready\n");
 	fflush(stdout);
 	while (fgets(line, sizeof(line), stdin)) {
 		long n, rate;
 		int r;
 		double secs;
-		if (sscanf(line, "measure %ld %d", &n, &r) == 2)
+		if (sscanf(line, "measure3 %15s %ld %d", args, &n, &r) == 3) {
+			int kind = strcmp(args, "names") == 0 ? 1 : strcmp(args, "yes1") == 0 ? 2 : 0;
+			if (strstr(line, " line"))
+				measure3(kind, n, r, line_probed, line_twin, line_twin2);
+			else if (strstr(line, " tree") && pt_0 && tt_0 && tt2_0)
+				measure3(kind, n, r, pt_0, tt_0, tt2_0);
+			else if (strstr(line, " tree")) {
+				printf("no tree\n");
+				fflush(stdout);
+			} else
+				measure3(kind, n, r, probed, twin, twin2);
+		}
+		else if (sscanf(line, "measure %ld %d", &n, &r) == 2)
 			measure(n, r, probed, twin);
 		else if (sscanf(line, "measure_cet %ld %d", &n, &r) == 2)
 			measure(n, r, probed_cet, twin_cet);

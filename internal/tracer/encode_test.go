@@ -1,0 +1,98 @@
+package tracer
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
+	"github.com/otel-uprobe/uprobereceiver/internal/regs"
+)
+
+func TestRegistersOnly(t *testing.T) {
+	reg := func(r regs.Register) plan.Fetch {
+		return plan.Fetch{Base: plan.BaseRegister, Register: r, Store: plan.StoreInt, ReadSize: 8}
+	}
+	di, si := reg(regs.RDI), reg(regs.RSI)
+	deref := reg(regs.RDI)
+	deref.Derefs = []int64{8}
+	indexed := reg(regs.RDI)
+	indexed.Scale, indexed.Index = 8, regs.RSI
+	str := reg(regs.RDI)
+	str.Store = plan.StoreString
+	constant := plan.Fetch{Base: plan.BaseConstant, Disp: 42, Store: plan.StoreInt}
+	for _, tc := range []struct {
+		name    string
+		fetches []plan.Fetch
+		want    bool
+	}{
+		{"none", nil, false},
+		{"one argument", []plan.Fetch{di}, true},
+		{"four registers", []plan.Fetch{di, si, di, si}, true},
+		{"five registers", []plan.Fetch{di, si, di, si, di}, false},
+		{"a dereference", []plan.Fetch{di, deref}, false},
+		{"an index", []plan.Fetch{indexed}, false},
+		{"a string", []plan.Fetch{str}, false},
+		{"a constant", []plan.Fetch{constant}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, registersOnly(tc.fetches))
+		})
+	}
+}
+
+// sessionPlan is a plan of one file with a function span f (entry site 0
+// at offset 0x100, return site 1) whose entry has a condition, and a span
+// g without one (sites 2 and 3 at 0x200).
+func sessionPlan() *plan.Plan {
+	pl := &plan.Plan{
+		Targets: []plan.PlannedTarget{{}},
+		Probes: []plan.Probe{
+			{Ref: "uprobe:f", Kind: config.KindUprobe}, {Ref: "uretprobe:f", Kind: config.KindUretprobe},
+			{Ref: "uprobe:g", Kind: config.KindUprobe}, {Ref: "uretprobe:g", Kind: config.KindUretprobe},
+		},
+		Spans: []plan.SpanDef{{Name: "f", Entry: 0, Exit: 1, Function: true}, {Name: "g", Entry: 2, Exit: 3, Function: true}},
+		Sites: []plan.Site{
+			{Probe: 0, EntrySpan: 0, ExitSpan: -1, Filters: []plan.Filter{{}}},
+			{Probe: 1, EntrySpan: -1, ExitSpan: 0},
+			{Probe: 2, EntrySpan: 1, ExitSpan: -1},
+			{Probe: 3, EntrySpan: -1, ExitSpan: 1},
+		},
+		Attachments: []plan.Attachment{
+			{FileOffset: 0x100, Program: plan.ProgramSite, Cookie: 0, Probe: 0},
+			{FileOffset: 0x100, Program: plan.ProgramSite, Cookie: 1, Probe: 1, Return: true},
+			{FileOffset: 0x200, Program: plan.ProgramSite, Cookie: 2, Probe: 2},
+			{FileOffset: 0x200, Program: plan.ProgramSite, Cookie: 3, Probe: 3, Return: true},
+		},
+	}
+	pl.Files = []plan.File{{Sites: plan.Range{End: 4}, Attachments: plan.Range{End: 4}}}
+	return pl
+}
+
+// Only the entry of a function span that may reject a call at entry,
+// whose return does nothing but close it, attaches as a session uprobe.
+func TestSessionPairs(t *testing.T) {
+	pl := sessionPlan()
+	assert.Equal(t, map[int]int{0: 1}, sessionPairs(pl, 0), "f's entry has a condition; g's has none")
+
+	pl = sessionPlan()
+	pl.Sites[1].ValueHist = 1 // its return also feeds a counter's histogram: it must see every call
+	assert.Empty(t, sessionPairs(pl, 0))
+
+	pl = sessionPlan()
+	pl.Sites[0].Filters[0].AtExit = true // a condition at exit rejects nothing at entry
+	assert.Empty(t, sessionPairs(pl, 0))
+
+	pl = sessionPlan()
+	pl.Targets[0].Chosen = true // a target that chooses its processes rejects the others' calls at entry
+	assert.Equal(t, map[int]int{0: 1, 2: 3}, sessionPairs(pl, 0))
+
+	pl = sessionPlan()
+	pl.Files[0].Go = true // Go returns are RET sites
+	assert.Empty(t, sessionPairs(pl, 0))
+
+	pl = sessionPlan()
+	pl.Attachments[1].FileOffset = 0x104 // not where the entry is
+	assert.Empty(t, sessionPairs(pl, 0))
+}
