@@ -1895,8 +1895,12 @@ static __always_inline int recorded_root(struct task_state *ts, int p)
  * (task, the current task); send_span writes the rest.
  */
 __subprog void fill_record(const struct site *s, struct pt_regs *regs, struct task_state *ts,
-			   struct task_struct *task, struct span_record *rec)
+			   struct span_record *rec)
 {
+	/* The task is looked up here rather than kept across send_span's
+	 * calls: one register fewer to spill keeps span_exit's frame within
+	 * 48 bytes with the thread context's copy. */
+	struct task_struct *task = bpf_get_current_task_btf();
 	__u32 k = frame_index(ts->closing.frame);
 	struct frame *f = &ts->frames[k];
 
@@ -1974,7 +1978,7 @@ static __always_inline void send_span(const struct site *s, struct pt_regs *regs
 	rec->flags = (f->flags & ~RECORD_THREAD_CONTEXT) | (end > ts->closing.values_end ? RECORD_THREAD_CONTEXT : 0) |
 		     (r & FETCHED_TRUNCATED ? RECORD_TRUNCATED : 0);
 	rec->exit_failed = r >> FETCHED_FAILED_SHIFT;
-	fill_record(s, regs, ts, task, rec);
+	fill_record(s, regs, ts, rec);
 	if (bpf_ringbuf_output(&records, w, end + sizeof(struct span_record), span_wake_flags(ts))) {
 		if (f->flags & RECORD_PENDING) {
 			/* Counted with the process's choice, as its duration. */
