@@ -16,10 +16,10 @@ import (
 func TestTreeAsm(t *testing.T) {
 	asm := treeAsm()
 	for _, prefix := range []string{"pt", "tt", "tt2"} {
-		defs := regexp.MustCompile(`(?m)^` + prefix + `_(\d+):\n\tpush %rbp\n`).FindAllStringSubmatch(asm, -1)
+		defs := regexp.MustCompile(`(?m)^`+prefix+`_(\d+):\n\tpush %rbp\n`).FindAllStringSubmatch(asm, -1)
 		assert.Len(t, defs, treeFunctions, prefix)
 		calls := map[string]int{}
-		for _, m := range regexp.MustCompile(`call (` + prefix + `_\d+)\n`).FindAllStringSubmatch(asm, -1) {
+		for _, m := range regexp.MustCompile(`call (`+prefix+`_\d+)\n`).FindAllStringSubmatch(asm, -1) {
 			calls[m[1]]++
 		}
 		assert.Len(t, calls, treeFunctions-1, "%s: every function but the root is called", prefix)
