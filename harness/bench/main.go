@@ -91,6 +91,7 @@ func main() {
 	flag.StringVar(&s.profileDir, "profile-dir", "", "directory for the collector's CPU and allocation profiles (default: -out)")
 	flag.StringVar(&s.commit, "commit", "", "the commit the measured code was built from (default: git describe of the current directory)")
 	cycles := flag.Int("cycles", 0, "per-hit cycles (default: 9, 1 with -smoke)")
+	render := flag.String("render", "", "write benchmarks.md (and benchmarks.json) to -out again from this benchmarks.json, its goals recomputed, measuring nothing")
 	floorSecs := flag.Float64("pdata-floor", 0, "run as the standalone pdata floor for this many seconds and print it as JSON")
 	flag.Parse()
 	if *floorSecs > 0 {
@@ -108,6 +109,13 @@ func main() {
 	}
 	if *cycles > 0 {
 		s.cycles = *cycles
+	}
+	if *render != "" {
+		if err := renderAgain(*render, s.out); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if s.profileDir == "" {
 		s.profileDir = s.out
@@ -310,6 +318,38 @@ func run(s settings) error {
 		}
 	}
 	goals(res)
+	return write(res, s.out)
+}
+
+// renderAgain writes the documents of an earlier run (its benchmarks.json
+// at path) to out again, with its goals recomputed.
+func renderAgain(path, out string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var res Result
+	if err := json.Unmarshal(b, &res); err != nil {
+		return fmt.Errorf("reading %s: %w", path, err)
+	}
+	res.Goals = nil
+	goals(&res)
+	seen := map[string]bool{} // goals adds its notes again
+	notes := res.Notes[:0]
+	for _, n := range res.Notes {
+		if !seen[n] {
+			seen[n] = true
+			notes = append(notes, n)
+		}
+	}
+	res.Notes = notes
+	return write(&res, out)
+}
+
+// write prints the markdown of res and, with out set, writes
+// benchmarks.md and benchmarks.json there.
+func write(res *Result, out string) error {
+	s := settings{out: out}
 	md := markdown(res)
 	fmt.Print(md)
 	if s.out != "" {
@@ -793,18 +833,16 @@ func goals(res *Result) {
 		}
 		return PerHit{}, false
 	}
+	// Ratios to three places: a goal of 1.00× is missed by 1.003×.
 	if p, ok := find("receiver: count-only probe"); ok {
-		res.Goals = append(res.Goals, Goal{"count-only probe vs bare counting uprobe", "≤ 1.00×", fmt.Sprintf("%.2f×", p.Ratio), p.Ratio <= 1.00})
+		res.Goals = append(res.Goals, Goal{"count-only probe vs bare counting uprobe", "≤ 1.00×", fmt.Sprintf("%.3f×", p.Ratio), p.Ratio <= 1.00})
 	}
 	if p, ok := find("receiver: span probe (entry+exit, 2 attributes)"); ok {
-		res.Goals = append(res.Goals, Goal{"span probe vs the delivered-span floor", "≤ 1.00×", fmt.Sprintf("%.2f×", p.Ratio), p.Ratio <= 1.00})
-		if p.Also != nil {
-			res.Goals = append(res.Goals, Goal{"span probe vs bare entry+return pair", "≤ 1.25×", fmt.Sprintf("%.2f×", p.Also.Ratio), p.Also.Ratio <= 1.25})
-		}
+		res.Goals = append(res.Goals, Goal{"span probe vs the delivered-span floor", "≤ 1.00×", fmt.Sprintf("%.3f×", p.Ratio), p.Ratio <= 1.00})
 	}
 	for _, p := range res.PerHit {
 		if p.Goal != "" {
-			res.Goals = append(res.Goals, Goal{p.Goal, fmt.Sprintf("≤ %.2f×", p.GoalRatio), fmt.Sprintf("%.2f×", p.Ratio), p.Ratio <= p.GoalRatio})
+			res.Goals = append(res.Goals, Goal{p.Goal, fmt.Sprintf("≤ %.2f×", p.GoalRatio), fmt.Sprintf("%.3f×", p.Ratio), p.Ratio <= p.GoalRatio})
 		}
 	}
 	if tc := res.ThreadContext; tc != nil {

@@ -199,6 +199,9 @@ func perHit(s settings, res *Result, w *workload, path string) error {
 		{name: floorCount, set: plain, args: "ints", attach: plain.floors[floorCount]},
 		{name: floorPair, set: plain, args: "ints", attach: plain.floors[floorPair]},
 		{name: floorSpan, set: plain, args: "ints", floors: []string{floorPair}, attach: plain.floors[floorSpan]},
+		// A/A: how far from 1.00 the method itself reads (probed() is timed
+		// first in each round, twin() second).
+		{name: "A/A: bare counting uprobe on probed() against itself on twin()", set: plain, args: "ints", floors: []string{floorCount}, attach: plain.floors[floorCount]},
 		{name: "receiver: count-only probe", set: plain, args: "ints", floors: []string{floorCount}, attach: recv(counter)},
 		{name: "receiver: span probe (entry+exit, 2 attributes)", set: plain, args: "ints", floors: []string{floorSpan, floorPair}, attach: recv(span)},
 	}
