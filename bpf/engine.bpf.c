@@ -313,6 +313,12 @@ struct task_state {
 	/* The context the thread had published (OTEP 4947) when its outermost
 	 * open span opened, with RECORD_THREAD_CONTEXT on that frame. */
 	struct thread_context tctx;
+	/* tctx_none is what thread_ctx_read found last for this thread's
+	 * process when that was "no variable" (THREAD_CTX_NONE): the image
+	 * (self_exec_id, high 32 bits) and the count of its mappings (low 32),
+	 * bit 63 set; 0 otherwise. While both still hold, the outermost span
+	 * skips the read: nothing was mapped since user space looked. */
+	__u64 tctx_none;
 	/* sent counts the span records of this state, so that only every
 	 * FILL_CHECK_EVERY-th of them looks at how full the ring is. */
 	__u32 sent;
@@ -1532,6 +1538,13 @@ __subprog void thread_ctx_ask(struct task_struct *task, struct thread_ctx_proc *
  * whose access the engine does not know is asked about instead. Each
  * outcome is counted.
  */
+/* tctx_none_key is the key of struct task_state's tctx_none for the
+ * current task: its image and how many mappings its process has. */
+static __always_inline __u64 tctx_none_key(struct task_struct *task)
+{
+	return 1ULL << 63 | (__u64)task->self_exec_id << 32 | (__u32)task->mm->map_count;
+}
+
 __subprog __u32 thread_ctx_read(const struct site *s, struct task_state *ts)
 {
 	/* One buffer for the map key, the variable and the record's head:
@@ -1549,6 +1562,10 @@ __subprog __u32 thread_ctx_read(const struct site *s, struct task_state *ts)
 		/* Not answered, or no variable in what the process mapped then:
 		 * ask again, at most every ABI_THREAD_ASK_NS (the answer may
 		 * have been lost; a library may have been loaded since). */
+		if (p->access == THREAD_CTX_NONE && p->map_count == task->mm->map_count) {
+			ts->tctx_none = tctx_none_key(task);
+			return 0;
+		}
 		if (p->access == THREAD_CTX_ASKED || p->map_count != task->mm->map_count) {
 			__u64 now = bpf_ktime_get_ns();
 			if (now - p->asked_ns >= ABI_THREAD_ASK_NS)
@@ -1805,7 +1822,8 @@ __noinline int span_entry(const struct site *s, __u32 site_id, __u32 extra_flags
 		return 0;
 	}
 	/* The thread's outermost span joins the trace the thread published. */
-	if (!ts->depth && (s->flags & SITE_THREAD_CONTEXT) && !(s->flags & SITE_GO) && emit_records)
+	if (!ts->depth && (s->flags & SITE_THREAD_CONTEXT) && !(s->flags & SITE_GO) && emit_records &&
+	    ts->tctx_none != tctx_none_key(task))
 		at |= thread_ctx_read(s, ts);
 
 	open_frame(s, regs, ts, at);
