@@ -185,12 +185,14 @@ run: build demo
 # harness/scalebench measures Start, Shutdown and memory by locations
 # (100 to 20,000, and PostgreSQL's function: "*") and targets (10 to
 # 2,000) and writes its section of docs/benchmarks.md and docs/scale.json
-# (a few minutes).
+# (a few minutes); harness/benchreadme then quotes both in the README's
+# performance section.
 BENCH_BASELINE ?= docs/benchmarks-baseline.json
 bench: deps-bench build floor-distro
 	mkdir -p docs
 	$(GO) run ./harness/bench -out docs -distro $(abspath $(DISTRO)) -floor-distro $(abspath $(FLOOR_DISTRO)) $(if $(wildcard $(BENCH_BASELINE)),-before $(BENCH_BASELINE))
 	$(GO) run ./harness/scalebench -out docs
+	$(GO) run ./harness/benchreadme
 
 # bench-smoke is the seconds-long version CI runs so that the benchmark
 # cannot rot; its numbers are not meant to be read.
