@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/cilium/ebpf"
@@ -421,13 +422,17 @@ func recipeMarkdown(b *strings.Builder, recipes []PerHit) {
 		"The floor is the bare counting program at every site the recipe's plan attaches (uprobes, uretprobes and USDT semaphores as the receiver plans them, scoped to the same process), one counter per site class: its hits say how many traps of each class a call takes, and what it adds is the floor of the recipe's own site classes. "+
 		"\"× trap by class\" divides instead by those traps times this machine's trap by site class (the first table). "+
 		"The C library rows (dns, malloc, tls) and python and jvm are timed by the calling thread's CPU time (the workload pinned to CPU 0); postgresql and go-http are servers, timed per request by the server's CPU time (the backend's, the Go process's: every thread), the requests sent one at a time over one connection by a thread on the same CPU, so that the time is the server's own work end to end but not the client's.\n\n", len(recipes[0].Cycles))
-	fmt.Fprintf(b, "| recipe | workload, per call | unprobed ns per call | ns added per call | traps per call | × floor at its sites | × trap by class | what dominates |\n|---|---|---:|---:|---|---:|---:|---|\n")
+	fmt.Fprintf(b, "| recipe | workload, per call | unprobed ns per call | ns added per call (cycles' range) | traps per call | × floor at its sites | × trap by class | what dominates |\n|---|---|---:|---:|---|---:|---:|---|\n")
 	for _, p := range recipes {
 		trap := "—"
 		if p.Also != nil {
 			trap = fmt.Sprintf("%.2f", p.Also.Ratio)
 		}
-		fmt.Fprintf(b, "| %s | %s | %.0f | %.0f | %s | %.2f | %s | %s |\n", p.Recipe, strings.TrimPrefix(p.Name, "recipe: "+p.Recipe+", "), p.UnprobedNs, p.AddedNs, p.Traps, p.Ratio, trap, p.Dominates)
+		added := fmt.Sprintf("%.0f", p.AddedNs)
+		if len(p.Cycles) > 1 {
+			added += fmt.Sprintf(" (%.0f to %.0f)", slices.Min(p.Cycles), slices.Max(p.Cycles))
+		}
+		fmt.Fprintf(b, "| %s | %s | %.0f | %s | %s | %.2f | %s | %s |\n", p.Recipe, strings.TrimPrefix(p.Name, "recipe: "+p.Recipe+", "), p.UnprobedNs, added, p.Traps, p.Ratio, trap, p.Dominates)
 	}
 }
 

@@ -51,7 +51,7 @@ func TestRecipeFloorClasses(t *testing.T) {
 func TestRecipeMarkdown(t *testing.T) {
 	res := &Result{PerHit: []PerHit{
 		{Name: "receiver: span, sample_ratio 0.01", Feature: "sample_ratio 0.01", AddedNs: 700, Baseline: floorCount, Ratio: 1.05, Dominates: "the return trap"},
-		{Name: "recipe: dns, getaddrinfo, per lookup", Feature: "recipe dns", Recipe: "dns", AddedNs: 10795, UnprobedNs: 84, Cycles: []float64{10795},
+		{Name: "recipe: dns, getaddrinfo, per lookup", Feature: "recipe dns", Recipe: "dns", AddedNs: 10795, UnprobedNs: 84, Cycles: []float64{10795, 10700, 11000},
 			Traps: "1.00 emulated + 1.00 single-stepped per call", Baseline: "bare counting uprobes at its sites", Ratio: 1.10,
 			Also: &Against{Floor: "trap", Ratio: 1.07}, Dominates: "the ret: return"},
 	}}
@@ -62,5 +62,5 @@ func TestRecipeMarkdown(t *testing.T) {
 	require.True(t, ok, md)
 	assert.Contains(t, features, "| sample_ratio 0.01 |")
 	assert.NotContains(t, features, "getaddrinfo")
-	assert.Contains(t, recipes, "| dns | getaddrinfo, per lookup | 84 | 10795 | 1.00 emulated + 1.00 single-stepped per call | 1.10 | 1.07 | the ret: return |\n")
+	assert.Contains(t, recipes, "| dns | getaddrinfo, per lookup | 84 | 10795 (10700 to 11000) | 1.00 emulated + 1.00 single-stepped per call | 1.10 | 1.07 | the ret: return |\n")
 }
