@@ -39,14 +39,22 @@ import (
 // on the real program or library it was written for, calling what the
 // recipe probes. There is no identical twin of getaddrinfo or of a
 // PostgreSQL statement to time a floor on in the same rounds, so each
-// cycle times the workload four times: unprobed, with the recipe
-// attached (`recipe: NAME`, scoped to the workload's process), with the
-// recipe's floor, and unprobed again. The floor is a bare counting uprobe
-// (uretprobe) at every site the recipe's plan attaches, one counter per
-// site class, so that it reads how many traps of each class a call takes;
-// its cost is the floor of the recipe's own site classes. The row's
-// second ratio is against the machine's trap by site class
-// (tracer.CalibrateMachine, same run) times those traps per call.
+// cycle times the workload five times: unprobed, with the recipe attached
+// (`recipe: NAME`, scoped to the workload's process), unprobed, with the
+// recipe's floor, and unprobed again; the recipe and the floor are each
+// compared with the unprobed measures either side of them. The floor is a
+// bare counting uprobe (uretprobe) at every site the recipe's plan
+// attaches, one counter per site class, so that it reads how many traps
+// of each class a call takes; its cost is the floor of the recipe's own
+// site classes. The row's second ratio is against the machine's trap by
+// site class (tracer.CalibrateMachine, same run) times those traps per
+// call.
+//
+// The floor is scoped to the workload's process by the kernel (the
+// uprobe_multi link's pid); the receiver's links of a pid: target are
+// not (tracer_linux.go attaches them to the file and filters in BPF), so
+// while a recipe row runs, other processes that map the same file take
+// its traps too.
 
 // recipeWorkload is one recipe's workload process and the target that
 // attaches the recipe to it.
@@ -71,15 +79,17 @@ type recipeRow struct {
 	recipe string
 	// name is the row's configuration, what -rows matches.
 	name string
-	// calls are the calls per round of a full run and of -smoke.
-	calls, smokeCalls int
-	dominates         string
-	start             func(dir string) (*recipeWorkload, error)
+	// calls are the calls per round of a full run and of -smoke; rounds,
+	// when set, the rounds of a full run (more, shorter rounds make the
+	// median of the noisier servers and interpreters steadier).
+	calls, smokeCalls, rounds int
+	dominates                 string
+	start                     func(dir string) (*recipeWorkload, error)
 }
 
 // recipeCycles is the number of cycles of the recipe rows in a full run:
 // each cycle starts the receiver once per recipe (1 to 4 s here), so the
-// seven rows take about 90 s in all.
+// seven rows take under 2 minutes in all.
 const recipeCycles = 3
 
 // recipeRows are the rows, one for each embedded recipe, and what stops
@@ -120,16 +130,16 @@ func recipeRows() (_ []recipeRow, stopShared func()) {
 			calls: 3_000, smokeCalls: 300, start: startC("tls", "tls"),
 			dominates: "the single-stepped entries of SSL_write and SSL_read (sub $0x18,%rsp, cmpq: ~10 µs each here), then their two uretprobe returns; the BPF (two spans) ~1.5 µs, OpenSSL's own work ~1 µs"},
 		{recipe: "python", name: "recipe: python, python3.11 import of a one-line module dropped from sys.modules, per import (thread CPU time, CPU 0)",
-			calls: 1_000, smokeCalls: 100, start: startPythonRecipe,
+			calls: 400, smokeCalls: 100, rounds: 15, start: startPythonRecipe,
 			dominates: "the import's own work (finding and loading the module, ~30 µs); of what the recipe adds, the two emulated USDT traps, then the BPF (the module name's string read, the span) ~1.2 µs"},
 		{recipe: "jvm", name: "recipe: jvm, OpenJDK 17 class load (defineClass in a new class loader), per class (thread CPU time, CPU 0)",
-			calls: 1_000, smokeCalls: 100, start: startJVMRecipe,
-			dominates: "the class load itself (~12 µs); the recipe adds the emulated class__loaded trap and, when a collection unloads the class, class__unloaded (counters, BPF ~0.4 µs): near the noise of a class load"},
+			calls: 400, smokeCalls: 100, rounds: 15, start: startJVMRecipe,
+			dominates: "the class load itself (10 to 12 µs); the recipe adds the emulated class__loaded trap and, when a collection unloads the class, class__unloaded (counters, BPF ~0.4 µs): near the noise of a class load"},
 		{recipe: "postgresql", name: "recipe: postgresql, PostgreSQL 15 \"SELECT 1\" (simple protocol, Unix socket), per statement (the backend's CPU time, CPU 0)",
-			calls: 2_000, smokeCalls: 200, start: startPostgresRecipe,
+			calls: 700, smokeCalls: 100, rounds: 15, start: startPostgresRecipe,
 			dominates: "the statement's own work (~12 µs of backend CPU); the recipe adds four emulated USDT traps (query and transaction start and end) and ~1.8 µs of BPF (two spans, the query text's string read)"},
 		{recipe: "go-http", name: "recipe: go-http, Go net/http GET /hello (keep-alive), per request (the server process's CPU time, CPU 0)",
-			calls: 1_000, smokeCalls: 100, start: startGoHTTPRecipe,
+			calls: 400, smokeCalls: 100, rounds: 15, start: startGoHTTPRecipe,
 			dominates: "the two single-stepped RET sites (ServeHTTP's and WriteHeader's returns, ~10 µs each here), then the two emulated entries and ~6 µs of BPF: pairing by goroutine (an outermost span copies its goroutine's state) and the request's three strings"},
 	}, stopShared
 }
@@ -162,11 +172,13 @@ func recipeCosts(s settings, res *Result) error {
 	defer os.RemoveAll(dir)
 	cycles := min(s.cycles, recipeCycles)
 	for _, r := range rows {
-		calls := r.calls
+		calls, rounds := r.calls, s.rounds
 		if s.smoke {
 			calls = r.smokeCalls
+		} else if r.rounds > 0 {
+			rounds = r.rounds
 		}
-		row, err := measureRecipe(s, res, r, dir, calls, cycles)
+		row, err := measureRecipe(res, r, dir, calls, rounds, cycles, s.programStats)
 		if err != nil && testutil.InCI() {
 			// CI installed every program (make deps-bench): a row
 			// that cannot be had there has rotted.
@@ -183,8 +195,8 @@ func recipeCosts(s settings, res *Result) error {
 }
 
 // measureRecipe starts a recipe's workload and times it for cycles cycles
-// of four measures: unprobed, recipe, floor, unprobed.
-func measureRecipe(s settings, res *Result, r recipeRow, dir string, calls, cycles int) (PerHit, error) {
+// of five measures: unprobed, recipe, unprobed, floor, unprobed.
+func measureRecipe(res *Result, r recipeRow, dir string, calls, rounds, cycles int, programStats bool) (PerHit, error) {
 	began := time.Now()
 	w, err := r.start(dir)
 	if err != nil {
@@ -219,7 +231,7 @@ func measureRecipe(s settings, res *Result, r recipeRow, dir string, calls, cycl
 
 	// A first, discarded measure warms the workload up (a JIT, caches,
 	// a server's first statements).
-	if _, _, err := w.measure(calls, s.rounds); err != nil {
+	if _, _, err := w.measure(calls, rounds); err != nil {
 		return PerHit{}, err
 	}
 	row := PerHit{Name: r.name, Feature: "recipe " + r.recipe, Dominates: r.dominates, Recipe: r.recipe}
@@ -228,7 +240,7 @@ func measureRecipe(s settings, res *Result, r recipeRow, dir string, calls, cycl
 	fmt.Fprintf(os.Stderr, "recipe %s: started and planned in %.1f s\n", r.recipe, time.Since(began).Seconds())
 	for c := 0; c < cycles; c++ {
 		cycleStart := time.Now()
-		base0, _, err := w.measure(calls, s.rounds)
+		base0, _, err := w.measure(calls, rounds)
 		if err != nil {
 			return row, err
 		}
@@ -239,12 +251,12 @@ func measureRecipe(s settings, res *Result, r recipeRow, dir string, calls, cycl
 			return row, fmt.Errorf("starting the receiver with recipe %s: %w", r.recipe, err)
 		}
 		var before map[ebpf.ProgramID]progRun
-		if s.programStats {
+		if programStats {
 			before, _ = programRuns([]string{""})
 		}
-		traced, tracedCalls, err := w.measure(calls, s.rounds)
+		traced, tracedCalls, err := w.measure(calls, rounds)
 		bpf := ""
-		if s.programStats && err == nil {
+		if programStats && err == nil {
 			after, _ := programRuns([]string{""})
 			rt, runs := programDelta(before, after)
 			bpf = fmt.Sprintf(" [BPF %.1f ns in %.2f runs per call]", float64(rt.Nanoseconds())/float64(tracedCalls), float64(runs)/float64(tracedCalls))
@@ -253,11 +265,15 @@ func measureRecipe(s settings, res *Result, r recipeRow, dir string, calls, cycl
 		if err != nil {
 			return row, err
 		}
+		base1, _, err := w.measure(calls, rounds)
+		if err != nil {
+			return row, err
+		}
 		f, err := openSiteFloor(files, sites, w.pid)
 		if err != nil {
 			return row, fmt.Errorf("attaching the floor: %w", err)
 		}
-		floored, made, err := w.measure(calls, s.rounds)
+		floored, made, err := w.measure(calls, rounds)
 		if err == nil {
 			perClass, err = f.hitsPerCall(made)
 		}
@@ -265,17 +281,17 @@ func measureRecipe(s settings, res *Result, r recipeRow, dir string, calls, cycl
 		if err != nil {
 			return row, err
 		}
-		base1, _, err := w.measure(calls, s.rounds)
+		base2, _, err := w.measure(calls, rounds)
 		if err != nil {
 			return row, err
 		}
-		base := (base0 + base1) / 2
-		added, floorAdded := traced-base, floored-base
+		// Each is compared with the unprobed measures either side of it.
+		added, floorAdded := traced-(base0+base1)/2, floored-(base1+base2)/2
 		row.Cycles = append(row.Cycles, added)
-		unprobed = append(unprobed, base)
+		unprobed = append(unprobed, base1)
 		floorRatios = append(floorRatios, added/floorAdded)
-		line := fmt.Sprintf("cycle %d: %-60s %8.1f ns added%s (unprobed %.1f then %.1f ns, traced %.1f, floor %.1f), %.2f × bare counting at its sites (%.1f ns: %s), spans %d",
-			c+1, "recipe "+r.recipe, added, bpf, base0, base1, traced, floored, added/floorAdded, floorAdded, classText(perClass), counts.spans.Load())
+		line := fmt.Sprintf("cycle %d: %-60s %8.1f ns added%s (unprobed %.1f, traced %.1f, unprobed %.1f, floor %.1f, unprobed %.1f), %.2f × bare counting at its sites (%.1f ns: %s), spans %d",
+			c+1, "recipe "+r.recipe, added, bpf, base0, traced, base1, floored, base2, added/floorAdded, floorAdded, classText(perClass), counts.spans.Load())
 		if trap := trapFloor(res.Trap, perClass); trap > 0 {
 			trapRatios = append(trapRatios, added/trap)
 			line += fmt.Sprintf(", %.2f × the trap by class (%.0f ns)", added/trap, trap)
