@@ -37,8 +37,11 @@ GENERATE_PACKAGES := clang-14 llvm-14 libbpf-dev linux-libc-dev
 # the arm64 cross tools; libc6-dbg for the probe browser's tests, which
 # paste every line a listing of glibc offers (cmd/uprobe-list).
 TEST_PACKAGES := $(RUN_PACKAGES) g++ gdb clang-14 llvm-14 postgresql-15 postgresql-client-15 python3.11 libc6-dbg libssl-dev openssl openjdk-17-jdk-headless
-# BENCH_PACKAGES: bpftrace, which make bench compares against.
-BENCH_PACKAGES := $(RUN_PACKAGES) bpftrace
+# BENCH_PACKAGES: bpftrace, which make bench compares against, and the
+# programs of the recipe rows of its feature cost matrix (harness/bench
+# recipes.go: PostgreSQL 15, Python 3.11, OpenSSL's headers and OpenJDK 17
+# with javac).
+BENCH_PACKAGES := $(RUN_PACKAGES) bpftrace postgresql-15 python3.11 libssl-dev openjdk-17-jdk-headless
 
 # PLATFORMS are the GOOS/GOARCH pairs check-platforms builds the module
 # for (make test-unit): the receiver builds everywhere the collector ships
@@ -67,9 +70,9 @@ endef
 
 # deps installs every package any target needs (CI runs it first);
 # deps-run, deps-generate, deps-test and deps-bench install one target's.
-# Both make /usr/share/man/man1 first: OpenJDK's postinst registers its
-# man pages as alternatives and fails where the directory is absent
-# (Debian's slim images drop it).
+# deps, deps-test and deps-bench make /usr/share/man/man1 first: OpenJDK's
+# postinst registers its man pages as alternatives and fails where the
+# directory is absent (Debian's slim images drop it).
 deps:
 	mkdir -p /usr/share/man/man1
 	$(call apt-install,$(RUN_PACKAGES) $(GENERATE_PACKAGES) $(TEST_PACKAGES) $(BENCH_PACKAGES))
@@ -81,6 +84,7 @@ deps-test:
 	mkdir -p /usr/share/man/man1
 	$(call apt-install,$(TEST_PACKAGES))
 deps-bench:
+	mkdir -p /usr/share/man/man1
 	$(call apt-install,$(BENCH_PACKAGES))
 
 # generate rebuilds the committed generated code: the BPF engine (bpf2go with

@@ -176,6 +176,12 @@ type PerHit struct {
 	// bound; empty for none.
 	Goal      string  `json:"goal,omitempty"`
 	GoalRatio float64 `json:"goal_ratio,omitempty"`
+	// Recipe names the recipe of a recipe row (recipes.go), timed on its
+	// own workload: UnprobedNs is a call's median time without probes,
+	// Traps the traps of each site class a call takes (its floor's hits).
+	Recipe     string  `json:"recipe,omitempty"`
+	UnprobedNs float64 `json:"unprobed_ns,omitempty"`
+	Traps      string  `json:"traps_per_call,omitempty"`
 }
 
 // Against is a row's ratio to one floor: the median over cycles of what
@@ -407,6 +413,8 @@ type workload struct {
 	cmd   *exec.Cmd
 	in    io.WriteCloser
 	lines chan string
+	// readyLine is the line that said the workload is ready ("ready …").
+	readyLine string
 }
 
 func startWorkload(path string) (*workload, error) {
@@ -433,9 +441,11 @@ func startWorkloadCmd(cmd *exec.Cmd) (*workload, error) {
 		}
 		close(w.lines)
 	}()
-	if _, err := w.expect("ready"); err != nil {
+	line, err := w.expect("ready")
+	if err != nil {
 		return nil, err
 	}
+	w.readyLine = line
 	return w, nil
 }
 

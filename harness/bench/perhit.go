@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/cilium/ebpf"
@@ -306,7 +307,7 @@ func perHit(s settings, res *Result, w *workload, path string) error {
 		}
 		res.PerHit = append(res.PerHit, row)
 	}
-	return nil
+	return recipeCosts(s, res)
 }
 
 // calls returns the calls per round of a setup's measure3.
@@ -390,19 +391,49 @@ func perHitMarkdown(b *strings.Builder, res *Result) {
 		}
 		fmt.Fprintf(b, "| %s | %.0f | %s | %s |\n", p.Name, p.AddedNs, ratioText(p.Baseline, p.Ratio), alsoText(p.Also))
 	}
-	var features []PerHit
+	var features, recipes []PerHit
 	for _, p := range res.PerHit {
-		if p.Feature != "" {
+		switch {
+		case p.Recipe != "":
+			recipes = append(recipes, p)
+		case p.Feature != "":
 			features = append(features, p)
 		}
 	}
-	if len(features) == 0 {
+	if len(features)+len(recipes) == 0 {
 		return
 	}
 	fmt.Fprintf(b, "\n## What each feature costs\n\nEach row is one configuration on probed() (or the workload named), timed in the same rounds as the floor of its own site class on a twin; the ratio is to that floor.\n\n")
 	fmt.Fprintf(b, "| feature | configuration | ns added per call | ratio | also | what dominates |\n|---|---|---:|---|---|---|\n")
 	for _, p := range features {
 		fmt.Fprintf(b, "| %s | %s | %.0f | %s | %s | %s |\n", p.Feature, p.Name, p.AddedNs, ratioText(p.Baseline, p.Ratio), alsoText(p.Also), p.Dominates)
+	}
+	recipeMarkdown(b, recipes)
+}
+
+// recipeMarkdown writes the recipe rows of the feature cost matrix.
+func recipeMarkdown(b *strings.Builder, recipes []PerHit) {
+	if len(recipes) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n### Each recipe\n\n"+
+		"Each recipe (`recipe: NAME`, scoped to the workload's process by `pid:`) on the real program or library it was written for, in the same run as the rows above (harness/bench/recipes.go). "+
+		"A real getaddrinfo or PostgreSQL statement has no identical twin to time a floor on in the same rounds, so each cycle (%d here) times the workload five times: unprobed, with the recipe attached, unprobed, with its floor attached, unprobed again, and compares the recipe and the floor each with the unprobed times either side of it (\"unprobed\" is the middle one; medians over cycles). "+
+		"The floor is the bare counting program at every site the recipe's plan attaches (uprobes, uretprobes and USDT semaphores as the receiver plans them, scoped to the same process), one counter per site class: its hits say how many traps of each class a call takes, and what it adds is the floor of the recipe's own site classes. "+
+		"\"× trap by class\" divides instead by those traps times this machine's trap by site class (the first table). "+
+		"The C library rows (dns, malloc, tls) and python and jvm are timed by the calling thread's CPU time (the workload pinned to CPU 0); postgresql and go-http are servers, timed per request by the server's CPU time (the backend's, the Go process's: every thread), the requests sent one at a time over one connection by a thread on the same CPU, so that the time is the server's own work end to end but not the client's. "+
+		"The floors are scoped to the workload's process by the kernel; the receiver's sites of a `pid:` target are not (it keeps to the pid in BPF), so other processes that map the same file take their entry traps too.\n\n", len(recipes[0].Cycles))
+	fmt.Fprintf(b, "| recipe | workload, per call | unprobed ns per call | ns added per call (cycles' range) | traps per call | × floor at its sites | × trap by class | what dominates |\n|---|---|---:|---:|---|---:|---:|---|\n")
+	for _, p := range recipes {
+		trap := "—"
+		if p.Also != nil {
+			trap = fmt.Sprintf("%.2f", p.Also.Ratio)
+		}
+		added := fmt.Sprintf("%.0f", p.AddedNs)
+		if len(p.Cycles) > 1 {
+			added += fmt.Sprintf(" (%.0f to %.0f)", slices.Min(p.Cycles), slices.Max(p.Cycles))
+		}
+		fmt.Fprintf(b, "| %s | %s | %.0f | %s | %s | %.2f | %s | %s |\n", p.Recipe, strings.TrimPrefix(p.Name, "recipe: "+p.Recipe+", "), p.UnprobedNs, added, p.Traps, p.Ratio, trap, p.Dominates)
 	}
 }
 
