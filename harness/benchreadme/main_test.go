@@ -26,8 +26,15 @@ func TestReadmeQuotesBenchmarks(t *testing.T) {
 
 func TestFeatures(t *testing.T) {
 	md := "# B\n\n## What each feature costs\n\ntext\n\n| feature | configuration | ns added per call | ratio | also | what dominates |\n|---|---|---:|---|---|---|\n" +
-		"| line probe | receiver: line | 602 | 1.00 × floor | | the trap |\n| a | b | 1 | 2 × x | y | z |\n\n## Next\n\n| feature | c | 9 | 9 | 9 | 9 |\n"
-	assert.Equal(t, [][4]string{{"line probe", "receiver: line", "602", "1.00 × floor"}, {"a", "b", "1", "2 × x"}}, features(md))
+		"| line probe | receiver: line | 602 | 1.00 × floor | | the trap |\n| a | b | 1 | 2 × x | y | z |\n\n### Each recipe\n\ntext\n\n" +
+		"| recipe | workload, per call | unprobed ns per call | ns added per call (cycles' range) | traps per call | × floor at its sites | × trap by class | what dominates |\n|---|---|---:|---:|---|---:|---:|---|\n" +
+		"| dns | numeric getaddrinfo | 83 | 10800 (10700–10800) | 1 emulated | 1.08 | 1.07 | the ret |\n\n| other | x | y | z |\n| q | r | s | t |\n" +
+		"\n## Next\n\n| feature | c | ns added per call | ratio |\n| n | 9 | 9 | 9 |\n"
+	assert.Equal(t, [][3]string{
+		{"line probe", "602", "1.00 × floor"},
+		{"a", "1", "2 × x"},
+		{"recipe: dns (numeric getaddrinfo)", "10800 (10700–10800)", "1.08 × floor at its sites"},
+	}, features(md))
 	assert.Nil(t, features("# none\n"))
 }
 
