@@ -132,6 +132,9 @@ type Tracer struct {
 	plan    *plan.Plan
 	multi   bool
 	session bool // entries that may reject a call attach as session uprobes
+	// sampling is whether head sampling leaves calls out (span records
+	// are emitted): a sampled span's entry may then reject a call too.
+	sampling bool
 	// returns holds the entry sites attached as session uprobes, each with
 	// the site of its return, and covered those return sites: they are
 	// not attached by themselves. Only the plan's owner touches them.
@@ -296,6 +299,7 @@ func Open(plan *plan.Plan, opts Options) (_ *Tracer, err error) {
 		plan:         plan,
 		multi:        multi,
 		session:      session,
+		sampling:     !opts.NoRecords,
 		returns:      map[int]int{},
 		covered:      map[int]bool{},
 		countProgs:   map[int]*ebpf.Program{},
@@ -394,7 +398,7 @@ func (t *Tracer) pairSessions(fi int) {
 	if !t.session {
 		return
 	}
-	for entry, ret := range sessionPairs(t.plan, fi) {
+	for entry, ret := range sessionPairs(t.plan, fi, t.sampling) {
 		t.returns[entry] = ret
 		t.covered[ret] = true
 	}
