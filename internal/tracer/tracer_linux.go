@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -153,6 +155,9 @@ type Tracer struct {
 	goStates   *ebpf.Map
 	procs      *ebpf.Map
 	pending    *ebpf.Map
+	// siteProg and sessionProg are the span programs, loaded apart (see
+	// apartPrograms): nil until an attachment runs them. Written under mu.
+	siteProg, sessionProg atomic.Pointer[ebpf.Program]
 	// threadProcs and threadCounts are the engine's thread-context
 	// access per process and its per-CPU counters (OTEP 4947).
 	threadProcs, threadCounts *ebpf.Map
@@ -206,7 +211,10 @@ func Open(plan *plan.Plan, opts Options) (_ *Tracer, err error) {
 	if size < page || size&(size-1) != 0 {
 		return nil, fmt.Errorf("ring buffer size %d is not a power of two of at least one page (%d bytes)", size, page)
 	}
-	if err := CheckKernel(); err != nil {
+	// Every load of this Open shares one reading of the kernel's BTF
+	// (tens of milliseconds each), and none keeps it past Open.
+	cache := btf.NewCache()
+	if err := checkKernel(cache); err != nil {
 		return nil, err
 	}
 
@@ -246,7 +254,7 @@ func Open(plan *plan.Plan, opts Options) (_ *Tracer, err error) {
 	}
 	ssid := uint32(noCgroup1)
 	if opts.Cgroup1Controller != "" {
-		if ssid, err = cgroupSubsysID(opts.Cgroup1Controller); err != nil {
+		if ssid, err = cgroupSubsysID(opts.Cgroup1Controller, cache); err != nil {
 			return nil, err
 		}
 	}
@@ -259,7 +267,7 @@ func Open(plan *plan.Plan, opts Options) (_ *Tracer, err error) {
 	multi := !opts.PerLocation && features.HaveBPFLinkUprobeMulti() == nil
 	// Session uprobes need uprobe_multi links, and attach an entry and its
 	// return as one link, which SetProbeAttached could not take apart.
-	session := multi && !opts.ProbeControl && HaveUprobeSession()
+	session := multi && !opts.ProbeControl && haveUprobeSession(cache)
 	if !session {
 		delete(spec.Programs, bpfobj.ProgramSiteHitSession)
 	}
@@ -279,18 +287,17 @@ func Open(plan *plan.Plan, opts Options) (_ *Tracer, err error) {
 		countName = bpfobj.ProgramCountHitMulti
 	}
 	countSpec := spec.Programs[countName].Copy()
-	coll, err := ebpf.NewCollection(spec)
+	// The span programs load apart (see apartPrograms), once the maps are.
+	apart := &ebpf.CollectionSpec{Maps: spec.Maps, Programs: map[string]*ebpf.ProgramSpec{}, Types: spec.Types, ByteOrder: spec.ByteOrder}
+	for _, name := range apartPrograms {
+		if ps := spec.Programs[name]; ps != nil {
+			apart.Programs[name] = ps
+			delete(spec.Programs, name)
+		}
+	}
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{Cache: cache})
 	if err != nil {
-		// The verifier refuses with EACCES, which is not a lack of
-		// privileges: tell it apart first. The end of its log says why.
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("loading the BPF engine: the kernel's verifier refused it: %-40v", ve)
-		}
-		if errors.Is(err, os.ErrPermission) {
-			return nil, ErrPermission
-		}
-		return nil, fmt.Errorf("loading the BPF engine: %w", err)
+		return nil, loadError(err)
 	}
 	t := &Tracer{
 		plan:         plan,
@@ -332,7 +339,22 @@ func Open(plan *plan.Plan, opts Options) (_ *Tracer, err error) {
 	for fi := range plan.Files {
 		t.pairSessions(fi)
 	}
-	if err := t.writeSites(0, len(plan.Sites)); err != nil {
+	names := t.programsRun(0, len(plan.Files))
+	if opts.ProgramStats && !slices.Contains(names, siteProgramName(multi)) {
+		// ProgramRuns reads the span program's statistics.
+		names = append(names, siteProgramName(multi))
+	}
+	loaded := make(chan error, 1)
+	go func() {
+		progs, err := loadApart(apart, coll, names, cache)
+		if err == nil {
+			t.siteProg.Store(progs[siteProgramName(multi)])
+			t.sessionProg.Store(progs[bpfobj.ProgramSiteHitSession])
+		}
+		loaded <- err
+	}()
+	err = t.writeSites(0, len(plan.Sites))
+	if err = errors.Join(err, <-loaded); err != nil {
 		return nil, err
 	}
 	if t.ring, err = newRingReader(coll.Maps[bpfobj.MapRecords]); err != nil {
@@ -673,8 +695,14 @@ func (t *Tracer) ProgramRuns() (map[plan.Program]ProgramRun, bool, error) {
 	if !t.statsOn() {
 		return out, false, nil
 	}
-	for _, p := range []plan.Program{plan.ProgramCount, plan.ProgramSite} {
-		st, err := t.program(p).Stats()
+	// Open loaded the span program for these statistics: its read is
+	// not a load.
+	for p, prog := range map[plan.Program]*ebpf.Program{plan.ProgramCount: t.coll.Programs[t.countName()], plan.ProgramSite: t.siteProg.Load()} {
+		if prog == nil {
+			out[p] = ProgramRun{}
+			continue
+		}
+		st, err := prog.Stats()
 		if err != nil {
 			return out, false, fmt.Errorf("reading BPF run-time statistics: %w", err)
 		}
@@ -686,13 +714,21 @@ func (t *Tracer) ProgramRuns() (map[plan.Program]ProgramRun, bool, error) {
 // attachmentProgram returns the program attachment a runs: a count-only
 // probe's own (countProgram) or the shared one of its kind. The caller
 // holds t.mu.
-func (t *Tracer) attachmentProgram(a plan.Attachment) *ebpf.Program {
+func (t *Tracer) attachmentProgram(a plan.Attachment) (*ebpf.Program, error) {
 	if a.Program == plan.ProgramCount {
 		if prog := t.countProgram(a.Probe); prog != nil {
-			return prog
+			return prog, nil
 		}
 	}
 	return t.program(a.Program)
+}
+
+// countName returns the name of the shared count program.
+func (t *Tracer) countName() string {
+	if t.multi {
+		return bpfobj.ProgramCountHitMulti
+	}
+	return bpfobj.ProgramCountHit
 }
 
 // ownsProgram says whether attachment a runs a program of its probe's own
@@ -702,19 +738,20 @@ func (t *Tracer) ownsProgram(a plan.Attachment) bool {
 	return a.Program == plan.ProgramCount && t.countProgram(a.Probe) != nil
 }
 
-// program returns the loaded program an attachment runs.
-func (t *Tracer) program(p plan.Program) *ebpf.Program {
-	name := bpfobj.ProgramSiteHit
+// program returns the loaded program an attachment runs, loading the
+// span program if no attachment has run it yet. The caller holds t.mu.
+func (t *Tracer) program(p plan.Program) (*ebpf.Program, error) {
+	name := bpfobj.ProgramCountHit
 	switch p {
-	case plan.ProgramCount:
-		name = bpfobj.ProgramCountHit
+	case plan.ProgramSite:
+		return t.loadProgram(siteProgramName(t.multi))
 	case plan.ProgramCountPerProcess:
 		name = bpfobj.ProgramCountHitProc
 	}
 	if t.multi {
 		name += "_multi"
 	}
-	return t.coll.Programs[name]
+	return t.coll.Programs[name], nil
 }
 
 // ErrDetached says the tracer was detached (Detach, Close): it attaches
@@ -839,8 +876,15 @@ func (t *Tracer) attach(fl *fileLinks, keep func(plan.Attachment) bool) []Attach
 		if t.session {
 			attachments, sessions = t.splitSessions(attachments)
 		}
+		var prog *ebpf.Program
 		if len(sessions) > 0 {
-			prog := t.coll.Programs[bpfobj.ProgramSiteHitSession]
+			prog, err = t.loadProgram(bpfobj.ProgramSiteHitSession)
+		}
+		if err != nil {
+			for _, a := range sessions {
+				fail(a, err)
+			}
+		} else if len(sessions) > 0 {
 			if l, err := attachSession(path, prog, sessions); err == nil {
 				fl.byProbe[key(sessions[0])] = append(fl.byProbe[key(sessions[0])], l)
 			} else {
@@ -884,7 +928,12 @@ func (t *Tracer) attach(fl *fileLinks, keep func(plan.Attachment) bool) []Attach
 		if a.Return {
 			attach = ex.Uretprobe
 		}
-		l, err := attach(eventName(t.plan.Probes[a.Probe].Ref), t.attachmentProgram(a), opts)
+		prog, err := t.attachmentProgram(a)
+		if err != nil {
+			fail(a, err)
+			continue
+		}
+		l, err := attach(eventName(t.plan.Probes[a.Probe].Ref), prog, opts)
 		if err != nil {
 			fail(a, err)
 			continue
@@ -925,10 +974,14 @@ func (t *Tracer) attachMulti(ex *link.Executable, g []plan.Attachment) (link.Lin
 		opts.RefCtrOffsets = append(opts.RefCtrOffsets, a.RefCtrOffset)
 		opts.Cookies = append(opts.Cookies, a.Cookie)
 	}
-	if g[0].Return {
-		return ex.UretprobeMulti(nil, t.attachmentProgram(g[0]), opts)
+	prog, err := t.attachmentProgram(g[0])
+	if err != nil {
+		return nil, err
 	}
-	return ex.UprobeMulti(nil, t.attachmentProgram(g[0]), opts)
+	if g[0].Return {
+		return ex.UretprobeMulti(nil, prog, opts)
+	}
+	return ex.UprobeMulti(nil, prog, opts)
 }
 
 // groupAttachments splits attachments into the groups one uprobe_multi link
@@ -1063,8 +1116,8 @@ const noCgroup1 = 0xffffffff
 
 // cgroupSubsysID returns the running kernel's id of a cgroup controller
 // (enum cgroup_subsys_id: "pids" is pids_cgrp_id), from its BTF.
-func cgroupSubsysID(controller string) (uint32, error) {
-	spec, err := btf.LoadKernelSpec()
+func cgroupSubsysID(controller string, cache *btf.Cache) (uint32, error) {
+	spec, err := cache.Kernel()
 	if err != nil {
 		return 0, fmt.Errorf("reading the kernel's BTF for cgroup controller %s: %w", controller, err)
 	}
@@ -1515,11 +1568,16 @@ func (t *Tracer) Close() error {
 		err = errors.Join(err, t.ring.close())
 		t.ring = nil
 	}
+	t.mu.Lock()
+	for _, p := range []*atomic.Pointer[ebpf.Program]{&t.siteProg, &t.sessionProg} {
+		if prog := p.Swap(nil); prog != nil {
+			err = errors.Join(err, prog.Close())
+		}
+	}
 	if t.coll != nil {
 		t.coll.Close()
 		t.coll = nil
 	}
-	t.mu.Lock()
 	for p, prog := range t.countProgs {
 		if prog != nil {
 			err = errors.Join(err, prog.Close())
