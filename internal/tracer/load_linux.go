@@ -174,3 +174,58 @@ func (t *Tracer) loadProgram(name string) (*ebpf.Program, error) {
 	slot.Store(progs[name])
 	return progs[name], nil
 }
+
+// Preparation is what Open reads of the kernel and of the embedded engine
+// whatever the plan: the kernel's BTF (read once, tens of milliseconds),
+// its checks (CheckKernel, the session uprobe check) and the engine's
+// parsed spec. Prepare makes it in the background, so that a caller can
+// read its targets meanwhile; Open takes it through Options.Prepared.
+// A Preparation holds no kernel object; its methods are for one goroutine.
+type Preparation struct {
+	done  chan struct{}
+	cache *btf.Cache
+	spec  *ebpf.CollectionSpec
+	err   error
+}
+
+// Prepare starts preparing an Open (see Preparation) in a goroutine of its
+// own, which ends by itself. Opens after the first that take it share its
+// BTF and checks, and parse a spec of their own.
+func Prepare() *Preparation {
+	p := &Preparation{done: make(chan struct{}), cache: btf.NewCache()}
+	go func() {
+		defer close(p.done)
+		p.spec, p.err = prepare(p.cache)
+	}()
+	return p
+}
+
+// prepare checks the kernel and reads the engine's spec, through cache.
+func prepare(cache *btf.Cache) (*ebpf.CollectionSpec, error) {
+	if err := checkKernel(cache); err != nil {
+		return nil, err
+	}
+	// The first call reads the kernel's BTF: through cache, once.
+	haveUprobeSession(cache)
+	spec, err := bpfobj.Spec()
+	if err != nil {
+		return nil, fmt.Errorf("reading the embedded BPF engine: %w", err)
+	}
+	return spec, nil
+}
+
+// take waits for the preparation and returns its cache and, to the first
+// take only, its spec (Open changes the spec it loads; a later Open
+// parses one of its own).
+func (p *Preparation) take() (*btf.Cache, *ebpf.CollectionSpec, error) {
+	<-p.done
+	spec := p.spec
+	p.spec = nil
+	if p.err == nil && spec == nil {
+		var err error
+		if spec, err = bpfobj.Spec(); err != nil {
+			return nil, nil, fmt.Errorf("reading the embedded BPF engine: %w", err)
+		}
+	}
+	return p.cache, spec, p.err
+}

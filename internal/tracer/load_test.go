@@ -77,3 +77,25 @@ func TestSessionProgramOnlyForConditions(t *testing.T) {
 	assert.NotNil(t, tr.siteProg.Load())
 	assert.Nil(t, tr.sessionProg.Load())
 }
+
+// Open takes what Prepare made in the background; a second Open with the
+// same preparation parses a spec of its own (the first changed its).
+func TestOpenPrepared(t *testing.T) {
+	testutil.RequireRoot(t)
+	b := testutil.BuildDemo(t, "-O2")
+	targets := []config.Target{{Path: b.Program, Spans: []config.Span{{Name: "inner", Function: "inner"}}}}
+	require.NoError(t, config.Validate(targets))
+	prep := Prepare()
+	for range 2 {
+		pl, err := planner.Resolve(targets)
+		require.NoError(t, err)
+		tr, err := Open(pl.Plan, Options{RingBufferSize: testRing, Prepared: prep})
+		require.NoError(t, err)
+		testutil.StartDemo(t, b.Program).Run(3)
+		st, err := tr.Stats()
+		require.NoError(t, err)
+		assert.Equal(t, uint64(6), st.Spans[spanIndex(t, pl.Plan, "inner")].Count)
+		require.NoError(t, tr.Close())
+		pl.Close()
+	}
+}
