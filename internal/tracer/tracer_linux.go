@@ -190,9 +190,11 @@ type fileLinks struct {
 	path        string
 	id          procfs.FileVersion
 	attachments []plan.Attachment
-	// byProbe holds the links by probe id, or all of them under -1
-	// without Options.ProbeControl.
+	// byProbe holds the links by probe id with Options.ProbeControl;
+	// all holds them without (a map per file was ~300 bytes of each of
+	// 2,000 targets).
 	byProbe map[int][]link.Link
+	all     []link.Link
 	// fh is the file held open with Options.ProbeControl, to attach its
 	// probes again to this very file whatever its path names now.
 	fh *os.File
@@ -201,8 +203,20 @@ type fileLinks struct {
 	attached procfs.FileVersion
 }
 
-// allProbes is the key of fileLinks.byProbe without Options.ProbeControl.
+// allProbes is the probe of fileLinks.add without Options.ProbeControl.
 const allProbes = -1
+
+// add keeps link l of probe (allProbes: of no probe in particular).
+func (fl *fileLinks) add(probe int, l link.Link) {
+	if probe == allProbes {
+		fl.all = append(fl.all, l)
+		return
+	}
+	if fl.byProbe == nil {
+		fl.byProbe = map[int][]link.Link{}
+	}
+	fl.byProbe[probe] = append(fl.byProbe[probe], l)
+}
 
 // Open loads the engine sized for plan, writes its site specs and attaches
 // every attachment of the plan. Either everything is attached or nothing is:
@@ -503,6 +517,9 @@ func closeFiles(files []*fileLinks, other []link.Link) error {
 	}
 	var links []owned
 	for i, fl := range files {
+		for _, l := range fl.all {
+			links = append(links, owned{l, i})
+		}
 		for _, ls := range fl.byProbe {
 			for _, l := range ls {
 				links = append(links, owned{l, i})
@@ -822,7 +839,7 @@ func (t *Tracer) attachFile(fi int) []AttachFailure {
 	fl := t.files[fi]
 	if fl == nil {
 		fl = &fileLinks{
-			path: f.Path, id: f.ID, byProbe: map[int][]link.Link{},
+			path: f.Path, id: f.ID,
 			// The plan only ever appends: this range stays as it is.
 			attachments: t.plan.Attachments[f.Attachments.Start:f.Attachments.End:f.Attachments.End],
 		}
@@ -902,7 +919,7 @@ func (t *Tracer) attach(fl *fileLinks, keep func(plan.Attachment) bool) []Attach
 			}
 		} else if len(sessions) > 0 {
 			if l, err := attachSession(path, prog, sessions); err == nil {
-				fl.byProbe[key(sessions[0])] = append(fl.byProbe[key(sessions[0])], l)
+				fl.add(key(sessions[0]), l)
 			} else {
 				// Find which locations the kernel refuses, one link each.
 				for _, a := range sessions {
@@ -911,14 +928,14 @@ func (t *Tracer) attach(fl *fileLinks, keep func(plan.Attachment) bool) []Attach
 						fail(a, err)
 						continue
 					}
-					fl.byProbe[key(a)] = append(fl.byProbe[key(a)], l)
+					fl.add(key(a), l)
 				}
 			}
 		}
 		for _, g := range groupAttachments(attachments, t.control, t.ownsProgram) {
 			l, err := t.attachMulti(ex, g)
 			if err == nil {
-				fl.byProbe[key(g[0])] = append(fl.byProbe[key(g[0])], l)
+				fl.add(key(g[0]), l)
 				continue
 			}
 			// Find which locations the kernel refuses, one link each.
@@ -928,7 +945,7 @@ func (t *Tracer) attach(fl *fileLinks, keep func(plan.Attachment) bool) []Attach
 					fail(a, err)
 					continue
 				}
-				fl.byProbe[key(a)] = append(fl.byProbe[key(a)], l)
+				fl.add(key(a), l)
 			}
 		}
 		return failures
@@ -954,7 +971,7 @@ func (t *Tracer) attach(fl *fileLinks, keep func(plan.Attachment) bool) []Attach
 			fail(a, err)
 			continue
 		}
-		fl.byProbe[key(a)] = append(fl.byProbe[key(a)], l)
+		fl.add(key(a), l)
 	}
 	return failures
 }
