@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
-	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/planner"
 )
@@ -90,7 +89,7 @@ func TestUnsampledCallSkipsItsReturn(t *testing.T) {
 			if !tr.session {
 				return
 			}
-			runs, err := tr.coll.Programs[bpfobj.ProgramSiteHitSession].Stats()
+			runs, err := tr.sessionProg.Load().Stats()
 			require.NoError(t, err)
 			require.True(t, tr.statsOn(), "BPF run-time statistics are on (root)")
 			assert.Equal(t, n+recorded, runs.RunCount, "the session program runs at every entry and at the returns of the calls recorded")
