@@ -56,6 +56,9 @@ func collectorMarkdown(b *strings.Builder, res *Result) {
 		fmt.Fprintf(b, "| the receiver's own cost: collector − collector floor | %.0f | |\n", c.NsPerSpan-c.CollectorFloorNsPerSpan)
 		fmt.Fprintf(b, "| ratio collector floor / standalone pdata (a receiver that cost nothing) | %.2f | |\n", c.CollectorFloorRatio)
 		fmt.Fprintf(b, "| **ratio collector / collector floor** (median of the rounds' ratios) | **%.2f** (rounds %.2f–%.2f) | |\n", c.VsCollectorFloor, c.VsCollectorFloorMin, c.VsCollectorFloorMax)
+		if rate := medianRate(c); rate > 0 {
+			fmt.Fprintf(b, "| of the receiver's own cost, what the collector spends idle (per second, not per span: exec watching, tickers), at the median round's rate | %.0f | |\n", c.IdleCPUMsPerSecond*1e6/rate)
+		}
 	}
 	fmt.Fprintf(b, "| **ratio collector / standalone pdata** | **%.2f** (rounds %.2f–%.2f) | |\n", c.Ratio, c.RatioMin, c.RatioMax)
 	fmt.Fprintf(b, "\nThe in-process floor is the same code timed in the benchmark's own process, as earlier versions of this benchmark reported it: there the process has GOMAXPROCS %d and a larger heap, and its CPU time includes what the garbage collector's workers do on the other CPU while it builds, so it is not the data model's cost; the standalone figure is. ", inProcessProcs(c))

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
@@ -88,43 +89,6 @@ type building struct{ b *spans.Builder }
 func (h building) Span(ev *event.SpanRecord) { h.b.Add(ev) }
 func (h building) Process(*event.Process)    {}
 
-// pdataFloor builds n spans of the same shape with pdata alone: the
-// benchmark's floor (harness/bench's buildFloorBatch and spanfloor.Build,
-// another module), a copy checked against their golden file
-// (TestPdataFloorMatchesGolden).
-func pdataFloor(base, n int) ptrace.Traces {
-	td := ptrace.NewTraces()
-	rs := td.ResourceSpans().AppendEmpty()
-	ra := rs.Resource().Attributes()
-	ra.EnsureCapacity(5)
-	ra.PutStr("service.name", "workload")
-	ra.PutInt("process.pid", 4242)
-	ra.PutStr("process.executable.path", benchPath)
-	ra.PutStr("process.executable.build_id.gnu", benchBuildID)
-	ra.PutStr("host.name", "bench-host")
-	sc := rs.ScopeSpans().AppendEmpty()
-	sc.Scope().SetName("github.com/otel-uprobe/uprobereceiver")
-	sc.Scope().SetVersion("0.1.0")
-	ss := sc.Spans()
-	ss.EnsureCapacity(n)
-	for j := range n {
-		k := uint64(base + j)
-		sp := ss.AppendEmpty()
-		sp.SetName("probed")
-		sp.SetKind(ptrace.SpanKindInternal)
-		sp.SetTraceID(pcommon.TraceID{byte(k), byte(k >> 8), byte(k >> 16), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13})
-		sp.SetSpanID(pcommon.SpanID{byte(k), byte(k >> 8), byte(k >> 16), 1, 2, 3, 4, 5})
-		sp.SetStartTimestamp(pcommon.Timestamp(1e18 + 1000*k))
-		sp.SetEndTimestamp(pcommon.Timestamp(1e18 + 1000*k + 700))
-		a := sp.Attributes()
-		a.EnsureCapacity(3)
-		a.PutInt("thread.id", 4243)
-		a.PutInt("a", int64(k))
-		a.PutInt("ret", int64(k^1))
-	}
-	return td
-}
-
 var readSink ptrace.Traces
 
 func cpuNow() time.Duration {
@@ -135,11 +99,12 @@ func cpuNow() time.Duration {
 
 // BenchmarkReadBuild reads the collector benchmark's spans from a ring in
 // memory and builds them, 1024 per output, as the receiver's drain does;
-// BenchmarkReadBuild/pdata builds the same spans with pdata alone. Their
-// difference is the receiver's own work per span (ring reading, decoding,
-// ids), without the kernel and the pipeline. Run with GOMAXPROCS=1 and
-// compare cpu-ns/span (the process's CPU time, garbage collection
-// included).
+// BenchmarkReadBuild/pdata builds the same spans with pdata alone
+// (testutil.FloorBatch, the benchmark's floor); BenchmarkReadBuild/read
+// reads and decodes them without building. The difference of the first
+// two is the receiver's own work per span (ring reading, decoding, ids),
+// without the kernel and the pipeline. Run with GOMAXPROCS=1 and compare
+// cpu-ns/span (the process's CPU time, garbage collection included).
 func BenchmarkReadBuild(b *testing.B) {
 	const batch = 1024
 	b.Run("receiver", func(b *testing.B) {
@@ -182,25 +147,15 @@ func BenchmarkReadBuild(b *testing.B) {
 		cpu := cpuNow()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			readSink = pdataFloor(i*batch, batch)
+			readSink = testutil.FloorBatch(i*batch, batch)
 		}
 		b.ReportMetric(float64(cpuNow()-cpu)/float64(b.N*batch), "cpu-ns/span")
 	})
 }
 
 // floorGolden is the floors' batch of 3 spans numbered from 7
-// (harness/bench/floor_test.go).
+// (testutil.FloorBatch, checked by harness/bench/floor_test.go).
 const floorGolden = "../../harness/bench/testdata/floor-batch.json"
-
-// TestPdataFloorMatchesGolden: BenchmarkReadBuild/pdata builds what the
-// benchmark's floors build.
-func TestPdataFloorMatchesGolden(t *testing.T) {
-	got, err := (&ptrace.JSONMarshaler{}).MarshalTraces(pdataFloor(7, 3))
-	require.NoError(t, err)
-	want, err := os.ReadFile(floorGolden)
-	require.NoError(t, err)
-	require.JSONEq(t, string(want), string(got))
-}
 
 // TestReadBuildShapeMatchesFloor: the receiver builds the benchmark's
 // records into spans of the floors' shape (the collector floor is "the
