@@ -148,7 +148,7 @@ $(DISTRO): builder-config.yaml go.mod go.sum $(shell find receiver internal -nam
 FLOOR_DISTRO := $(BUILD_DIR)/floor/otelcol-floor
 floor-distro: $(FLOOR_DISTRO)
 
-$(FLOOR_DISTRO): builder-config.yaml go.mod go.sum $(shell find receiver internal -name '*.go' -o -name '*.o' -o -name go.mod)
+$(FLOOR_DISTRO): builder-config.yaml go.mod go.sum $(shell find receiver internal harness/bench/spanfloor -name '*.go' -o -name '*.o' -o -name go.mod)
 	mkdir -p $(BUILD_DIR)
 	sed -e 's#^  name: otelcol-uprobe$$#  name: otelcol-floor#' \
 	    -e 's#^  output_path: ./_build$$#  output_path: ./$(BUILD_DIR)/floor#' \

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
+	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	uprobereceiver "github.com/otel-uprobe/uprobereceiver/receiver"
 )
 
@@ -49,10 +50,25 @@ type Collector struct {
 	// builds the same spans with pdata, at the round's rate (0 when not
 	// measured). CollectorFloorRatio is its median ratio to the
 	// standalone floor: what a receiver that cost nothing would reach.
-	CollectorFloorNsPerSpan float64  `json:"collector_floor_ns_per_span,omitempty"`
-	CollectorFloorRatio     float64  `json:"collector_floor_ratio,omitempty"`
-	ProcessesStartedPerS    float64  `json:"machine_processes_started_per_second"`
-	Profile                 *Profile `json:"profile,omitempty"`
+	CollectorFloorNsPerSpan float64 `json:"collector_floor_ns_per_span,omitempty"`
+	CollectorFloorRatio     float64 `json:"collector_floor_ratio,omitempty"`
+	// VsCollectorFloor is the median of the rounds' ratios of the
+	// collector to the collector floor measured next to it (the issue's
+	// goal: ≤ 1.10), with their range.
+	VsCollectorFloor    float64 `json:"vs_collector_floor,omitempty"`
+	VsCollectorFloorMin float64 `json:"vs_collector_floor_min,omitempty"`
+	VsCollectorFloorMax float64 `json:"vs_collector_floor_max,omitempty"`
+	// FloorSpansPerDrain is how many spans the spanfloor receiver
+	// delivers per wakeup at most: what a quarter of the receiver's ring
+	// buffer holds of the benchmark's records, when the receiver drains
+	// (FloorRecordBytes each, header included).
+	FloorSpansPerDrain int `json:"floor_spans_per_drain,omitempty"`
+	FloorRecordBytes   int `json:"floor_record_bytes,omitempty"`
+	// FloorProfile is the collector floor's profile at the median round's
+	// rate, beside the collector's.
+	FloorProfile         *Profile `json:"floor_profile,omitempty"`
+	ProcessesStartedPerS float64  `json:"machine_processes_started_per_second"`
+	Profile              *Profile `json:"profile,omitempty"`
 	// Commit is the source the collector was built from, when known; Date
 	// when it was measured.
 	Commit string `json:"commit,omitempty"`
@@ -72,8 +88,10 @@ type CollectorRound struct {
 	Floor           *PdataFloor `json:"floor"`
 	Ratio           float64     `json:"ratio"`
 	// CollectorFloorNsPerSpan is the collector floor's CPU per delivered
-	// span measured just after the flood, at its rate (0: not measured).
+	// span measured just after the flood, at its rate (0: not measured);
+	// VsCollectorFloor the collector's ns per span over it.
 	CollectorFloorNsPerSpan float64 `json:"collector_floor_ns_per_span,omitempty"`
+	VsCollectorFloor        float64 `json:"vs_collector_floor,omitempty"`
 }
 
 // collectorConfig is the measured pipeline: the receiver with its defaults
@@ -129,12 +147,28 @@ service:
 // delivering rate spans per second, every flush interval as the uprobe
 // receiver does, into the same debug exporter, with the same extension and
 // self-metrics.
-func floorConfig(rate int, flushInterval, pprofAddr string, promPort int) string {
+func floorConfig(rate int, flushInterval string, perDrain int, pprofAddr string, promPort int) string {
 	return fmt.Sprintf(`receivers:
   spanfloor:
     rate: %d
     interval: %s
-`, rate, flushInterval) + serviceConfig(pprofAddr, promPort, "spanfloor", "traces")
+    max_spans_per_drain: %d
+`, rate, flushInterval, perDrain) + serviceConfig(pprofAddr, promPort, "spanfloor", "traces")
+}
+
+// benchRecordBytes is the size in the receiver's ring buffer of one span
+// record of the benchmark's span (an 8-byte entry value, an 8-byte exit
+// value, the trailer), with the ring's 8-byte header and alignment.
+const benchRecordBytes = (8 + 8 + 8 + bpfobj.RecordTrailerSize + 7) &^ 7
+
+// floorSpansPerDrain returns how many of the benchmark's records a
+// quarter of the receiver's default ring buffer holds: the receiver drains
+// when the ring is that full (tracer.WaitRecords), before its
+// flush_interval at the benchmark's rates, and the collector floor
+// delivers as many spans per wakeup.
+func floorSpansPerDrain() int {
+	size := uprobereceiver.NewFactory().CreateDefaultConfig().(*uprobereceiver.Config).RingBufferSize
+	return size / 4 / benchRecordBytes
 }
 
 // collectorProc is a running distro.
@@ -357,7 +391,8 @@ func collectorCPU(s settings, res *Result, workloadPath, dir string) error {
 	fmt.Fprintf(os.Stderr, "collector idle: %.2f ms CPU/s, %.0f context switches/s\n", c.IdleCPUMsPerSecond, c.IdleSwitchesPerSec)
 
 	procs0, t0 := processesStarted(), time.Now()
-	var ratios, costs, floors, floorCosts, floorRatios []float64
+	c.FloorSpansPerDrain, c.FloorRecordBytes = floorSpansPerDrain(), benchRecordBytes
+	var ratios, costs, floors, floorCosts, floorRatios, vsFloor []float64
 	for r := 0; r < s.collectorRounds; r++ {
 		floor, err := standaloneFloor(cpu, s.floorSeconds)
 		if err != nil {
@@ -398,14 +433,16 @@ func collectorCPU(s settings, res *Result, workloadPath, dir string) error {
 			return fmt.Errorf("round %d: fired %d spans, the pipeline took %d (%d five seconds later)", r+1, fired, delivered, later-from)
 		}
 		if s.floorDistro != "" {
-			ns, err := collectorFloor(s, dir, cpu, row.SpansPerSec)
+			ns, _, err := collectorFloor(s, c, dir, row.SpansPerSec, 0)
 			if err != nil {
 				return fmt.Errorf("round %d: collector floor: %w", r+1, err)
 			}
 			row.CollectorFloorNsPerSpan = ns
+			row.VsCollectorFloor = row.NsPerSpan / ns
 			floorCosts = append(floorCosts, ns)
 			floorRatios = append(floorRatios, ns/floor.NsPerSpan)
-			fmt.Fprintf(os.Stderr, "collector floor round %d: %.0f spans/s, %.0f ns/span, %.2f x the standalone floor\n", r+1, row.SpansPerSec, ns, ns/floor.NsPerSpan)
+			vsFloor = append(vsFloor, row.VsCollectorFloor)
+			fmt.Fprintf(os.Stderr, "collector floor round %d: %.0f spans/s, %.0f ns/span, %.2f x the standalone floor; collector / collector floor %.2f\n", r+1, row.SpansPerSec, ns, ns/floor.NsPerSpan, row.VsCollectorFloor)
 		}
 		c.Rounds = append(c.Rounds, row)
 		ratios = append(ratios, row.Ratio)
@@ -417,6 +454,7 @@ func collectorCPU(s settings, res *Result, workloadPath, dir string) error {
 	c.RatioMin, c.RatioMax = minOf(ratios), maxOf(ratios)
 	if len(floorCosts) > 0 {
 		c.CollectorFloorNsPerSpan, c.CollectorFloorRatio = median(floorCosts), median(floorRatios)
+		c.VsCollectorFloor, c.VsCollectorFloorMin, c.VsCollectorFloorMax = median(vsFloor), minOf(vsFloor), maxOf(vsFloor)
 	}
 
 	p, err := profileFlood(s, col, w)
@@ -424,48 +462,109 @@ func collectorCPU(s settings, res *Result, workloadPath, dir string) error {
 		return fmt.Errorf("profiling: %w", err)
 	}
 	c.Profile = p
+	if s.floorDistro != "" {
+		// The floor at the median round's rate, profiled as long: where
+		// the collector's CPU goes beside where the floor's does.
+		if _, c.FloorProfile, err = collectorFloor(s, c, dir, medianRate(c), s.profileSeconds); err != nil {
+			return fmt.Errorf("profiling the collector floor: %w", err)
+		}
+	}
 	return nil
 }
 
 // collectorFloor runs the floor distro (the same collector, built with the
-// spanfloor receiver) on cpu at rate spans per second and returns its CPU
-// time per delivered span over s.floodSeconds, after a second of warm-up
-// (heap growth, first batches). It runs while the measured collector is
-// idle, on the same CPU.
-func collectorFloor(s settings, dir string, cpu int, rate float64) (float64, error) {
+// spanfloor receiver) on cpu at rate spans per second, at most
+// c.FloorSpansPerDrain at a time as the receiver drains, and returns its
+// CPU time per delivered span over s.floodSeconds, after a second of
+// warm-up (heap growth, first batches). It runs while the measured
+// collector is idle, on the same CPU. With profileSecs > 0 it then
+// profiles as many seconds of it (Profile, as for the collector).
+func collectorFloor(s settings, c *Collector, dir string, rate float64, profileSecs int) (float64, *Profile, error) {
 	flush := s.flushInterval
 	if flush == "" {
 		flush = defaultFlushInterval().String()
 	}
-	col, err := startCollector(s.floorDistro, dir, "collector-floor.yaml", "spanfloor", cpu, func(pprofAddr string, prom int) string {
-		return floorConfig(int(rate), flush, pprofAddr, prom)
+	col, err := startCollector(s.floorDistro, dir, "collector-floor.yaml", "spanfloor", c.CPU, func(pprofAddr string, prom int) string {
+		return floorConfig(int(rate), flush, c.FloorSpansPerDrain, pprofAddr, prom)
 	})
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer col.stop()
 	time.Sleep(time.Second)
 	from, err := col.accepted()
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	u0, err := processUsage(col.pid)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	time.Sleep(time.Duration(s.floodSeconds * float64(time.Second)))
 	u1, err := processUsage(col.pid)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	to, err := col.accepted()
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if to <= from {
-		return 0, fmt.Errorf("the spanfloor receiver delivered no spans in %.1f s", s.floodSeconds)
+		return 0, nil, fmt.Errorf("the spanfloor receiver delivered no spans in %.1f s", s.floodSeconds)
 	}
-	return float64(u1.cpuNs-u0.cpuNs) / float64(to-from), nil
+	ns := float64(u1.cpuNs-u0.cpuNs) / float64(to-from)
+	if profileSecs <= 0 {
+		return ns, nil, nil
+	}
+	cpuProf, allocProf, spans, cpuNs, took, err := captureProfiles(col, profileSecs)
+	if err != nil {
+		return 0, nil, fmt.Errorf("profiling the collector floor: %w", err)
+	}
+	if s.profileDir != "" {
+		_ = os.WriteFile(filepath.Join(s.profileDir, "collector-floor-cpu.pprof"), cpuProf, 0o644)
+		_ = os.WriteFile(filepath.Join(s.profileDir, "collector-floor-allocs.pprof"), allocProf, 0o644)
+	}
+	p, err := summarize(cpuProf, allocProf, spans, cpuNs, took)
+	return ns, p, err
+}
+
+// captureProfiles takes a CPU profile and an allocation profile of the
+// same secs seconds of a running collector through its pprof extension,
+// and returns them with the spans its receiver delivered and the CPU time
+// its threads used meanwhile.
+func captureProfiles(col *collectorProc, secs int) (cpuProf, allocProf []byte, spans, cpuNs int64, took time.Duration, err error) {
+	from, err := col.accepted()
+	if err != nil {
+		return nil, nil, 0, 0, 0, err
+	}
+	u0, err := processUsage(col.pid)
+	if err != nil {
+		return nil, nil, 0, 0, 0, err
+	}
+	var cpuErr, allocErr error
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		cpuProf, cpuErr = fetch(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", col.pprof, secs))
+	}()
+	go func() {
+		defer wg.Done()
+		allocProf, allocErr = fetch(fmt.Sprintf("http://%s/debug/pprof/allocs?seconds=%d", col.pprof, secs))
+	}()
+	wg.Wait()
+	u1, err := processUsage(col.pid)
+	if err != nil {
+		return nil, nil, 0, 0, 0, err
+	}
+	to, err := col.accepted()
+	if err != nil {
+		return nil, nil, 0, 0, 0, err
+	}
+	if err := errors.Join(cpuErr, allocErr); err != nil {
+		return nil, nil, 0, 0, 0, err
+	}
+	return cpuProf, allocProf, to - from, u1.cpuNs - u0.cpuNs, u1.at.Sub(u0.at), nil
 }
 
 // defaultFlushInterval is the receiver's default flush_interval.
@@ -503,37 +602,9 @@ func profileFlood(s settings, col *collectorProc, w *workload) (*Profile, error)
 		done <- paced{fired, err}
 	}()
 	time.Sleep(500 * time.Millisecond)
-	from, err := col.accepted()
-	if err != nil {
-		return nil, err
-	}
-	u0, err := processUsage(col.pid)
-	if err != nil {
-		return nil, err
-	}
-	var cpuProf, allocProf []byte
-	var cpuErr, allocErr error
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		cpuProf, cpuErr = fetch(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", col.pprof, secs))
-	}()
-	go func() {
-		defer wg.Done()
-		allocProf, allocErr = fetch(fmt.Sprintf("http://%s/debug/pprof/allocs?seconds=%d", col.pprof, secs))
-	}()
-	wg.Wait()
-	u1, err := processUsage(col.pid)
-	if err != nil {
-		return nil, err
-	}
-	to, err := col.accepted()
-	if err != nil {
-		return nil, err
-	}
+	cpuProf, allocProf, spans, cpuNs, took, err := captureProfiles(col, secs)
 	p := <-done
-	if err := errors.Join(cpuErr, allocErr, p.err); err != nil {
+	if err := errors.Join(err, p.err); err != nil {
 		return nil, err
 	}
 	if _, _, err := col.waitDelivered(0, 1<<62); err != nil {
@@ -543,7 +614,7 @@ func profileFlood(s settings, col *collectorProc, w *workload) (*Profile, error)
 		_ = os.WriteFile(filepath.Join(s.profileDir, "collector-cpu.pprof"), cpuProf, 0o644)
 		_ = os.WriteFile(filepath.Join(s.profileDir, "collector-allocs.pprof"), allocProf, 0o644)
 	}
-	return summarize(cpuProf, allocProf, to-from, u1.cpuNs-u0.cpuNs, u1.at.Sub(u0.at))
+	return summarize(cpuProf, allocProf, spans, cpuNs, took)
 }
 
 func fetch(url string) ([]byte, error) {

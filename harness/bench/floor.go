@@ -12,8 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 )
 
 // The floor of the collector's work: building, with pdata alone, spans of
@@ -39,40 +40,11 @@ type PdataFloor struct {
 }
 
 // buildFloorBatch builds one ResourceSpans of count spans, numbered from
-// base. The spanfloor receiver (spanfloor.Build, a module of its own so
-// that ocb can build it into a collector) builds the same: both are
-// checked against testdata/floor-batch.json.
+// base (testutil.FloorBatch). The spanfloor receiver (spanfloor.Build, a
+// module of its own so that ocb can build it into a collector) builds the
+// same: both are checked against testdata/floor-batch.json.
 func buildFloorBatch(base, count int) ptrace.Traces {
-	td := ptrace.NewTraces()
-	rs := td.ResourceSpans().AppendEmpty()
-	ra := rs.Resource().Attributes()
-	ra.EnsureCapacity(5)
-	ra.PutStr("service.name", "workload")
-	ra.PutInt("process.pid", 4242)
-	ra.PutStr("process.executable.path", "/tmp/uprobe-bench/workload")
-	ra.PutStr("process.executable.build_id.gnu", "7084cabafaec7c1efec916d4187b63f7808e1ee8")
-	ra.PutStr("host.name", "bench-host")
-	sc := rs.ScopeSpans().AppendEmpty()
-	sc.Scope().SetName("github.com/otel-uprobe/uprobereceiver")
-	sc.Scope().SetVersion("0.1.0")
-	ss := sc.Spans()
-	ss.EnsureCapacity(count)
-	for j := range count {
-		n := uint64(base + j)
-		sp := ss.AppendEmpty()
-		sp.SetName("probed")
-		sp.SetKind(ptrace.SpanKindInternal)
-		sp.SetTraceID(pcommon.TraceID{byte(n), byte(n >> 8), byte(n >> 16), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13})
-		sp.SetSpanID(pcommon.SpanID{byte(n), byte(n >> 8), byte(n >> 16), 1, 2, 3, 4, 5})
-		sp.SetStartTimestamp(pcommon.Timestamp(1e18 + 1000*n))
-		sp.SetEndTimestamp(pcommon.Timestamp(1e18 + 1000*n + 700))
-		a := sp.Attributes()
-		a.EnsureCapacity(3)
-		a.PutInt("thread.id", 4243)
-		a.PutInt("a", int64(n))
-		a.PutInt("ret", int64(n^1))
-	}
-	return td
+	return testutil.FloorBatch(base, count)
 }
 
 // runtimeDefaults returns this process's environment without the Go

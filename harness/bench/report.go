@@ -29,15 +29,15 @@ func collectorMarkdown(b *strings.Builder, res *Result) {
 		"The ratio is taken per round, its median reported with the range.\n\n", flush, where, floorBatch)
 	hasFloor := c.CollectorFloorNsPerSpan > 0
 	if hasFloor {
-		fmt.Fprintf(b, "The collector floor is the same collector (`otelcol-floor`: the distro's components built by ocb with one more receiver, harness/bench/spanfloor) whose spanfloor receiver builds the same spans with pdata alone (the same code as the standalone floor) and hands them to the same debug exporter, at the round's rate, every flush interval in batches of %d, as the receiver does: no eBPF, no ring buffer, no decoding. It runs just after each flood, pinned to the same CPU, while the measured collector is idle; its CPU time per delivered span over as many seconds, after a second of warm-up. It is what a receiver that cost nothing would reach in this collector, on this machine.\n\n", floorBatch)
-		fmt.Fprintf(b, "| round | spans/s | delivered | collector CPU | ns per span | context switches per 1,000 spans | pdata floor (standalone) | ratio | collector floor | its ratio |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		fmt.Fprintf(b, "The collector floor is the same collector (`otelcol-floor`: the distro's components built by ocb with one more receiver, harness/bench/spanfloor) whose spanfloor receiver builds the same spans with pdata alone (the same code as the standalone floor: the resource, scope, span fields and attribute types the receiver delivers here) and hands them to the same debug exporter with the same obsreport calls, at the round's rate, in batches of %d, with the receiver's cadence: every flush interval, or every %d spans when that comes first, as the receiver drains when a quarter of its ring buffer is full (%d-byte records in its default ring). No eBPF, no ring buffer, no decoding, no id derivation. Rounds alternate the two (flood, then floor: ABAB), both pinned to the same CPU with the same environment (GOMAXPROCS 1); the floor runs while the measured collector is idle and the probed program's CPU is idle too, so it is the least this collector can cost on this machine; its CPU time per delivered span over as many seconds, after a second of warm-up. The goal's ratio is taken per round (collector over the floor measured next to it), its median reported with the range.\n\n", floorBatch, c.FloorSpansPerDrain, c.FloorRecordBytes)
+		fmt.Fprintf(b, "| round | spans/s | delivered | collector CPU | ns per span | context switches per 1,000 spans | pdata floor (standalone) | ratio | collector floor | its ratio | collector / collector floor |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	} else {
 		fmt.Fprintf(b, "| round | spans/s | delivered | collector CPU | ns per span | context switches per 1,000 spans | pdata floor (standalone) | ratio |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	}
 	for i, r := range c.Rounds {
 		fmt.Fprintf(b, "| %d | %.0f | %d | %.3f s | %.0f | %.1f | %.0f ns | %.2f |", i+1, r.SpansPerSec, r.Delivered, r.CPUSeconds, r.NsPerSpan, r.SwitchesPerSpan, r.Floor.NsPerSpan, r.Ratio)
 		if hasFloor {
-			fmt.Fprintf(b, " %.0f ns | %.2f |", r.CollectorFloorNsPerSpan, r.CollectorFloorNsPerSpan/r.Floor.NsPerSpan)
+			fmt.Fprintf(b, " %.0f ns | %.2f | %.2f |", r.CollectorFloorNsPerSpan, r.CollectorFloorNsPerSpan/r.Floor.NsPerSpan, r.VsCollectorFloor)
 		}
 		b.WriteString("\n")
 	}
@@ -55,6 +55,10 @@ func collectorMarkdown(b *strings.Builder, res *Result) {
 		fmt.Fprintf(b, "| collector floor: the same collector, a receiver that only builds the spans with pdata, median | %.0f | |\n", c.CollectorFloorNsPerSpan)
 		fmt.Fprintf(b, "| the receiver's own cost: collector − collector floor | %.0f | |\n", c.NsPerSpan-c.CollectorFloorNsPerSpan)
 		fmt.Fprintf(b, "| ratio collector floor / standalone pdata (a receiver that cost nothing) | %.2f | |\n", c.CollectorFloorRatio)
+		fmt.Fprintf(b, "| **ratio collector / collector floor** (median of the rounds' ratios) | **%.2f** (rounds %.2f–%.2f) | |\n", c.VsCollectorFloor, c.VsCollectorFloorMin, c.VsCollectorFloorMax)
+		if rate := medianRate(c); rate > 0 {
+			fmt.Fprintf(b, "| of the receiver's own cost, what the collector spends idle (per second, not per span: exec watching, tickers), at the median round's rate | %.0f | |\n", c.IdleCPUMsPerSecond*1e6/rate)
+		}
 	}
 	fmt.Fprintf(b, "| **ratio collector / standalone pdata** | **%.2f** (rounds %.2f–%.2f) | |\n", c.Ratio, c.RatioMin, c.RatioMax)
 	fmt.Fprintf(b, "\nThe in-process floor is the same code timed in the benchmark's own process, as earlier versions of this benchmark reported it: there the process has GOMAXPROCS %d and a larger heap, and its CPU time includes what the garbage collector's workers do on the other CPU while it builds, so it is not the data model's cost; the standalone figure is. ", inProcessProcs(c))
@@ -68,6 +72,10 @@ func collectorMarkdown(b *strings.Builder, res *Result) {
 			bp = res.Before.Profile
 		}
 		stageTable(b, p, bp)
+		if fp := c.FloorProfile; fp != nil {
+			fmt.Fprintf(b, "\nThe collector floor profiled as long at the median round's rate (%d spans), stage by stage beside the collector (the same stages; the profiler's own share is in both):\n\n", fp.Spans)
+			floorStageTable(b, p, fp)
+		}
 		fmt.Fprintf(b, "\nTop functions by CPU (flat), ns per span:\n\n")
 		funcTable(b, p.Top)
 		fmt.Fprintf(b, "\nTop allocating functions (first function above the runtime), per span:\n\n")
@@ -95,6 +103,35 @@ func collectorMarkdown(b *strings.Builder, res *Result) {
 			fmt.Fprintf(b, "\n</details>\n")
 		}
 	}
+}
+
+// floorStageTable writes the collector's stages beside the collector
+// floor's, with their difference: where the receiver's own cost is.
+func floorStageTable(b *strings.Builder, p, floor *Profile) {
+	var names []string
+	seen := map[string]bool{}
+	for _, list := range [][]Stage{p.Stages, floor.Stages} {
+		for _, s := range list {
+			if !seen[s.Name] {
+				names = append(names, s.Name)
+				seen[s.Name] = true
+			}
+		}
+	}
+	get := func(list []Stage, name string) Stage {
+		for _, s := range list {
+			if s.Name == name {
+				return s
+			}
+		}
+		return Stage{}
+	}
+	fmt.Fprintf(b, "| stage | collector: ns per span | collector floor: ns per span | difference | collector: allocations | floor: allocations |\n|---|---:|---:|---:|---:|---:|\n")
+	for _, n := range names {
+		a, f := get(p.Stages, n), get(floor.Stages, n)
+		fmt.Fprintf(b, "| %s | %.0f | %.0f | %+.0f | %.2f | %.2f |\n", n, a.NsPerSpan, f.NsPerSpan, a.NsPerSpan-f.NsPerSpan, a.AllocsPerSpan, f.AllocsPerSpan)
+	}
+	fmt.Fprintf(b, "| **total: the process's CPU time** | **%.0f** | **%.0f** | **%+.0f** | **%.2f** | **%.2f** |\n", p.ProcessNsPerSpan, floor.ProcessNsPerSpan, p.ProcessNsPerSpan-floor.ProcessNsPerSpan, p.AllocsPerSpan, floor.AllocsPerSpan)
 }
 
 func stageTable(b *strings.Builder, p, before *Profile) {

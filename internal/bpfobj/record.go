@@ -94,6 +94,23 @@ func DecodeProcess(rec []byte) (Process, bool) {
 	}, true
 }
 
+// PlainSpanRecord returns the trailer of a span record without a thread
+// context whose values fill its body, the common record, and nil for any
+// other record: DecodeRecord decodes those, and decodes a record this
+// accepts the same way (Thread nil). It is small enough to inline into a
+// reader's loop. rec must be 8-byte aligned (ring buffer records are).
+func PlainSpanRecord(rec []byte) *SpanRecord {
+	bodyLen := len(rec) - RecordTrailerSize
+	if bodyLen < 0 {
+		return nil
+	}
+	h := (*SpanRecord)(unsafe.Pointer(&rec[bodyLen]))
+	if h.Kind != RecordKindSpan || h.Flags&RecordThreadContext != 0 || int(h.EntryLen)+int(h.ExitLen) != bodyLen || bodyLen > DataCap {
+		return nil
+	}
+	return h
+}
+
 // DecodeRecord splits a ring-buffer record into its trailer and its values.
 // It returns false when the record's length does not match what its
 // trailer says. The trailer aliases rec, which must be 8-byte aligned (ring

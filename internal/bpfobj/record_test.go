@@ -128,3 +128,43 @@ func TestDecodeRecordThreadContext(t *testing.T) {
 		})
 	}
 }
+
+// PlainSpanRecord, the reader's inline path, takes exactly the span
+// records without a thread context that DecodeRecord decodes, and
+// decodes them the same way; every other record (thread contexts, process
+// records, malformed ones) is left to DecodeRecord.
+func TestPlainSpanRecordAgreesWithDecodeRecord(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		rec   []byte
+		plain bool
+	}{
+		{"no context", spanRecord(16, nil, nil), true},
+		{"no values", spanRecord(0, nil, nil), true},
+		{"entry only", spanRecord(16, nil, func(h *SpanRecord) { h.EntryLen, h.ExitLen = 16, 0 }), true},
+		{"values at the bound", spanRecord(DataCap, nil, nil), true},
+		{"values past the bound", spanRecord(DataCap+8, nil, nil), false},
+		{"thread context", spanRecord(16, threadBlock(nil, 0), nil), false},
+		{"flag without context", spanRecord(16, nil, func(h *SpanRecord) { h.Flags = RecordThreadContext }), false},
+		{"values beyond the record", spanRecord(16, nil, func(h *SpanRecord) { h.ExitLen = 100 }), false},
+		{"values short of the record", spanRecord(16, nil, func(h *SpanRecord) { h.ExitLen = 0 }), false},
+		{"not a span", spanRecord(16, nil, func(h *SpanRecord) { h.Kind = RecordKindProcess }), false},
+		{"process record", processRecord(ProcessExec, ExecFilenameMax+ExecArgsMax, nil), false},
+		{"shorter than a trailer", make([]byte, RecordTrailerSize-8), false},
+		{"empty", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := PlainSpanRecord(tc.rec)
+			require.Equal(t, tc.plain, h != nil)
+			if h == nil {
+				return
+			}
+			r, ok := DecodeRecord(tc.rec)
+			require.True(t, ok, "DecodeRecord takes what PlainSpanRecord takes")
+			assert.Same(t, r.SpanRecord, h)
+			assert.Nil(t, r.Thread)
+			assert.Len(t, r.Entry, int(h.EntryLen))
+			assert.Len(t, r.Exit, int(h.ExitLen))
+		})
+	}
+}

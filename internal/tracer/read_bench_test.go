@@ -1,7 +1,10 @@
 package tracer
 
 import (
+	"fmt"
+	"os"
 	"reflect"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -13,12 +16,20 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
 	"github.com/otel-uprobe/uprobereceiver/internal/fetch"
 	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
 	"github.com/otel-uprobe/uprobereceiver/internal/spans"
+)
+
+// benchPath and benchBuildID are the benchmark workload's, as the floors
+// have them (harness/bench/testdata/floor-batch.json).
+const (
+	benchPath    = "/tmp/uprobe-bench/workload"
+	benchBuildID = "7084cabafaec7c1efec916d4187b63f7808e1ee8"
 )
 
 // benchPlan is the plan of the collector benchmark's span (harness/bench):
@@ -29,8 +40,8 @@ func benchPlan() *plan.Plan {
 		return plan.Fetch{Key: key, Text: key, Base: plan.BaseRegister, Register: regs.RDI, Store: plan.StoreInt, ReadSize: 8, Value: plan.Value{Type: typ}}
 	}
 	return &plan.Plan{
-		Targets: []plan.PlannedTarget{{Path: "/tmp/workload", ServiceName: "workload", Executable: true}},
-		Files:   []plan.File{{Target: 0, Path: "/tmp/workload", SeenAs: "/tmp/workload", Executable: true}},
+		Targets: []plan.PlannedTarget{{Path: benchPath, ServiceName: "workload", Executable: true}},
+		Files:   []plan.File{{Target: 0, Path: benchPath, SeenAs: benchPath, Executable: true, BuildID: benchBuildID}},
 		Probes:  []plan.Probe{{Target: 0, Ref: "uprobe:probed"}, {Target: 0, Ref: "uretprobe:probed"}},
 		Spans:   []plan.SpanDef{{Target: 0, Name: "probed", Entry: 0, Exit: 1, Function: true}},
 		Sites: []plan.Site{
@@ -78,41 +89,6 @@ type building struct{ b *spans.Builder }
 func (h building) Span(ev *event.SpanRecord) { h.b.Add(ev) }
 func (h building) Process(*event.Process)    {}
 
-// pdataFloor builds n spans of the same shape with pdata alone (the
-// benchmark's floor, harness/bench/spanfloor).
-func pdataFloor(base, n int) ptrace.Traces {
-	td := ptrace.NewTraces()
-	rs := td.ResourceSpans().AppendEmpty()
-	ra := rs.Resource().Attributes()
-	ra.EnsureCapacity(5)
-	ra.PutStr("service.name", "workload")
-	ra.PutInt("process.pid", 4242)
-	ra.PutStr("process.executable.path", "/tmp/workload")
-	ra.PutStr("process.executable.build_id.gnu", "7084cabafaec7c1efec916d4187b63f7808e1ee8")
-	ra.PutStr("host.name", "bench-host")
-	sc := rs.ScopeSpans().AppendEmpty()
-	sc.Scope().SetName("github.com/otel-uprobe/uprobereceiver")
-	sc.Scope().SetVersion("0.1.0")
-	ss := sc.Spans()
-	ss.EnsureCapacity(n)
-	for j := range n {
-		k := uint64(base + j)
-		sp := ss.AppendEmpty()
-		sp.SetName("probed")
-		sp.SetKind(ptrace.SpanKindInternal)
-		sp.SetTraceID(pcommon.TraceID{byte(k), byte(k >> 8), byte(k >> 16), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13})
-		sp.SetSpanID(pcommon.SpanID{byte(k), byte(k >> 8), byte(k >> 16), 1, 2, 3, 4, 5})
-		sp.SetStartTimestamp(pcommon.Timestamp(1e18 + 1000*k))
-		sp.SetEndTimestamp(pcommon.Timestamp(1e18 + 1000*k + 700))
-		a := sp.Attributes()
-		a.EnsureCapacity(3)
-		a.PutInt("thread.id", 4243)
-		a.PutInt("a", int64(k))
-		a.PutInt("ret", int64(k^1))
-	}
-	return td
-}
-
 var readSink ptrace.Traces
 
 func cpuNow() time.Duration {
@@ -123,11 +99,12 @@ func cpuNow() time.Duration {
 
 // BenchmarkReadBuild reads the collector benchmark's spans from a ring in
 // memory and builds them, 1024 per output, as the receiver's drain does;
-// BenchmarkReadBuild/pdata builds the same spans with pdata alone. Their
-// difference is the receiver's own work per span (ring reading, decoding,
-// ids), without the kernel and the pipeline. Run with GOMAXPROCS=1 and
-// compare cpu-ns/span (the process's CPU time, garbage collection
-// included).
+// BenchmarkReadBuild/pdata builds the same spans with pdata alone
+// (testutil.FloorBatch, the benchmark's floor); BenchmarkReadBuild/read
+// reads and decodes them without building. The difference of the first
+// two is the receiver's own work per span (ring reading, decoding, ids),
+// without the kernel and the pipeline. Run with GOMAXPROCS=1 and compare
+// cpu-ns/span (the process's CPU time, garbage collection included).
 func BenchmarkReadBuild(b *testing.B) {
 	const batch = 1024
 	b.Run("receiver", func(b *testing.B) {
@@ -148,16 +125,93 @@ func BenchmarkReadBuild(b *testing.B) {
 		}
 		b.ReportMetric(float64(cpuNow()-cpu)/float64(b.N*batch), "cpu-ns/span")
 	})
+	b.Run("read", func(b *testing.B) {
+		// Reading and decoding alone, the spans not built: the ring's
+		// share of the receiver's own work.
+		ring, unread := benchRing(batch)
+		t := &Tracer{plan: benchPlan(), ring: ring}
+		var h discarding
+		b.ReportAllocs()
+		cpu := cpuNow()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			unread()
+			if n, bad := t.Read(batch, &h); n != batch || bad != 0 {
+				b.Fatalf("read %d records, %d malformed", n, bad)
+			}
+		}
+		b.ReportMetric(float64(cpuNow()-cpu)/float64(b.N*batch), "cpu-ns/span")
+	})
 	b.Run("pdata", func(b *testing.B) {
 		b.ReportAllocs()
 		cpu := cpuNow()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			readSink = pdataFloor(i*batch, batch)
+			readSink = testutil.FloorBatch(i*batch, batch)
 		}
 		b.ReportMetric(float64(cpuNow()-cpu)/float64(b.N*batch), "cpu-ns/span")
 	})
 }
+
+// floorGolden is the floors' batch of 3 spans numbered from 7
+// (testutil.FloorBatch, checked by harness/bench/floor_test.go).
+const floorGolden = "../../harness/bench/testdata/floor-batch.json"
+
+// TestReadBuildShapeMatchesFloor: the receiver builds the benchmark's
+// records into spans of the floors' shape (the collector floor is "the
+// same spans from a receiver that only builds them"): one resource with
+// the same attributes of the same types, the same scope, and spans with
+// the same fields set and the same attributes of the same types. Values
+// differ: ids are derived, times are the engine's.
+func TestReadBuildShapeMatchesFloor(t *testing.T) {
+	ring, _ := benchRing(3)
+	tr := &Tracer{plan: benchPlan(), ring: ring}
+	bl := spans.NewBuilder(spans.Settings{Plan: tr.plan, HostName: "bench-host", ScopeName: "github.com/otel-uprobe/uprobereceiver", ScopeVersion: "0.1.0"})
+	bl.Begin(3)
+	n, bad := tr.Read(3, building{bl})
+	require.Equal(t, 3, n)
+	require.Zero(t, bad)
+	got := bl.End()
+	raw, err := os.ReadFile(floorGolden)
+	require.NoError(t, err)
+	want, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces(raw)
+	require.NoError(t, err)
+	assert.Equal(t, shapeOf(want), shapeOf(got))
+}
+
+// shapeOf describes traces without their values: per resource its
+// attributes' keys and types and its scope, per span its name, kind,
+// which ids and times are set, its flags, status, attributes' keys and
+// types, events and links.
+func shapeOf(td ptrace.Traces) []string {
+	attrs := func(m pcommon.Map) string {
+		var b strings.Builder
+		for k, v := range m.All() {
+			fmt.Fprintf(&b, "%s:%s ", k, v.Type())
+		}
+		return b.String()
+	}
+	var out []string
+	for _, rs := range td.ResourceSpans().All() {
+		out = append(out, "resource "+attrs(rs.Resource().Attributes()))
+		for _, ss := range rs.ScopeSpans().All() {
+			out = append(out, "scope "+ss.Scope().Name()+" "+ss.Scope().Version())
+			for _, sp := range ss.Spans().All() {
+				out = append(out, fmt.Sprintf("span %s %s trace:%v span:%v parent:%v start:%v end:%v flags:%d status:%s/%q events:%d links:%d attrs:%s",
+					sp.Name(), sp.Kind(), !sp.TraceID().IsEmpty(), !sp.SpanID().IsEmpty(), !sp.ParentSpanID().IsEmpty(),
+					sp.StartTimestamp() != 0, sp.EndTimestamp() > sp.StartTimestamp(), sp.Flags(), sp.Status().Code(), sp.Status().Message(),
+					sp.Events().Len(), sp.Links().Len(), attrs(sp.Attributes())))
+			}
+		}
+	}
+	return out
+}
+
+// discarding counts the records Read passes on.
+type discarding struct{ spans int }
+
+func (d *discarding) Span(*event.SpanRecord) { d.spans++ }
+func (d *discarding) Process(*event.Process) {}
 
 // recording keeps the records Read passes on.
 type recording struct{ spans []event.SpanRecord }

@@ -1081,20 +1081,27 @@ type Records interface {
 // read.
 func (t *Tracer) Read(max int, h Records) (n, malformed int) {
 	n, corrupt := t.ring.read(max, func(raw []byte) {
-		if kind, _ := bpfobj.RecordKind(raw); kind == bpfobj.RecordKindProcess {
-			p, ok := bpfobj.DecodeProcess(raw)
-			if !ok {
+		var rec bpfobj.Record
+		if r := bpfobj.PlainSpanRecord(raw); r != nil {
+			// The common record, decoded inline: no thread context.
+			entry := int(r.EntryLen)
+			rec = bpfobj.Record{SpanRecord: r, Entry: raw[:entry:entry], Exit: raw[entry : len(raw)-bpfobj.RecordTrailerSize : len(raw)-bpfobj.RecordTrailerSize]}
+		} else {
+			if kind, _ := bpfobj.RecordKind(raw); kind == bpfobj.RecordKindProcess {
+				p, ok := bpfobj.DecodeProcess(raw)
+				if !ok {
+					malformed++
+					return
+				}
+				decodeProcess(&t.proc, p)
+				h.Process(&t.proc)
+				return
+			}
+			var ok bool
+			if rec, ok = bpfobj.DecodeRecord(raw); !ok {
 				malformed++
 				return
 			}
-			decodeProcess(&t.proc, p)
-			h.Process(&t.proc)
-			return
-		}
-		rec, ok := bpfobj.DecodeRecord(raw)
-		if !ok {
-			malformed++
-			return
 		}
 		r := rec.SpanRecord
 		if int(r.Span) >= len(t.plan.Spans) || int(r.EntrySite) >= len(t.plan.Sites) || int(r.ExitSite) >= len(t.plan.Sites) {
@@ -1112,7 +1119,12 @@ func (t *Tracer) Read(max int, h Records) (n, malformed int) {
 		ev.Truncated, ev.Pending = r.Flags&bpfobj.RecordTruncated != 0, r.Flags&bpfobj.RecordPending != 0
 		ev.EntryFailed, ev.ExitFailed = r.EntryFailed, r.ExitFailed
 		ev.Entry, ev.Exit = rec.Entry, rec.Exit
-		ev.Thread = event.ThreadContext{}
+		if ev.Thread.Valid {
+			// Cleared only when the last record set it: zeroing its
+			// slice costs a write barrier per record while the garbage
+			// collector marks.
+			ev.Thread = event.ThreadContext{}
+		}
 		if rec.Thread != nil {
 			ev.Thread.Valid = true
 			ev.Thread.TraceID, ev.Thread.SpanID, ev.Thread.Flags, ev.Thread.Attrs = bpfobj.ThreadContextOf(rec.Thread)

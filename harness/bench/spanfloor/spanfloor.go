@@ -71,6 +71,23 @@ type Config struct {
 	// Interval is how often the receiver wakes to build and deliver the
 	// spans of one interval (the uprobe receiver's flush_interval).
 	Interval time.Duration `mapstructure:"interval"`
+	// MaxSpansPerDrain, when positive, bounds the spans of one wakeup:
+	// the uprobe receiver drains as soon as a quarter of its ring buffer
+	// is full, before its flush_interval, so at a high rate it delivers
+	// that many spans every MaxSpansPerDrain/Rate seconds, and so does
+	// this receiver.
+	MaxSpansPerDrain int `mapstructure:"max_spans_per_drain"`
+}
+
+// drains returns the spans of one wakeup and the time between two, for
+// rate spans per second: Interval's worth, or MaxSpansPerDrain when fewer,
+// then as often as the rate makes them.
+func (c *Config) drains() (spans int, every time.Duration) {
+	spans = int(float64(c.Rate) * c.Interval.Seconds())
+	if c.MaxSpansPerDrain <= 0 || spans <= c.MaxSpansPerDrain || c.Rate <= 0 {
+		return spans, c.Interval
+	}
+	return c.MaxSpansPerDrain, time.Duration(float64(c.MaxSpansPerDrain) / float64(c.Rate) * float64(time.Second))
 }
 
 // NewFactory returns the factory of the spanfloor receiver (type
@@ -112,13 +129,14 @@ func (r *floorReceiver) Shutdown(context.Context) error {
 	return nil
 }
 
-// run delivers Rate×Interval spans every Interval, in batches of
+// run delivers Rate×Interval spans every Interval (or MaxSpansPerDrain
+// spans as often as Rate makes them, when fewer), in batches of
 // BatchSpans, each call counted by obsreport as the uprobe receiver's are.
 func (r *floorReceiver) run() {
 	defer close(r.done)
-	tick := time.NewTicker(r.cfg.Interval)
+	per, every := r.cfg.drains()
+	tick := time.NewTicker(every)
 	defer tick.Stop()
-	per := int(float64(r.cfg.Rate) * r.cfg.Interval.Seconds())
 	for n := 0; ; {
 		select {
 		case <-r.stop:
