@@ -309,6 +309,10 @@ struct task_state {
 		__u32 site;
 		__u32 values_end; /* bytes of the record's values (entry and exit) */
 		__u32 pad;
+		/* what place found: the start of the span's parent (0 for a
+		 * root) and of its trace's root */
+		__u64 parent_start_ns;
+		__u64 root_start_ns;
 	} closing;
 	/* The context the thread had published (OTEP 4947) when its outermost
 	 * open span opened, with RECORD_THREAD_CONTEXT on that frame. */
@@ -1775,13 +1779,13 @@ __subprog void return_hit(const struct site *s, __u32 pending)
 }
 
 /*
- * span_entry opens a span of site s for whoever runs the probe, with
- * extra_flags (RECORD_PENDING, RECORD_FILTERED) on its frame. It is a global
- * function so that the verifier checks it once, not once per path of
- * site_hit. It returns 1 when the kernel is to skip the call's return (a
- * SITE_SESSION entry whose conditions did not hold), 0 otherwise.
+ * span_entry_in opens a span of site s for whoever runs the probe, with
+ * extra_flags (RECORD_PENDING, RECORD_FILTERED) on its frame. It returns 1
+ * when the kernel is to skip the call's return (a SITE_SESSION entry whose
+ * conditions did not hold), 0 otherwise.
  */
-__noinline int span_entry(const struct site *s, __u32 site_id, __u32 extra_flags, struct pt_regs *regs)
+static __always_inline int span_entry_in(const struct site *s, __u32 site_id, __u32 extra_flags,
+					 struct pt_regs *regs)
 {
 	__u64 at = (__u64)site_id << 32 | extra_flags;
 	struct task_state *ts;
@@ -1828,6 +1832,13 @@ __noinline int span_entry(const struct site *s, __u32 site_id, __u32 extra_flags
 
 	open_frame(s, regs, ts, at);
 	return 0;
+}
+
+/* span_entry is span_entry_in as a global function, so that the verifier
+ * checks it once, not once per path of site_hit. */
+__noinline int span_entry(const struct site *s, __u32 site_id, __u32 extra_flags, struct pt_regs *regs)
+{
+	return span_entry_in(s, site_id, extra_flags, regs);
 }
 
 /* below_ctx is the state of below_one: the nearest frame under from that
@@ -1907,13 +1918,55 @@ static __always_inline int recorded_root(struct task_state *ts, int p)
 	return recorded_root_up(ts, p);
 }
 
+/* place_below is place where a frame below k is filtered: the parent
+ * and the root are the nearest frames that are not. */
+__subprog void place_below(struct task_state *ts, __u32 k)
+{
+	int p = recorded_below(ts, k);
+
+	if (p >= 0) {
+		struct frame *parent = frame_at(ts, p);
+		ts->closing.parent_start_ns = parent->start_ns;
+		int r = recorded_root(ts, p);
+		ts->closing.root_start_ns = frame_at(ts, r)->start_ns;
+		/* The parent is recorded too, so that this span has one. */
+		parent->flags |= RECORD_HAS_CHILD;
+	}
+}
+
+/*
+ * place finds the parent and the root of the span closing in frame k of ts
+ * (ts->closing.parent_start_ns, root_start_ns) and marks the parent
+ * RECORD_HAS_CHILD. The usual case is inline; the walks past filtered
+ * frames are a call made before send_span holds anything but ts, so that
+ * no value is spilled around it.
+ */
+static __always_inline void place(struct task_state *ts, __u32 k)
+{
+	k = frame_index(k);
+	ts->closing.parent_start_ns = 0;
+	ts->closing.root_start_ns = ts->frames[k].start_ns;
+	if (k == 0)
+		return;
+	struct frame *parent = frame_at(ts, k - 1);
+	if ((parent->flags | ts->frames[0].flags) & RECORD_FILTERED) {
+		place_below(ts, k);
+		return;
+	}
+	ts->closing.parent_start_ns = parent->start_ns;
+	ts->closing.root_start_ns = ts->frames[0].start_ns;
+	/* The parent is recorded too, so that this span has one. */
+	parent->flags |= RECORD_HAS_CHILD;
+}
+
 /*
  * fill_record writes into rec what the record of the span closing in ts
- * says about its place (parent, root, carrier), its process and thread
- * (task, the current task); send_span writes the rest.
+ * says about its place (parent and root, from place; carrier), its process
+ * and thread (the current task); send_span writes the rest. Inlined in
+ * span_exit: a call costs ~8 ns.
  */
-__subprog void fill_record(const struct site *s, struct pt_regs *regs, struct task_state *ts,
-			   struct span_record *rec)
+static __always_inline void fill_record(const struct site *s, struct pt_regs *regs, struct task_state *ts,
+					struct span_record *rec)
 {
 	/* The task is looked up here rather than kept across send_span's
 	 * calls: one register fewer to spill keeps span_exit's frame within
@@ -1923,18 +1976,9 @@ __subprog void fill_record(const struct site *s, struct pt_regs *regs, struct ta
 	struct frame *f = &ts->frames[k];
 
 	rec->start_ns = f->start_ns;
-	rec->parent_start_ns = 0;
-	rec->root_start_ns = f->start_ns;
+	rec->parent_start_ns = ts->closing.parent_start_ns;
+	rec->root_start_ns = ts->closing.root_start_ns;
 	rec->context_start_ns = 0;
-	int p = recorded_below(ts, k);
-	if (p >= 0) {
-		struct frame *parent = frame_at(ts, p);
-		rec->parent_start_ns = parent->start_ns;
-		int r = recorded_root(ts, p);
-		rec->root_start_ns = frame_at(ts, r)->start_ns;
-		/* The parent is recorded too, so that this span has one. */
-		parent->flags |= RECORD_HAS_CHILD;
-	}
 	if (f->carrier > 0 && f->carrier <= k)
 		rec->context_start_ns = frame_at(ts, f->carrier - 1)->start_ns;
 	/* The task's ids are what bpf_get_current_pid_tgid() would say (the
@@ -1955,9 +1999,9 @@ __subprog void fill_record(const struct site *s, struct pt_regs *regs, struct ta
  * send_span sends the record of the span closing in ts (ts->closing), with
  * the values of its exit fetched into the value stack after its entry's.
  */
-static __always_inline void send_span(const struct site *s, struct pt_regs *regs, struct task_state *ts,
-				      struct task_struct *task)
+static __always_inline void send_span(const struct site *s, struct pt_regs *regs, struct task_state *ts)
 {
+	place(ts, ts->closing.frame);
 	__u32 k = frame_index(ts->closing.frame);
 	struct frame *f = &ts->frames[k];
 	struct values *w = window(ts, f->value_off);
@@ -2066,8 +2110,7 @@ __subprog int count_pending(const struct site *s, struct task_state *ts, __u32 k
  * close_span closes the span closing in ts (ts->closing): its duration goes
  * to the histogram, and unless unsampled or too short it is sent.
  */
-static __always_inline void close_span(const struct site *s, struct pt_regs *regs, struct task_state *ts,
-			   struct task_struct *task)
+static __always_inline void close_span(const struct site *s, struct pt_regs *regs, struct task_state *ts)
 {
 	__u32 k = frame_index(ts->closing.frame);
 	struct frame *f = &ts->frames[k];
@@ -2086,7 +2129,7 @@ static __always_inline void close_span(const struct site *s, struct pt_regs *reg
 		not_recorded(s->exit_span, f->flags & RECORD_PENDING, PENDING_SPAN_SHORT);
 		return;
 	}
-	send_span(s, regs, ts, task);
+	send_span(s, regs, ts);
 }
 
 /*
@@ -2143,7 +2186,7 @@ __noinline int span_exit(const struct site *s, __u32 site_id, struct probe_stats
 		truncate(ts, k);
 	} else {
 		ts->closing.frame = k;
-		close_span(s, regs, ts, task);
+		close_span(s, regs, ts);
 	}
 	if (s->flags & SITE_GO)
 		go_release(regs, ts);
@@ -2166,8 +2209,12 @@ static __always_inline int count_hit_impl(struct pt_regs *ctx, int per_process)
  * entry are known to hold). For the entry of a session site (SITE_SESSION)
  * it returns 1 when the kernel is to skip the call's return (see
  * span_entry; a process not chosen has nothing to close either), 0
- * otherwise. */
-static __always_inline int site_hit_at(struct pt_regs *ctx, __u32 site_id, int checked)
+ * otherwise. With inline_entry (the uprobe_multi program: Linux 6.6)
+ * span_entry is inlined rather than called: a call costs ~8 ns where
+ * returns are mitigated (SRSO "safe RET"); older verifiers check the
+ * global function once instead. span_exit stays a call: inlined, it takes
+ * the program's frame past 48 bytes. */
+static __always_inline int site_hit_at(struct pt_regs *ctx, __u32 site_id, int checked, int inline_entry)
 {
 	const struct site *s = bpf_map_lookup_elem(&sites, &site_id);
 	struct probe_stats *ps;
@@ -2203,14 +2250,44 @@ static __always_inline int site_hit_at(struct pt_regs *ctx, __u32 site_id, int c
 	}
 	if (s->flags & SITE_EXIT)
 		span_exit(s, site_id, ps, ctx);
-	if (s->flags & SITE_ENTRY)
-		return span_entry(s, site_id, (c == CHOICE_PENDING ? RECORD_PENDING : 0) | (pass ? 0 : RECORD_FILTERED), ctx);
+	if (s->flags & SITE_ENTRY) {
+		__u32 extra = (c == CHOICE_PENDING ? RECORD_PENDING : 0) | (pass ? 0 : RECORD_FILTERED);
+		return inline_entry ? span_entry_in(s, site_id, extra, ctx) : span_entry(s, site_id, extra, ctx);
+	}
 	return 0;
 }
 
 static __always_inline int site_hit_impl(struct pt_regs *ctx)
 {
-	site_hit_at(ctx, bpf_get_attach_cookie(ctx), 0);
+	site_hit_at(ctx, bpf_get_attach_cookie(ctx), 0, 0);
+	return 0;
+}
+
+/* bpf_rdonly_cast (Linux 6.2), which the verifier inlines: the programs
+ * that use it are loaded only with uprobe_multi links (Linux 6.6). */
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
+
+/* multi_run_ctx returns the run context of the uprobe_multi or session
+ * program running (the current task's bpf_ctx), 0 where the kernel's
+ * struct bpf_uprobe_multi_run_ctx has no uprobe (then the callers use
+ * the helpers). Reading it costs one inlined call, where
+ * bpf_get_attach_cookie is a helper call (~15 ns with SRSO "safe RET"). */
+static __always_inline struct bpf_uprobe_multi_run_ctx *multi_run_ctx(void)
+{
+	if (!bpf_core_field_exists(struct bpf_uprobe_multi_run_ctx, uprobe) ||
+	    !bpf_core_field_exists(struct bpf_uprobe, cookie))
+		return 0;
+	return bpf_rdonly_cast(bpf_get_current_task_btf()->bpf_ctx,
+			       bpf_core_type_id_kernel(struct bpf_uprobe_multi_run_ctx));
+}
+
+/* site_hit_multi_impl is site_hit_impl for uprobe_multi links: the cookie
+ * read from the run context. */
+static __always_inline int site_hit_multi_impl(struct pt_regs *ctx)
+{
+	struct bpf_uprobe_multi_run_ctx *rc = multi_run_ctx();
+
+	site_hit_at(ctx, rc ? rc->uprobe->cookie : bpf_get_attach_cookie(ctx), 0, 1);
 	return 0;
 }
 
@@ -2257,14 +2334,14 @@ int site_hit(struct pt_regs *ctx)
 SEC("uprobe.multi")
 int site_hit_multi(struct pt_regs *ctx)
 {
-	return site_hit_impl(ctx);
+	return site_hit_multi_impl(ctx);
 }
 
 /* session_hit is site_hit_at in a function of its own: inlined in
  * site_hit_session, it takes the program's frame past 48 bytes. */
 __subprog int session_hit(struct pt_regs *ctx, __u32 site_id, int checked)
 {
-	return site_hit_at(ctx, site_id, checked);
+	return site_hit_at(ctx, site_id, checked, 0);
 }
 
 /*
@@ -2297,11 +2374,9 @@ static __always_inline int session_rejects(struct pt_regs *ctx, const struct sit
 	return 1;
 }
 
-/* The kfuncs of session programs (Linux 6.12 for uprobes), and
- * bpf_rdonly_cast (6.2), which the verifier inlines: the loader loads
- * site_hit_session only where the kernel has them. */
+/* The kfuncs of session programs (Linux 6.12 for uprobes): the loader
+ * loads site_hit_session only where the kernel has them. */
 extern _Bool bpf_session_is_return(void) __ksym;
-extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
 
 /*
  * site_hit_session is attached, as a session uprobe (Linux 6.12), to the
