@@ -2137,7 +2137,7 @@ static __always_inline void close_span(const struct site *s, struct pt_regs *reg
  * its record, counting into ps what is lost. A global function like
  * span_entry; it returns 0.
  */
-__noinline int span_exit(const struct site *s, __u32 site_id, struct probe_stats *ps, struct pt_regs *regs)
+static __always_inline int span_exit_in(const struct site *s, __u32 site_id, struct probe_stats *ps, struct pt_regs *regs)
 {
 	__u64 now = bpf_ktime_get_ns();
 	struct task_state *ts;
@@ -2193,6 +2193,12 @@ __noinline int span_exit(const struct site *s, __u32 site_id, struct probe_stats
 	return 0;
 }
 
+/* span_exit is span_exit_in as a global function, like span_entry. */
+__noinline int span_exit(const struct site *s, __u32 site_id, struct probe_stats *ps, struct pt_regs *regs)
+{
+	return span_exit_in(s, site_id, ps, regs);
+}
+
 static __always_inline int count_hit_impl(struct pt_regs *ctx, int per_process)
 {
 	__u32 probe_id = bpf_get_attach_cookie(ctx);
@@ -2205,15 +2211,29 @@ static __always_inline int count_hit_impl(struct pt_regs *ctx, int per_process)
 	return 0;
 }
 
+/* site_hist adds the value of site s's counter to its histogram: what
+ * site_hit_at does inline, in a function of its own for the programs
+ * that inline span_exit. */
+__subprog void site_hist(struct pt_regs *ctx, const struct site *s)
+{
+	__u64 v = 0;
+
+	if (hist_value(ctx, &s->hist_value, &v) == 0)
+		hist_add(s->value_hist - 1, v, s->hist_size, s->hist_signed);
+	else
+		hist_unread(s->value_hist - 1);
+}
+
 /* site_hit_at handles a hit of site site_id (checked: its conditions at
  * entry are known to hold). For the entry of a session site (SITE_SESSION)
  * it returns 1 when the kernel is to skip the call's return (see
  * span_entry; a process not chosen has nothing to close either), 0
  * otherwise. With inline_entry (the uprobe_multi program: Linux 6.6)
- * span_entry is inlined rather than called: a call costs ~8 ns where
+ * span_entry, and span_exit where the site only closes a span (its last
+ * step then), are inlined rather than called: a call costs ~8 ns where
  * returns are mitigated (SRSO "safe RET"); older verifiers check the
- * global function once instead. span_exit stays a call: inlined, it takes
- * the program's frame past 48 bytes. */
+ * global functions once instead. A counter's value histogram is then a
+ * call (site_hist), which keeps the frame within 48 bytes. */
 static __always_inline int site_hit_at(struct pt_regs *ctx, __u32 site_id, int checked, int inline_entry)
 {
 	const struct site *s = bpf_map_lookup_elem(&sites, &site_id);
@@ -2241,15 +2261,20 @@ static __always_inline int site_hit_at(struct pt_regs *ctx, __u32 site_id, int c
 		if (s->flags & SITE_PROC_HITS)
 			proc_hit(s->probe_id);
 	}
-	if (s->value_hist) {
+	if (s->value_hist && inline_entry) {
+		site_hist(ctx, s); /* a call: inline, it takes the frame past 48 bytes with span_exit_in */
+	} else if (s->value_hist) {
 		__u64 v = 0;
 		if (hist_value(ctx, &s->hist_value, &v) == 0)
 			hist_add(s->value_hist - 1, v, s->hist_size, s->hist_signed);
 		else
 			hist_unread(s->value_hist - 1);
 	}
-	if (s->flags & SITE_EXIT)
+	if (s->flags & SITE_EXIT) {
+		if (inline_entry && !(s->flags & SITE_ENTRY))
+			return span_exit_in(s, site_id, ps, ctx);
 		span_exit(s, site_id, ps, ctx);
+	}
 	if (s->flags & SITE_ENTRY) {
 		__u32 extra = (c == CHOICE_PENDING ? RECORD_PENDING : 0) | (pass ? 0 : RECORD_FILTERED);
 		return inline_entry ? span_entry_in(s, site_id, extra, ctx) : span_entry(s, site_id, extra, ctx);
