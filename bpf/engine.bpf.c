@@ -309,6 +309,10 @@ struct task_state {
 		__u32 site;
 		__u32 values_end; /* bytes of the record's values (entry and exit) */
 		__u32 pad;
+		/* what place found: the start of the span's parent (0 for a
+		 * root) and of its trace's root */
+		__u64 parent_start_ns;
+		__u64 root_start_ns;
 	} closing;
 	/* The context the thread had published (OTEP 4947) when its outermost
 	 * open span opened, with RECORD_THREAD_CONTEXT on that frame. */
@@ -1798,6 +1802,13 @@ __subprog void return_hit(const struct site *s, __u32 pending)
  * Internal to the engine. */
 #define ROOT_DECIDED 0x100
 
+/* TCTX_ASK, beside ROOT_DECIDED in span_entry's at, says that the thread
+ * context is to be read should the span be its thread's outermost: the
+ * site reads one and its process is not known to publish none. Set before
+ * the first call after the task is found, so that the task is not kept
+ * across calls. Internal to the engine. */
+#define TCTX_ASK 0x200
+
 /* unsampled_ret_holds says whether the return address of the call
  * ts->unsampled_pos marks is still in its slot, and forgets the mark when
  * it is not. */
@@ -1834,14 +1845,14 @@ static __always_inline int in_unsampled_call(struct task_state *ts, __u32 span)
 }
 
 /*
- * root_sampling decides head sampling for the outermost span of ts
- * (task, the current task) opening at site s: it returns ROOT_DECIDED,
+ * root_sampling_slow decides head sampling for the outermost span of ts
+ * opening at site s (ask: read the thread context): it returns ROOT_DECIDED,
  * with RECORD_UNSAMPLED when the trace is left out (nothing is recorded
  * without a traces pipeline; the hit is inside a call left out; the
  * thread's context says its trace is not sampled; a random draw against
  * sample_threshold), and RECORD_THREAD_CONTEXT as thread_ctx_read says.
  */
-static __always_inline __u32 root_sampling(const struct site *s, struct task_state *ts, struct task_struct *task)
+__subprog __u32 root_sampling_slow(const struct site *s, struct task_state *ts, __u32 ask)
 {
 	__u32 flags = ROOT_DECIDED;
 
@@ -1850,12 +1861,23 @@ static __always_inline __u32 root_sampling(const struct site *s, struct task_sta
 	if (ts->unsampled_pos && in_unsampled_call(ts, s->entry_span))
 		return flags | RECORD_UNSAMPLED;
 	/* The thread's outermost span joins the trace the thread published. */
-	if ((s->flags & SITE_THREAD_CONTEXT) && !(s->flags & SITE_GO) && ts->tctx_none != tctx_none_key(task))
+	if (ask)
 		flags |= thread_ctx_read(s, ts);
 	if (!(flags & RECORD_THREAD_CONTEXT) && s->sample_threshold <= 0xffffffffULL &&
 	    bpf_get_prandom_u32() >= s->sample_threshold)
 		flags |= RECORD_UNSAMPLED;
 	return flags;
+}
+
+/* root_sampling is root_sampling_slow with its usual answer inline: a
+ * span recorded whole (sample_ratio 1), no call left out on the thread,
+ * and no thread context to read (none configured, or the process is known
+ * to publish none) take no call. */
+static __always_inline __u32 root_sampling(const struct site *s, struct task_state *ts, __u64 at)
+{
+	if (emit_records && !ts->unsampled_pos && s->sample_threshold > 0xffffffffULL && !(at & TCTX_ASK))
+		return ROOT_DECIDED;
+	return root_sampling_slow(s, ts, at & TCTX_ASK);
 }
 
 /* left_out says whether the span about to open in ts (the root's decision
@@ -1918,14 +1940,13 @@ __subprog void close_unsampled(const struct site *s, struct task_state *ts, __u3
 }
 
 /*
- * span_entry opens a span of site s for whoever runs the probe, with
- * extra_flags (RECORD_PENDING, RECORD_FILTERED) on its frame. It is a global
- * function so that the verifier checks it once, not once per path of
- * site_hit. It returns 1 when the kernel is to skip the call's return (a
- * SITE_SESSION entry whose conditions did not hold, or that head sampling
- * leaves out), 0 otherwise.
+ * span_entry_in opens a span of site s for whoever runs the probe, with
+ * extra_flags (RECORD_PENDING, RECORD_FILTERED) on its frame. It returns 1
+ * when the kernel is to skip the call's return (a SITE_SESSION entry whose
+ * conditions did not hold, or that head sampling leaves out), 0 otherwise.
  */
-__noinline int span_entry(const struct site *s, __u32 site_id, __u32 extra_flags, struct pt_regs *regs)
+static __always_inline int span_entry_in(const struct site *s, __u32 site_id, __u32 extra_flags,
+					 struct pt_regs *regs)
 {
 	__u64 at = (__u64)site_id << 32 | extra_flags;
 	struct task_state *ts;
@@ -1958,6 +1979,8 @@ __noinline int span_entry(const struct site *s, __u32 site_id, __u32 extra_flags
 		count(s->entry_span, no_state);
 		return 0;
 	}
+	if ((s->flags & SITE_THREAD_CONTEXT) && !(s->flags & SITE_GO) && ts->tctx_none != tctx_none_key(task))
+		at |= TCTX_ASK;
 	if (ts->depth && !(ts->flags & STATE_NO_POS))
 		drop_stale(ts, s->entry_span, ts->pos);
 	if (ts->overflow || ts->depth >= ABI_MAX_DEPTH) {
@@ -1966,11 +1989,18 @@ __noinline int span_entry(const struct site *s, __u32 site_id, __u32 extra_flags
 		return 0;
 	}
 	if (!ts->depth && !(at & ROOT_DECIDED))
-		at |= root_sampling(s, ts, task);
+		at |= root_sampling(s, ts, at);
 	if ((s->flags & SITE_SESSION) && left_out(ts, at) && skip_unsampled(s, ts, at & RECORD_PENDING))
 		return 1;
 	open_frame(s, regs, ts, at);
 	return 0;
+}
+
+/* span_entry is span_entry_in as a global function, so that the verifier
+ * checks it once, not once per path of site_hit. */
+__noinline int span_entry(const struct site *s, __u32 site_id, __u32 extra_flags, struct pt_regs *regs)
+{
+	return span_entry_in(s, site_id, extra_flags, regs);
 }
 
 /* below_ctx is the state of below_one: the nearest frame under from that
@@ -2050,13 +2080,55 @@ static __always_inline int recorded_root(struct task_state *ts, int p)
 	return recorded_root_up(ts, p);
 }
 
+/* place_below is place where a frame below k is filtered: the parent
+ * and the root are the nearest frames that are not. */
+__subprog void place_below(struct task_state *ts, __u32 k)
+{
+	int p = recorded_below(ts, k);
+
+	if (p >= 0) {
+		struct frame *parent = frame_at(ts, p);
+		ts->closing.parent_start_ns = parent->start_ns;
+		int r = recorded_root(ts, p);
+		ts->closing.root_start_ns = frame_at(ts, r)->start_ns;
+		/* The parent is recorded too, so that this span has one. */
+		parent->flags |= RECORD_HAS_CHILD;
+	}
+}
+
+/*
+ * place finds the parent and the root of the span closing in frame k of ts
+ * (ts->closing.parent_start_ns, root_start_ns) and marks the parent
+ * RECORD_HAS_CHILD. The usual case is inline; the walks past filtered
+ * frames are a call made before send_span holds anything but ts, so that
+ * no value is spilled around it.
+ */
+static __always_inline void place(struct task_state *ts, __u32 k)
+{
+	k = frame_index(k);
+	ts->closing.parent_start_ns = 0;
+	ts->closing.root_start_ns = ts->frames[k].start_ns;
+	if (k == 0)
+		return;
+	struct frame *parent = frame_at(ts, k - 1);
+	if ((parent->flags | ts->frames[0].flags) & RECORD_FILTERED) {
+		place_below(ts, k);
+		return;
+	}
+	ts->closing.parent_start_ns = parent->start_ns;
+	ts->closing.root_start_ns = ts->frames[0].start_ns;
+	/* The parent is recorded too, so that this span has one. */
+	parent->flags |= RECORD_HAS_CHILD;
+}
+
 /*
  * fill_record writes into rec what the record of the span closing in ts
- * says about its place (parent, root, carrier), its process and thread
- * (task, the current task); send_span writes the rest.
+ * says about its place (parent and root, from place; carrier), its process
+ * and thread (the current task); send_span writes the rest. Inlined in
+ * span_exit: a call costs ~8 ns.
  */
-__subprog void fill_record(const struct site *s, struct pt_regs *regs, struct task_state *ts,
-			   struct span_record *rec)
+static __always_inline void fill_record(const struct site *s, struct pt_regs *regs, struct task_state *ts,
+					struct span_record *rec)
 {
 	/* The task is looked up here rather than kept across send_span's
 	 * calls: one register fewer to spill keeps span_exit's frame within
@@ -2066,18 +2138,9 @@ __subprog void fill_record(const struct site *s, struct pt_regs *regs, struct ta
 	struct frame *f = &ts->frames[k];
 
 	rec->start_ns = f->start_ns;
-	rec->parent_start_ns = 0;
-	rec->root_start_ns = f->start_ns;
+	rec->parent_start_ns = ts->closing.parent_start_ns;
+	rec->root_start_ns = ts->closing.root_start_ns;
 	rec->context_start_ns = 0;
-	int p = recorded_below(ts, k);
-	if (p >= 0) {
-		struct frame *parent = frame_at(ts, p);
-		rec->parent_start_ns = parent->start_ns;
-		int r = recorded_root(ts, p);
-		rec->root_start_ns = frame_at(ts, r)->start_ns;
-		/* The parent is recorded too, so that this span has one. */
-		parent->flags |= RECORD_HAS_CHILD;
-	}
 	if (f->carrier > 0 && f->carrier <= k)
 		rec->context_start_ns = frame_at(ts, f->carrier - 1)->start_ns;
 	/* The task's ids are what bpf_get_current_pid_tgid() would say (the
@@ -2098,9 +2161,9 @@ __subprog void fill_record(const struct site *s, struct pt_regs *regs, struct ta
  * send_span sends the record of the span closing in ts (ts->closing), with
  * the values of its exit fetched into the value stack after its entry's.
  */
-static __always_inline void send_span(const struct site *s, struct pt_regs *regs, struct task_state *ts,
-				      struct task_struct *task)
+static __always_inline void send_span(const struct site *s, struct pt_regs *regs, struct task_state *ts)
 {
+	place(ts, ts->closing.frame);
 	__u32 k = frame_index(ts->closing.frame);
 	struct frame *f = &ts->frames[k];
 	struct values *w = window(ts, f->value_off);
@@ -2209,8 +2272,7 @@ __subprog int count_pending(const struct site *s, struct task_state *ts, __u32 k
  * close_span closes the span closing in ts (ts->closing): its duration goes
  * to the histogram, and unless unsampled or too short it is sent.
  */
-static __always_inline void close_span(const struct site *s, struct pt_regs *regs, struct task_state *ts,
-			   struct task_struct *task)
+static __always_inline void close_span(const struct site *s, struct pt_regs *regs, struct task_state *ts)
 {
 	__u32 k = frame_index(ts->closing.frame);
 	struct frame *f = &ts->frames[k];
@@ -2229,7 +2291,7 @@ static __always_inline void close_span(const struct site *s, struct pt_regs *reg
 		not_recorded(s->exit_span, f->flags & RECORD_PENDING, PENDING_SPAN_SHORT);
 		return;
 	}
-	send_span(s, regs, ts, task);
+	send_span(s, regs, ts);
 }
 
 /*
@@ -2237,7 +2299,7 @@ static __always_inline void close_span(const struct site *s, struct pt_regs *reg
  * its record, counting into ps what is lost. A global function like
  * span_entry; it returns 0.
  */
-__noinline int span_exit(const struct site *s, __u32 site_id, struct probe_stats *ps, struct pt_regs *regs)
+static __always_inline int span_exit_in(const struct site *s, __u32 site_id, struct probe_stats *ps, struct pt_regs *regs)
 {
 	__u64 now = bpf_ktime_get_ns();
 	struct task_state *ts;
@@ -2290,11 +2352,17 @@ __noinline int span_exit(const struct site *s, __u32 site_id, struct probe_stats
 		truncate(ts, k);
 	} else {
 		ts->closing.frame = k;
-		close_span(s, regs, ts, task);
+		close_span(s, regs, ts);
 	}
 	if (s->flags & SITE_GO)
 		go_release(regs, ts);
 	return 0;
+}
+
+/* span_exit is span_exit_in as a global function, like span_entry. */
+__noinline int span_exit(const struct site *s, __u32 site_id, struct probe_stats *ps, struct pt_regs *regs)
+{
+	return span_exit_in(s, site_id, ps, regs);
 }
 
 static __always_inline int count_hit_impl(struct pt_regs *ctx, int per_process)
@@ -2315,11 +2383,29 @@ enum checked {
 	CHECKED_SAMPLED = 2, /* the call opens its thread's outermost span, sampled (session_samples) */
 };
 
+/* site_hist adds the value of site s's counter to its histogram: what
+ * site_hit_at does inline, in a function of its own for the programs
+ * that inline span_exit. */
+__subprog void site_hist(struct pt_regs *ctx, const struct site *s)
+{
+	__u64 v = 0;
+
+	if (hist_value(ctx, &s->hist_value, &v) == 0)
+		hist_add(s->value_hist - 1, v, s->hist_size, s->hist_signed);
+	else
+		hist_unread(s->value_hist - 1);
+}
+
 /* site_hit_at handles a hit of site site_id (checked: enum checked). For the entry of a session site (SITE_SESSION)
  * it returns 1 when the kernel is to skip the call's return (see
  * span_entry; a process not chosen has nothing to close either), 0
- * otherwise. */
-static __always_inline int site_hit_at(struct pt_regs *ctx, __u32 site_id, int checked)
+ * otherwise. With inline_entry (the uprobe_multi program: Linux 6.6)
+ * span_entry, and span_exit where the site only closes a span (its last
+ * step then), are inlined rather than called: a call costs ~8 ns where
+ * returns are mitigated (SRSO "safe RET"); older verifiers check the
+ * global functions once instead. A counter's value histogram is then a
+ * call (site_hist), which keeps the frame within 48 bytes. */
+static __always_inline int site_hit_at(struct pt_regs *ctx, __u32 site_id, int checked, int inline_entry)
 {
 	const struct site *s = bpf_map_lookup_elem(&sites, &site_id);
 	struct probe_stats *ps;
@@ -2352,23 +2438,56 @@ static __always_inline int site_hit_at(struct pt_regs *ctx, __u32 site_id, int c
 		if (s->flags & SITE_PROC_HITS)
 			proc_hit(s->probe_id);
 	}
-	if (s->value_hist) {
+	if (s->value_hist && inline_entry) {
+		site_hist(ctx, s); /* a call: inline, it takes the frame past 48 bytes with span_exit_in */
+	} else if (s->value_hist) {
 		__u64 v = 0;
 		if (hist_value(ctx, &s->hist_value, &v) == 0)
 			hist_add(s->value_hist - 1, v, s->hist_size, s->hist_signed);
 		else
 			hist_unread(s->value_hist - 1);
 	}
-	if (s->flags & SITE_EXIT)
+	if (s->flags & SITE_EXIT) {
+		if (inline_entry && !(s->flags & SITE_ENTRY))
+			return span_exit_in(s, site_id, ps, ctx);
 		span_exit(s, site_id, ps, ctx);
+	}
 	if (s->flags & SITE_ENTRY)
-		return span_entry(s, site_id, entry_flags, ctx);
+		return inline_entry ? span_entry_in(s, site_id, entry_flags, ctx) : span_entry(s, site_id, entry_flags, ctx);
 	return 0;
 }
 
 static __always_inline int site_hit_impl(struct pt_regs *ctx)
 {
-	site_hit_at(ctx, bpf_get_attach_cookie(ctx), 0);
+	site_hit_at(ctx, bpf_get_attach_cookie(ctx), 0, 0);
+	return 0;
+}
+
+/* bpf_rdonly_cast (Linux 6.2), which the verifier inlines: the programs
+ * that use it are loaded only with uprobe_multi links (Linux 6.6). */
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
+
+/* multi_run_ctx returns the run context of the uprobe_multi or session
+ * program running (the current task's bpf_ctx), 0 where the kernel's
+ * struct bpf_uprobe_multi_run_ctx has no uprobe (then the callers use
+ * the helpers). Reading it costs one inlined call, where
+ * bpf_get_attach_cookie is a helper call (~15 ns with SRSO "safe RET"). */
+static __always_inline struct bpf_uprobe_multi_run_ctx *multi_run_ctx(void)
+{
+	if (!bpf_core_field_exists(struct bpf_uprobe_multi_run_ctx, uprobe) ||
+	    !bpf_core_field_exists(struct bpf_uprobe, cookie))
+		return 0;
+	return bpf_rdonly_cast(bpf_get_current_task_btf()->bpf_ctx,
+			       bpf_core_type_id_kernel(struct bpf_uprobe_multi_run_ctx));
+}
+
+/* site_hit_multi_impl is site_hit_impl for uprobe_multi links: the cookie
+ * read from the run context. */
+static __always_inline int site_hit_multi_impl(struct pt_regs *ctx)
+{
+	struct bpf_uprobe_multi_run_ctx *rc = multi_run_ctx();
+
+	site_hit_at(ctx, rc ? rc->uprobe->cookie : bpf_get_attach_cookie(ctx), 0, 1);
 	return 0;
 }
 
@@ -2415,14 +2534,14 @@ int site_hit(struct pt_regs *ctx)
 SEC("uprobe.multi")
 int site_hit_multi(struct pt_regs *ctx)
 {
-	return site_hit_impl(ctx);
+	return site_hit_multi_impl(ctx);
 }
 
 /* session_hit is site_hit_at in a function of its own: inlined in
  * site_hit_session, it takes the program's frame past 48 bytes. */
 __subprog int session_hit(struct pt_regs *ctx, __u32 site_id, int checked)
 {
-	return site_hit_at(ctx, site_id, checked);
+	return site_hit_at(ctx, site_id, checked, 0);
 }
 
 /*
@@ -2510,11 +2629,9 @@ __subprog int session_samples(struct pt_regs *ctx, const struct site *s)
 #endif
 }
 
-/* The kfuncs of session programs (Linux 6.12 for uprobes), and
- * bpf_rdonly_cast (6.2), which the verifier inlines: the loader loads
- * site_hit_session only where the kernel has them. */
+/* The kfuncs of session programs (Linux 6.12 for uprobes): the loader
+ * loads site_hit_session only where the kernel has them. */
 extern _Bool bpf_session_is_return(void) __ksym;
-extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
 
 /*
  * site_hit_session is attached, as a session uprobe (Linux 6.12), to the

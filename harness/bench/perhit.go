@@ -108,6 +108,11 @@ type cycleSample struct {
 	// With -program-stats: the BPF run time of the setup's own programs
 	// per call of probed, and their runs per call.
 	programNs, programRuns float64
+	// floorProgramNs is, with -program-stats, the BPF run time of each
+	// floor's programs per call of its twin (by program name: floors
+	// whose programs share a name, the bare counter and the pair, read
+	// each other's too when both run).
+	floorProgramNs []float64
 }
 
 // programs returns the name prefixes of the BPF programs st runs.
@@ -280,7 +285,7 @@ func perHit(s settings, res *Result, w *workload, path string) error {
 			samples[st.name] = append(samples[st.name], sample)
 			line := fmt.Sprintf("cycle %d: %-60s %8.1f ns added", c+1, st.name, sample.added)
 			if s.programStats {
-				line += fmt.Sprintf(" [BPF %.1f ns in %.2f runs per call]", sample.programNs, sample.programRuns)
+				line += fmt.Sprintf(" [BPF %.1f ns in %.2f runs per call; floors' BPF %.1f ns]", sample.programNs, sample.programRuns, sample.floorProgramNs)
 			}
 			for i, f := range st.floors {
 				line += fmt.Sprintf(", %.2f × %s (%.1f)", sample.added/sample.floors[i], shortFloor(f), sample.floors[i])
@@ -337,8 +342,12 @@ func measureSetup(s settings, st setup, base [3]float64) (_ cycleSample, err err
 		detaches = append(detaches, d)
 	}
 	var before map[ebpf.ProgramID]progRun
+	floorBefore := make([]map[ebpf.ProgramID]progRun, len(st.floors))
 	if s.programStats {
 		before, _ = programRuns(st.programs())
+		for i, f := range st.floors {
+			floorBefore[i], _ = programRuns(setup{name: f}.programs())
+		}
 	}
 	p, t, t2, err := st.set.w.measure3(st.args, st.calls(s), s.rounds, st.set.set)
 	if err != nil {
@@ -351,6 +360,11 @@ func measureSetup(s settings, st setup, base [3]float64) (_ cycleSample, err err
 		rt, runs := programDelta(before, after)
 		calls := float64(st.calls(s)*s.rounds) * per
 		sample.programNs, sample.programRuns = float64(rt.Nanoseconds())/calls, float64(runs)/calls
+		for i, f := range st.floors {
+			fafter, _ := programRuns(setup{name: f}.programs())
+			frt, _ := programDelta(floorBefore[i], fafter)
+			sample.floorProgramNs = append(sample.floorProgramNs, float64(frt.Nanoseconds())/calls)
+		}
 	}
 	for i := range st.floors {
 		sample.floors = append(sample.floors, []float64{(t - base[1]) / per, (t2 - base[2]) / per}[i])
