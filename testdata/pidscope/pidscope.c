@@ -5,6 +5,8 @@
  *
  *   go N T    calls work N times in each of T new threads (T = 0: in the
  *             main thread), prints "done"
+ *   fork N    forks a child that calls work N times in its main thread
+ *             and exits; prints "forked NS": the child's nanoseconds a call
  *   sem       prints "sem S": the semaphore of pidscope:tick
  *   exit      exits
  */
@@ -13,6 +15,9 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 unsigned short pidscope_tick_semaphore __attribute__((unused)) __attribute__((section(".probes")));
@@ -58,6 +63,24 @@ int main(void)
 			for (int i = 0; i < threads; i++)
 				pthread_join(t[i], NULL);
 			printf("done\n");
+		} else if (sscanf(line, "fork %ld", &n) == 1) {
+			/* The child writes its time per call where the parent reads it. */
+			volatile double *ns = mmap(NULL, sizeof(*ns), PROT_READ | PROT_WRITE,
+						   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+			pid_t child = fork();
+
+			if (child == 0) {
+				struct timespec a, b;
+
+				clock_gettime(CLOCK_MONOTONIC, &a);
+				run((void *)n);
+				clock_gettime(CLOCK_MONOTONIC, &b);
+				*ns = ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / (double)n;
+				_exit(0);
+			}
+			waitpid(child, NULL, 0);
+			printf("forked %.1f\n", *ns);
+			munmap((void *)ns, sizeof(*ns));
 		} else if (strncmp(line, "sem", 3) == 0) {
 			printf("sem %u\n", pidscope_tick_semaphore);
 		} else if (strncmp(line, "exit", 4) == 0) {
