@@ -257,3 +257,27 @@ func mappedAt(t *testing.T, pid int, path string, off uint64) uint64 {
 	t.Fatalf("file offset %#x of %s is not mapped executable in process %d", off, path, pid)
 	return 0
 }
+
+// Attachments of targets of different processes never share a link: the
+// groups of one uprobe_multi link have one file, direction, program and
+// kernel pid, in order of first appearance.
+func TestGroupAttachmentsByPID(t *testing.T) {
+	pids := map[int]uint32{0: 0, 1: 4242, 2: 4242, 3: 77}
+	pidOf := func(a plan.Attachment) uint32 { return pids[a.Probe] }
+	site := func(probe int, ret bool) plan.Attachment {
+		return plan.Attachment{Probe: probe, Return: ret, Program: plan.ProgramSite, Cookie: uint64(probe)}
+	}
+	all := []plan.Attachment{site(0, false), site(1, false), site(3, false), site(2, false), site(1, true), site(0, false)}
+	groups := groupAttachments(all, false, func(plan.Attachment) bool { return false }, pidOf)
+	var got [][]int
+	for _, g := range groups {
+		var probes []int
+		for _, a := range g {
+			probes = append(probes, a.Probe)
+			assert.Equal(t, pidOf(g[0]), pidOf(a))
+			assert.Equal(t, g[0].Return, a.Return)
+		}
+		got = append(got, probes)
+	}
+	assert.Equal(t, [][]int{{0, 0}, {1, 2}, {3}, {1}}, got)
+}
