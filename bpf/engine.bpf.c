@@ -319,6 +319,18 @@ struct task_state {
 	 * bit 63 set; 0 otherwise. While both still hold, the outermost span
 	 * skips the read: nothing was mapped since user space looked. */
 	__u64 tctx_none;
+	/* unsampled_pos is the stack pointer at the entry of the call that
+	 * head sampling (sample_ratio, or the thread context's sampled flag)
+	 * left out as the thread's outermost span and whose return the kernel
+	 * skips (a SITE_SESSION entry): it opened no frame. unsampled_ret is
+	 * the return address the call found at unsampled_pos, unsampled_span
+	 * its span. While they still hold, an entry deeper in the stack with
+	 * no frame open is inside that call and follows its decision (see
+	 * in_unsampled_call); 0 for none. */
+	__u64 unsampled_pos;
+	__u64 unsampled_ret;
+	__u32 unsampled_span;
+	__u32 unsampled_pad;
 	/* sent counts the span records of this state, so that only every
 	 * FILL_CHECK_EVERY-th of them looks at how full the ring is. */
 	__u32 sent;
@@ -631,6 +643,7 @@ static __always_inline void reset(struct task_state *ts)
 		ts->overflow = 0;
 	}
 	truncate(ts, 0);
+	ts->unsampled_pos = 0;
 }
 
 /*
@@ -1670,18 +1683,13 @@ static __always_inline void open_frame(const struct site *s, struct pt_regs *reg
 		struct frame *parent = frame_at(ts, depth - 1);
 		flags = parent->flags & (RECORD_UNSAMPLED | RECORD_THREAD_CONTEXT);
 		carrier = parent->flags & RECORD_CARRIER ? depth : parent->carrier;
-	} else if (at & RECORD_THREAD_CONTEXT) {
-		/* The application sampled, or not, the trace the span joins:
-		 * RECORD_UNSAMPLED comes with at. */
-	} else if (!emit_records ||
-		   (s->sample_threshold <= 0xffffffffULL && bpf_get_prandom_u32() >= s->sample_threshold)) {
-		flags = RECORD_UNSAMPLED;
 	}
+	/* At the root, the head-sampling decision comes with at (root_sampling). */
 	if (s->flags & SITE_CARRIER)
 		flags |= RECORD_CARRIER;
 	if (s->flags & SITE_FUNCTION)
 		flags |= RECORD_FUNCTION;
-	flags |= (__u32)at; /* RECORD_PENDING, RECORD_FILTERED; at the root RECORD_THREAD_CONTEXT, RECORD_UNSAMPLED */
+	flags |= (__u8)at; /* RECORD_PENDING, RECORD_FILTERED; at the root RECORD_THREAD_CONTEXT, RECORD_UNSAMPLED */
 
 	f->span = s->entry_span;
 	f->entry_site = at >> 32;
@@ -1775,11 +1783,147 @@ __subprog void return_hit(const struct site *s, __u32 pending)
 }
 
 /*
+ * Head sampling. The outermost span of a thread (or goroutine) decides
+ * whether its trace is recorded (root_sampling); the spans nested in it
+ * follow. A span left out is not recorded and not in the duration
+ * histogram (close_unsampled), so that the kernel can skip its return
+ * where the span's entry is a session uprobe (skip_unsampled): the call
+ * then pays its entry only. Its hits and its count as unsampled are the
+ * same either way.
+ */
+
+/* ROOT_DECIDED, in the low 32 bits of span_entry's at but above the 8 of
+ * a frame's flags (open_frame keeps only those), says that root_sampling
+ * decided: RECORD_UNSAMPLED and RECORD_THREAD_CONTEXT come with it.
+ * Internal to the engine. */
+#define ROOT_DECIDED 0x100
+
+/* unsampled_ret_holds says whether the return address of the call
+ * ts->unsampled_pos marks is still in its slot, and forgets the mark when
+ * it is not. */
+__subprog int unsampled_ret_holds(struct task_state *ts)
+{
+	__u64 ret = 0;
+
+	if (!bpf_probe_read_user(&ret, sizeof(ret), (const void *)ts->unsampled_pos) && ret == ts->unsampled_ret)
+		return 1;
+	ts->unsampled_pos = 0;
+	return 0;
+}
+
+/*
+ * in_unsampled_call says whether a hit of span at ts->pos, with no frame
+ * open on the thread, is inside the call that ts->unsampled_pos marks (see
+ * struct task_state): deeper in the stack, or at the same position in
+ * another span (a tail call: as drop_stale has it, the same span there is
+ * a new call), and the call's return address still in its slot. A hit
+ * above the mark, or one that finds another return address there (the
+ * call returned and its caller made another that went deeper), forgets
+ * the mark. The usual hit, the next call of the span left out, reads
+ * nothing.
+ */
+static __always_inline int in_unsampled_call(struct task_state *ts, __u32 span)
+{
+	__u64 at = ts->unsampled_pos;
+
+	if (ts->pos > at || (ts->pos == at && span == ts->unsampled_span)) {
+		ts->unsampled_pos = 0;
+		return 0;
+	}
+	return unsampled_ret_holds(ts);
+}
+
+/*
+ * root_sampling decides head sampling for the outermost span of ts
+ * (task, the current task) opening at site s: it returns ROOT_DECIDED,
+ * with RECORD_UNSAMPLED when the trace is left out (nothing is recorded
+ * without a traces pipeline; the hit is inside a call left out; the
+ * thread's context says its trace is not sampled; a random draw against
+ * sample_threshold), and RECORD_THREAD_CONTEXT as thread_ctx_read says.
+ */
+static __always_inline __u32 root_sampling(const struct site *s, struct task_state *ts, struct task_struct *task)
+{
+	__u32 flags = ROOT_DECIDED;
+
+	if (!emit_records)
+		return flags | RECORD_UNSAMPLED;
+	if (ts->unsampled_pos && in_unsampled_call(ts, s->entry_span))
+		return flags | RECORD_UNSAMPLED;
+	/* The thread's outermost span joins the trace the thread published. */
+	if ((s->flags & SITE_THREAD_CONTEXT) && !(s->flags & SITE_GO) && ts->tctx_none != tctx_none_key(task))
+		flags |= thread_ctx_read(s, ts);
+	if (!(flags & RECORD_THREAD_CONTEXT) && s->sample_threshold <= 0xffffffffULL &&
+	    bpf_get_prandom_u32() >= s->sample_threshold)
+		flags |= RECORD_UNSAMPLED;
+	return flags;
+}
+
+/* left_out says whether the span about to open in ts (the root's decision
+ * in at) is left out by head sampling while a traces pipeline records. */
+static __always_inline int left_out(struct task_state *ts, __u64 at)
+{
+	if (!emit_records)
+		return 0;
+	if (ts->depth)
+		return frame_at(ts, ts->depth - 1)->flags & RECORD_UNSAMPLED;
+	return at & RECORD_UNSAMPLED;
+}
+
+/*
+ * skip_unsampled handles a call at session entry s that head sampling
+ * leaves out, without a frame: it counts it as unsampled and the hit its
+ * return would have had, and returns 1 (the kernel skips the return). The
+ * outermost span of a thread marks the call in ts first, so that the
+ * spans nested in it follow (in_unsampled_call): from the return address
+ * the call finds at the stack pointer, which x86-64 has and arm64 keeps in
+ * a register until the callee stores it anywhere in its frame. Where the
+ * mark cannot be had (arm64, the stack unreadable) it returns 0 and the
+ * span opens, left out, as without sessions.
+ */
+__subprog int skip_unsampled(const struct site *s, struct task_state *ts, __u32 pending)
+{
+	if (!ts->depth && !ts->unsampled_pos) {
+#if defined(__TARGET_ARCH_x86)
+		__u64 ret = 0;
+		if (bpf_probe_read_user(&ret, sizeof(ret), (const void *)ts->pos))
+			return 0;
+		ts->unsampled_pos = ts->pos;
+		ts->unsampled_ret = ret;
+		ts->unsampled_span = s->entry_span;
+#else
+		return 0;
+#endif
+	}
+	not_recorded(s->entry_span, pending, PENDING_SPAN_UNSAMPLED);
+	return_hit(s, pending);
+	return 1;
+}
+
+/* close_unsampled closes frame k of ts, a span of site s's exit span that
+ * head sampling left out: not recorded, not in the duration histogram
+ * (as a call skip_unsampled handled), counted as unsampled where its
+ * process is chosen. */
+__subprog void close_unsampled(const struct site *s, struct task_state *ts, __u32 k)
+{
+	__u32 pending = ts->frames[frame_index(k)].flags & RECORD_PENDING;
+
+	truncate(ts, k);
+	if (pending) {
+		enum choice c = chosen(s, bpf_get_current_pid_tgid() >> 32);
+		if (c == CHOICE_NO)
+			return;
+		pending = c == CHOICE_PENDING;
+	}
+	not_recorded(s->exit_span, pending, PENDING_SPAN_UNSAMPLED);
+}
+
+/*
  * span_entry opens a span of site s for whoever runs the probe, with
  * extra_flags (RECORD_PENDING, RECORD_FILTERED) on its frame. It is a global
  * function so that the verifier checks it once, not once per path of
  * site_hit. It returns 1 when the kernel is to skip the call's return (a
- * SITE_SESSION entry whose conditions did not hold), 0 otherwise.
+ * SITE_SESSION entry whose conditions did not hold, or that head sampling
+ * leaves out), 0 otherwise.
  */
 __noinline int span_entry(const struct site *s, __u32 site_id, __u32 extra_flags, struct pt_regs *regs)
 {
@@ -1821,11 +1965,10 @@ __noinline int span_entry(const struct site *s, __u32 site_id, __u32 extra_flags
 		count(s->entry_span, overflow);
 		return 0;
 	}
-	/* The thread's outermost span joins the trace the thread published. */
-	if (!ts->depth && (s->flags & SITE_THREAD_CONTEXT) && !(s->flags & SITE_GO) && emit_records &&
-	    ts->tctx_none != tctx_none_key(task))
-		at |= thread_ctx_read(s, ts);
-
+	if (!ts->depth && !(at & ROOT_DECIDED))
+		at |= root_sampling(s, ts, task);
+	if ((s->flags & SITE_SESSION) && left_out(ts, at) && skip_unsampled(s, ts, at & RECORD_PENDING))
+		return 1;
 	open_frame(s, regs, ts, at);
 	return 0;
 }
@@ -2133,8 +2276,12 @@ __noinline int span_exit(const struct site *s, __u32 site_id, struct probe_stats
 	abandon(ts, k + 1, depth);
 
 	struct frame *f = &ts->frames[k];
-	if ((f->flags & RECORD_FILTERED) ||
-	    (s->filter_count && !(f->flags & RECORD_HAS_CHILD) && !filters_hold(regs, s, 1))) {
+	if (emit_records && (f->flags & (RECORD_UNSAMPLED | RECORD_FILTERED)) == RECORD_UNSAMPLED) {
+		/* Left out by head sampling: whatever its exit conditions say, as
+		 * where its return was skipped. */
+		close_unsampled(s, ts, k);
+	} else if ((f->flags & RECORD_FILTERED) ||
+		   (s->filter_count && !(f->flags & RECORD_HAS_CHILD) && !filters_hold(regs, s, 1))) {
 		/* Its conditions did not hold: not recorded, not in the histogram.
 		 * A span whose nested spans were recorded is kept whatever its
 		 * exit conditions say, so that they have their parent (as with
@@ -2162,8 +2309,13 @@ static __always_inline int count_hit_impl(struct pt_regs *ctx, int per_process)
 	return 0;
 }
 
-/* site_hit_at handles a hit of site site_id (checked: its conditions at
- * entry are known to hold). For the entry of a session site (SITE_SESSION)
+/* What site_hit_at's caller already found out (checked). */
+enum checked {
+	CHECKED_FILTERS = 1, /* the site's conditions at entry hold */
+	CHECKED_SAMPLED = 2, /* the call opens its thread's outermost span, sampled (session_samples) */
+};
+
+/* site_hit_at handles a hit of site site_id (checked: enum checked). For the entry of a session site (SITE_SESSION)
  * it returns 1 when the kernel is to skip the call's return (see
  * span_entry; a process not chosen has nothing to close either), 0
  * otherwise. */
@@ -2184,12 +2336,18 @@ static __always_inline int site_hit_at(struct pt_regs *ctx, __u32 site_id, int c
 		return 0;
 	/* Conditions before anything is copied or recorded (unless the
 	 * caller found they hold). */
-	int pass = checked || !s->filter_count || filters_hold(ctx, s, 0);
-	if (!pass && (s->flags & SITE_FILTERED_HITS))
-		return 0; /* a filtered counter counts what passes */
-	if (c == CHOICE_PENDING)
+	/* The flags of a span opening here, in one value kept across the
+	 * calls below (the frame stays within 48 bytes). */
+	__u32 entry_flags = checked & CHECKED_SAMPLED ? ROOT_DECIDED : 0;
+	if (!(checked & CHECKED_FILTERS) && s->filter_count && !filters_hold(ctx, s, 0)) {
+		if (s->flags & SITE_FILTERED_HITS)
+			return 0; /* a filtered counter counts what passes */
+		entry_flags |= RECORD_FILTERED;
+	}
+	if (c == CHOICE_PENDING) {
 		pending_add(bpf_get_current_pid_tgid() >> 32, PENDING_HITS, s->probe_id, 0, 1);
-	else {
+		entry_flags |= RECORD_PENDING;
+	} else {
 		add(&ps->hits, 1);
 		if (s->flags & SITE_PROC_HITS)
 			proc_hit(s->probe_id);
@@ -2204,7 +2362,7 @@ static __always_inline int site_hit_at(struct pt_regs *ctx, __u32 site_id, int c
 	if (s->flags & SITE_EXIT)
 		span_exit(s, site_id, ps, ctx);
 	if (s->flags & SITE_ENTRY)
-		return span_entry(s, site_id, (c == CHOICE_PENDING ? RECORD_PENDING : 0) | (pass ? 0 : RECORD_FILTERED), ctx);
+		return span_entry(s, site_id, entry_flags, ctx);
 	return 0;
 }
 
@@ -2284,7 +2442,7 @@ static __always_inline int session_rejects(struct pt_regs *ctx, const struct sit
 	int holds = s->filter_count == 1 && !s->filters[0].at_exit ? filter_holds(ctx, &s->filters[0])
 								   : filters_hold(ctx, s, 0);
 	if (holds) {
-		*checked = 1;
+		*checked = CHECKED_FILTERS;
 		return 0;
 	}
 	struct probe_stats *ps = bpf_map_lookup_elem(&probes, &s->probe_id);
@@ -2295,6 +2453,61 @@ static __always_inline int session_rejects(struct pt_regs *ctx, const struct sit
 	if (rs && (ps = bpf_map_lookup_elem(&probes, &rs->probe_id)))
 		add(&ps->hits, 1);
 	return 1;
+}
+
+/* samples_only says whether head sampling is the only question of session
+ * entry s: no condition, process choice, per-process hits or value
+ * histogram, and a sample_ratio below 1 while records go out. */
+static __always_inline int samples_only(const struct site *s)
+{
+	return emit_records && s->sample_threshold <= 0xffffffffULL && !s->filter_count && !s->value_hist &&
+	       !(s->flags & (SITE_CHOSEN | SITE_PROC_HITS | SITE_FILTERED_HITS));
+}
+
+/*
+ * session_samples decides head sampling for a call at session entry s
+ * (samples_only) that opens its thread's outermost span, as root_sampling
+ * and skip_unsampled would, without site_hit_at's and span_entry's calls:
+ * for a call left out it counts what they would (the hits of the entry
+ * and of the skipped return, an unsampled span) and returns 1; a sampled
+ * call returns CHECKED_SAMPLED. It returns 0 where span_entry is to
+ * decide (spans open on the thread; a thread context to read; arm64,
+ * where skip_unsampled cannot mark the call).
+ */
+__subprog int session_samples(struct pt_regs *ctx, const struct site *s)
+{
+#if defined(__TARGET_ARCH_x86)
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct task_state *ts = bpf_task_storage_get(&task_states, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	__u64 ret = 0;
+
+	if (!ts || ts->depth || ts->overflow)
+		return 0;
+	ts->pos = reg_at(ctx, REG_SLOT_SP);
+	if (!ts->unsampled_pos || !in_unsampled_call(ts, s->entry_span)) {
+		/* The thread context decides where the process may publish
+		 * one (root_sampling). */
+		if ((s->flags & SITE_THREAD_CONTEXT) && ts->tctx_none != tctx_none_key(task))
+			return 0;
+		if (bpf_get_prandom_u32() < s->sample_threshold)
+			return CHECKED_SAMPLED;
+		if (bpf_probe_read_user(&ret, sizeof(ret), (const void *)ts->pos))
+			return 0;
+		ts->unsampled_pos = ts->pos;
+		ts->unsampled_ret = ret;
+		ts->unsampled_span = s->entry_span;
+	}
+	struct probe_stats *ps = bpf_map_lookup_elem(&probes, &s->probe_id);
+	if (ps)
+		add(&ps->hits, 1);
+	count(s->entry_span, unsampled);
+	const struct site *rs = bpf_map_lookup_elem(&sites, &s->return_site);
+	if (rs && (ps = bpf_map_lookup_elem(&probes, &rs->probe_id)))
+		add(&ps->hits, 1);
+	return 1;
+#else
+	return 0;
+#endif
 }
 
 /* The kfuncs of session programs (Linux 6.12 for uprobes), and
@@ -2339,6 +2552,8 @@ int site_hit_session(struct pt_regs *ctx)
 		site_id = s->return_site;
 	else if (session_rejects(ctx, s, &checked))
 		return 1; /* the usual rejected call: no more calls than the conditions' */
+	else if (samples_only(s) && (checked = session_samples(ctx, s)) == 1)
+		return 1; /* the usual call left out: one call */
 	/* A session program returns 0 or 1. */
 	return session_hit(ctx, site_id, checked) && !at_return ? 1 : 0;
 }

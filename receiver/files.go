@@ -69,7 +69,7 @@ type fileWatcher struct {
 	ownMounts uint64 // the collector's mount namespace, 0 if unknown
 	ownRoot   string // and its root directory as /proc shows it
 
-	known map[int]map[procfs.FileID]bool // per target, files attached or refused
+	known map[knownFile]bool // files attached or refused, of each target
 	// failed holds, per target, the files that could not be read or
 	// planned, with their size and modification time: one is read again
 	// only once it changed (it may have been half written), not at every
@@ -100,7 +100,7 @@ func newFileWatcher(log *zap.Logger, pl *planner.Planner, targets []config.Targe
 		log: log, planner: pl, targets: targets, locator: locator,
 		changes:  make(chan fileChange, 64),
 		requests: make(chan int, maxFileRequests),
-		known:    map[int]map[procfs.FileID]bool{},
+		known:    map[knownFile]bool{},
 		failed:   map[int]map[procfs.FileVersion]bool{},
 		current:  map[string]procfs.FileID{},
 		replaced: map[procfs.FileID]string{},
@@ -113,18 +113,24 @@ func newFileWatcher(log *zap.Logger, pl *planner.Planner, targets []config.Targe
 	w.ownRoot, _ = os.Readlink(locator.FS.ProcessRoot(os.Getpid()).Dir())
 	w.matchers = make([]*procfs.Matcher, len(targets))
 	for ti, t := range targets {
-		w.known[ti] = map[procfs.FileID]bool{}
 		if t.Process != nil {
 			w.matchers[ti], _ = t.Process.Compile() // valid: Start compiled it
 		}
 	}
 	for _, f := range pl.Files {
 		id := f.ID.FileID
-		w.known[f.Target][id] = true
+		w.known[knownFile{f.Target, id}] = true
 		w.current[f.SeenAs] = id
 		w.stamp(f)
 	}
 	return w
+}
+
+// knownFile is a file of a target the watcher attached or refused: one
+// map of them all (a map per target was ~290 bytes of each of 2,000).
+type knownFile struct {
+	target int
+	id     procfs.FileID
 }
 
 // fileStamp is what an attached file was when it was read.
@@ -166,7 +172,7 @@ func (w *fileWatcher) checkWritten(ctx context.Context, dir string) []int {
 		}
 		delete(w.stamps, path)
 		w.publishWritable()
-		delete(w.known[st.target], id)
+		delete(w.known, knownFile{st.target, id})
 		w.send(ctx, fileChange{detach: id, how: "written in place: " + path})
 		again = append(again, st.target)
 	}
@@ -364,7 +370,7 @@ func (w *fileWatcher) relocate(ctx context.Context, ti int) {
 // locator opened, and that very file is read and, if it is new, attached.
 func (w *fileWatcher) consider(ctx context.Context, ti int, c planner.Candidate) {
 	id := c.ID.FileID
-	if w.known[ti][id] {
+	if w.known[knownFile{ti, id}] {
 		c.Close()
 		return
 	}
@@ -373,7 +379,7 @@ func (w *fileWatcher) consider(ctx context.Context, ti int, c planner.Candidate)
 		c.Close()
 		return // the same contents failed already
 	}
-	w.known[ti][id] = true
+	w.known[knownFile{ti, id}] = true
 	thisDir := filepath.Dir(c.SeenAs)
 	throughRoot := c.ThroughRoot
 	readCtx, cancel := context.WithTimeout(ctx, debuginfodFileBound)
@@ -391,7 +397,7 @@ func (w *fileWatcher) consider(ctx context.Context, ti int, c planner.Candidate)
 			w.log.Warn("File not attached", zap.String("path", c.Path), zap.String("found", c.How), zap.Error(err))
 		}
 		w.send(ctx, fileChange{how: "failed"})
-		delete(w.known[ti], id) // read again at its next change: it may be half written
+		delete(w.known, knownFile{ti, id}) // read again at its next change: it may be half written
 		if w.failed[ti] == nil {
 			w.failed[ti] = map[procfs.FileVersion]bool{} // on the target's first failure
 		}

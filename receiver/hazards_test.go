@@ -15,6 +15,7 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 	"github.com/otel-uprobe/uprobereceiver/internal/tracer"
 	"github.com/otel-uprobe/uprobereceiver/receiver/internal/metadatatest"
 )
@@ -127,4 +128,41 @@ func TestAcceptKernelHazardsIsValidated(t *testing.T) {
 	assert.NoError(t, cfg.Validate())
 	cfg.AcceptKernelHazards = []string{"uretprobe_unwind"}
 	assert.NoError(t, cfg.Validate())
+}
+
+// The targets are read while the canary runs, but nothing is attached
+// before its answer: Start waits for it after reading them, and reads
+// them again refusing kernel return probes when it finds the hazard.
+func TestKernelReturnCanaryAnswersBeforeAttach(t *testing.T) {
+	testutil.RequireRoot(t)
+	b := testutil.BuildDemo(t, "-O0")
+	for _, hazard := range []bool{false, true} {
+		cfg := createDefaultConfig()
+		cfg.Targets = []config.Target{{Path: b.Program, Spans: []config.Span{{Name: "work", Function: "work"}}}}
+		s, _ := createdWith(t, cfg)
+		answered := make(chan struct{})
+		s.rcv.checkUretprobes = func() tracer.UretprobeSeccomp {
+			close(answered)
+			return tracer.UretprobeSeccomp{Hazard: hazard, Reason: "injected"}
+		}
+		attaches := 0
+		s.rcv.beforeAttach = func(*plan.Plan) {
+			attaches++
+			select {
+			case <-answered:
+			default:
+				t.Error("a plan reached the attach before the canary answered")
+			}
+		}
+		err := s.rcv.Start(context.Background(), componenttest.NewNopHost())
+		if hazard {
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "so kernel return probes are refused")
+			assert.Zero(t, attaches, "the refusing reading fails: nothing to attach")
+			continue
+		}
+		require.NoError(t, err)
+		assert.Equal(t, 1, attaches)
+		require.NoError(t, s.rcv.Shutdown(context.Background()))
+	}
 }

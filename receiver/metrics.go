@@ -42,7 +42,7 @@ type metricsEmitter struct {
 	hostName   string
 	startTime  pcommon.Timestamp
 	version    string
-	last       event.Stats // what self-telemetry has already been told
+	last       toldStats // what self-telemetry has already been told
 	// missed returns the hits estimated for the time an overhead budget
 	// kept a probe detached; nil without a budget.
 	missed func(probe int) float64
@@ -304,26 +304,43 @@ func fillExponential(dp pmetric.ExponentialHistogramDataPoint, c event.SpanCount
 
 // selfTelemetry adds what changed since the last snapshot to the receiver's
 // own counters of unmatched, abandoned and overflowing spans.
+// toldStats is what selfTelemetry reads of the previous collection's
+// counters: a copy of them all held every probe's and every span's
+// histogram (~60 bytes per location of 2,000 targets).
+type toldStats struct {
+	spans  []spanDrops
+	thread event.ThreadContextCounts
+	unread []uint64 // by histogram
+}
+
+// spanDrops are the counts of a span's self-telemetry.
+type spanDrops struct {
+	unmatched, abandoned, filtered, lost, unsampled, short uint64
+	overflow, noState, returnLimit, pendingFull            uint64
+}
+
+func dropsOf(c event.SpanCounts) spanDrops {
+	return spanDrops{c.Unmatched, c.Abandoned, c.Filtered, c.Lost, c.Unsampled, c.Short, c.Overflow, c.NoState, c.ReturnLimit, c.PendingFull}
+}
+
 func (e *metricsEmitter) selfTelemetry(ctx context.Context, tel *metadata.TelemetryBuilder, st event.Stats) {
 	for si, s := range e.plan.Spans {
-		var prev event.SpanCounts
-		if si < len(e.last.Spans) {
-			prev = e.last.Spans[si]
+		var prev spanDrops
+		if si < len(e.last.spans) {
+			prev = e.last.spans[si]
 		}
-		cur := st.Spans[si]
-		if cur.Unmatched == prev.Unmatched && cur.Abandoned == prev.Abandoned && cur.Filtered == prev.Filtered &&
-			cur.Lost == prev.Lost && cur.Unsampled == prev.Unsampled && cur.Short == prev.Short &&
-			cur.Overflow == prev.Overflow && cur.NoState == prev.NoState && cur.ReturnLimit == prev.ReturnLimit && cur.PendingFull == prev.PendingFull {
+		cur := dropsOf(st.Spans[si])
+		if cur == prev {
 			continue // most spans, most collections: nothing to add
 		}
 		attrs := metric.WithAttributes(attribute.String("span.name", s.Name))
-		if d := cur.Unmatched - prev.Unmatched; d > 0 {
+		if d := cur.unmatched - prev.unmatched; d > 0 {
 			tel.ReceiverUprobeSpansUnmatched.Add(ctx, int64(d), attrs)
 		}
-		if d := cur.Abandoned - prev.Abandoned; d > 0 {
+		if d := cur.abandoned - prev.abandoned; d > 0 {
 			tel.ReceiverUprobeSpansAbandoned.Add(ctx, int64(d), attrs)
 		}
-		if d := cur.Filtered - prev.Filtered; d > 0 {
+		if d := cur.filtered - prev.filtered; d > 0 {
 			tel.ReceiverUprobeSpansFiltered.Add(ctx, int64(d), attrs)
 		}
 		// Completed spans the engine did not record, or could not.
@@ -331,9 +348,9 @@ func (e *metricsEmitter) selfTelemetry(ctx context.Context, tel *metadata.Teleme
 			reason    metadata.AttributeDropReason
 			cur, prev uint64
 		}{
-			{metadata.AttributeDropReasonRingFull, cur.Lost, prev.Lost},
-			{metadata.AttributeDropReasonUnsampled, cur.Unsampled, prev.Unsampled},
-			{metadata.AttributeDropReasonShort, cur.Short, prev.Short},
+			{metadata.AttributeDropReasonRingFull, cur.lost, prev.lost},
+			{metadata.AttributeDropReasonUnsampled, cur.unsampled, prev.unsampled},
+			{metadata.AttributeDropReasonShort, cur.short, prev.short},
 		} {
 			if d := o.cur - o.prev; o.cur > o.prev {
 				tel.ReceiverUprobeSpansDropped.Add(ctx, int64(d), metric.WithAttributes(
@@ -344,10 +361,10 @@ func (e *metricsEmitter) selfTelemetry(ctx context.Context, tel *metadata.Teleme
 			reason    string
 			cur, prev uint64
 		}{
-			{"depth", cur.Overflow, prev.Overflow},
-			{"no_state", cur.NoState, prev.NoState},
-			{"kernel_return_limit", cur.ReturnLimit, prev.ReturnLimit},
-			{"pending_full", cur.PendingFull, prev.PendingFull},
+			{"depth", cur.overflow, prev.overflow},
+			{"no_state", cur.noState, prev.noState},
+			{"kernel_return_limit", cur.returnLimit, prev.returnLimit},
+			{"pending_full", cur.pendingFull, prev.pendingFull},
 		} {
 			if d := o.cur - o.prev; d > 0 {
 				tel.ReceiverUprobeSpansOverflow.Add(ctx, int64(d), metric.WithAttributes(
@@ -359,10 +376,10 @@ func (e *metricsEmitter) selfTelemetry(ctx context.Context, tel *metadata.Teleme
 		outcome   metadata.AttributeThreadContextOutcome
 		cur, prev uint64
 	}{
-		{metadata.AttributeThreadContextOutcomeRead, st.Thread.Read, e.last.Thread.Read},
-		{metadata.AttributeThreadContextOutcomeNoContext, st.Thread.NoContext, e.last.Thread.NoContext},
-		{metadata.AttributeThreadContextOutcomeInvalid, st.Thread.Invalid, e.last.Thread.Invalid},
-		{metadata.AttributeThreadContextOutcomeUnreadable, st.Thread.Unreadable, e.last.Thread.Unreadable},
+		{metadata.AttributeThreadContextOutcomeRead, st.Thread.Read, e.last.thread.Read},
+		{metadata.AttributeThreadContextOutcomeNoContext, st.Thread.NoContext, e.last.thread.NoContext},
+		{metadata.AttributeThreadContextOutcomeInvalid, st.Thread.Invalid, e.last.thread.Invalid},
+		{metadata.AttributeThreadContextOutcomeUnreadable, st.Thread.Unreadable, e.last.thread.Unreadable},
 	} {
 		if o.cur > o.prev {
 			tel.ReceiverUprobeThreadContexts.Add(ctx, int64(o.cur-o.prev), metric.WithAttributes(
@@ -371,12 +388,24 @@ func (e *metricsEmitter) selfTelemetry(ctx context.Context, tel *metadata.Teleme
 	}
 	for i, v := range st.Values {
 		var prev uint64
-		if i < len(e.last.Values) {
-			prev = e.last.Values[i].Unread
+		if i < len(e.last.unread) {
+			prev = e.last.unread[i]
 		}
 		if v.Unread > prev {
 			tel.ReceiverUprobeFetchErrors.Add(ctx, int64(v.Unread-prev))
 		}
 	}
-	e.last = st
+	if len(e.last.spans) != len(st.Spans) {
+		e.last.spans = make([]spanDrops, len(st.Spans))
+	}
+	for si, c := range st.Spans {
+		e.last.spans[si] = dropsOf(c)
+	}
+	if len(e.last.unread) != len(st.Values) {
+		e.last.unread = make([]uint64, len(st.Values))
+	}
+	for i, v := range st.Values {
+		e.last.unread[i] = v.Unread
+	}
+	e.last.thread = st.Thread
 }

@@ -222,7 +222,16 @@ func (r *uprobeReceiver) start() error {
 		log.Warn("Reading the cgroup mounts: spans carry no container.id", zap.Error(err))
 	}
 	v1Controller, _ := mounts.PreferredV1()
-	refuseReturns := r.kernelReturnHazard()
+	// What does not depend on the plan runs while the targets are read:
+	// the engine's kernel checks and spec (tracer.Prepare, ~35 ms), and
+	// the seccomp canary (~45 ms, mostly waiting for its child). The
+	// targets are read as if kernel return probes were safe, and read
+	// again, refusing them, when the canary finds they are not: nothing
+	// is attached before its answer.
+	prepared := tracer.Prepare()
+	hazard := make(chan string, 1)
+	go func() { hazard <- r.kernelReturnHazard() }()
+	refuseReturns := ""
 	for attempt := 1; ; attempt++ {
 		pl, err = planner.Resolve(r.targets, planner.Options{
 			OptimizedUprobes: tracer.HaveOptimizedUprobes(), ARM64StepsNop: tracer.ARM64StepsNop(),
@@ -236,6 +245,17 @@ func (r *uprobeReceiver) start() error {
 			MaxSitesPerFile:   r.cfg.MaxSitesPerFile,
 			Context:           downloads,
 		})
+		if hazard != nil {
+			refuse := <-hazard
+			hazard = nil
+			if refuse != "" {
+				if err == nil {
+					pl.Close()
+				}
+				refuseReturns, attempt = refuse, attempt-1 // this reading does not count
+				continue
+			}
+		}
 		if err != nil {
 			return fmt.Errorf("resolving targets: %w", err)
 		}
@@ -252,6 +272,7 @@ func (r *uprobeReceiver) start() error {
 			SendExecs: r.sendExecs, ProcessFacts: true, Cgroup1Controller: v1Controller,
 			// A budget switches probes one by one and measures programs.
 			ProbeControl: r.cfg.OverheadBudget > 0, ProgramStats: r.cfg.OverheadBudget > 0,
+			Prepared: prepared,
 		})
 		if err != nil {
 			pl.Close() // the files the tracer did not take
@@ -481,10 +502,18 @@ func (r *uprobeReceiver) reportLocations(plan *plan.Plan, sign int64) {
 		class insn.SiteClass
 	}
 	counts := map[key]int64{}
-	sites := map[int][]string{} // a probe's locations, to warn once per place
 	for _, a := range plan.Attachments {
 		counts[key{a.Probe, a.Class}]++
-		sites[a.Probe] = append(sites[a.Probe], fmt.Sprintf("%d:%#x:%v", a.File, a.FileOffset, a.Return))
+	}
+	// A single-stepped probe's locations, to warn once per place: only
+	// those probes' (20,000 locations took 20,000 strings).
+	sites := map[int][]string{}
+	if sign > 0 {
+		for _, a := range plan.Attachments {
+			if counts[key{a.Probe, insn.SingleStepped}] > 0 {
+				sites[a.Probe] = append(sites[a.Probe], fmt.Sprintf("%d:%#x:%v", a.File, a.FileOffset, a.Return))
+			}
+		}
 	}
 	warned := map[string]bool{}
 	for i, p := range plan.Probes {

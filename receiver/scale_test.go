@@ -98,3 +98,78 @@ func TestHeapPerLocation(t *testing.T) {
 	t.Logf("%d locations: %.1f MiB live heap attached, %.0f bytes per location", locations, float64(after-before)/(1<<20), perLocation)
 	assert.LessOrEqual(t, perLocation, float64(heapPerLocationBound), "live heap per attached location")
 }
+
+// scaleTargets is the number of targets TestHeapPerTargetLocation
+// attaches: the scale issue 21 names.
+const scaleTargets = 2000
+
+// TestHeapPerTargetLocation attaches scaleTargets targets (distinct files,
+// each with a USDT span, a function span and a USDT counter: 5 locations)
+// and checks the live heap the attached receiver keeps per location, after
+// two collections, as TestHeapPerLocation does for one pattern: the
+// tracer's map of links per file, the file watcher's map per target, a
+// copy of the targets and the planner's fetches per probe took it over
+// heapPerLocationBound (1,150 bytes per location before; 2.05 KiB of
+// resident memory per location in scalebench).
+func TestHeapPerTargetLocation(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "target.c")
+	require.NoError(t, os.WriteFile(src, []byte(`#include <sys/sdt.h>
+volatile long sink;
+__attribute__((noinline)) long work(long x) { sink += x; return x * 3; }
+int main(int argc, char **argv)
+{
+	(void)argv;
+	DTRACE_PROBE1(scale, query__start, argc);
+	long x = work(argc);
+	DTRACE_PROBE1(scale, tick, x);
+	DTRACE_PROBE1(scale, query__done, x);
+	return (int)(x & 1);
+}
+`), 0o644))
+	bin := filepath.Join(dir, "target")
+	testutil.Gcc(t, dir, "-O2", "-g", "-o", bin, src)
+	image, err := os.ReadFile(bin)
+	require.NoError(t, err)
+	cfg := createDefaultConfig()
+	for i := range scaleTargets {
+		path := filepath.Join(dir, fmt.Sprintf("target-%04d", i)) // a uprobe belongs to an inode
+		require.NoError(t, os.WriteFile(path, image, 0o755))
+		cfg.Targets = append(cfg.Targets, config.Target{
+			Path: path, ServiceName: fmt.Sprintf("target-%04d", i),
+			Spans: []config.Span{
+				{Name: "query", Entry: "usdt:scale:query__start", Exit: "usdt:scale:query__done"},
+				{Name: "work", Function: "work"},
+			},
+			Counters: config.CountersOf("usdt:scale:tick"),
+		})
+	}
+	cfg.CollectionInterval = time.Hour // collected below, twice
+	require.NoError(t, cfg.Validate())
+	traces, err := consumer.NewTraces(func(context.Context, ptrace.Traces) error { return nil })
+	require.NoError(t, err)
+	metrics, err := consumer.NewMetrics(func(context.Context, pmetric.Metrics) error { return nil })
+	require.NoError(t, err)
+	f := NewFactory()
+	set := receivertest.NewNopSettings(component.MustNewType("uprobe"))
+	tr, err := f.CreateTraces(context.Background(), set, cfg, traces)
+	require.NoError(t, err)
+	_, err = f.CreateMetrics(context.Background(), set, cfg, metrics)
+	require.NoError(t, err)
+	rcv := tr.(*uprobeReceiver)
+
+	before := liveHeap()
+	require.NoError(t, tr.Start(context.Background(), componenttest.NewNopHost()))
+	defer func() { require.NoError(t, tr.Shutdown(context.Background())) }()
+	rcv.collect(context.Background())
+	rcv.collect(context.Background())
+	after := liveHeap()
+
+	locations := len(rcv.plan.Attachments)
+	require.Equal(t, 5*scaleTargets, locations)
+	require.Len(t, rcv.plan.Files, scaleTargets)
+	perLocation := float64(after-before) / float64(locations)
+	t.Logf("%d targets, %d locations: %.1f MiB live heap attached, %.0f bytes per location", scaleTargets, locations, float64(after-before)/(1<<20), perLocation)
+	assert.LessOrEqual(t, perLocation, float64(heapPerLocationBound), "live heap per attached location")
+}

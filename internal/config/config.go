@@ -143,7 +143,12 @@ type Span struct {
 	MinDuration time.Duration `mapstructure:"min_duration"`
 	// SampleRatio is the share of traces this span records when it is the
 	// outermost open span on its thread (head sampling in the kernel, 0 to
-	// 1, default 1); spans nested under it follow its decision.
+	// 1, default 1); spans nested under it follow its decision. With a
+	// traces pipeline, uprobe.span.duration (like a span's metric) counts
+	// the spans recorded only: a call left out counts in the probe's hits
+	// and as dropped (unsampled), and where the kernel has session uprobes
+	// (Linux 6.12, x86-64) its return is not probed at all. Without one,
+	// nothing is sampled out of the metrics.
 	SampleRatio *float64 `mapstructure:"sample_ratio"`
 	// Kind is the span kind: internal (default), server, client, producer
 	// or consumer.

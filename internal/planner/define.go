@@ -414,6 +414,9 @@ func (pl *Planner) note(ti int, format string, args ...any) {
 	def := pl.defs[ti]
 	n := fmt.Sprintf(format, args...)
 	if !def.noted[n] {
+		if def.noted == nil {
+			def.noted = map[string]bool{} // on the target's first note: most have none
+		}
 		def.noted[n] = true
 		pl.Targets[ti].Notes = append(pl.Targets[ti].Notes, n)
 	}
@@ -430,20 +433,22 @@ type probeDef struct {
 	fns       []string
 	entrySpan int
 	exitSpan  int
-	entry     []fetchSpec
-	exit      []fetchSpec
 	// entryLenient and exitLenient say the span it opens or closes was
 	// expanded from a function pattern: a name its function lacks is left
 	// out (with a note) instead of failing the plan.
 	entryLenient, exitLenient bool
-	// conds are its conditions and histogram, nil for none: most probes
-	// have none (a function pattern's thousands), and the definitions
-	// live as long as the receiver (see conditions).
+	// conds are its conditions, histogram and fetches, nil for none:
+	// most probes have none (a function pattern's thousands, the probes
+	// of spans without attributes), and the definitions live as long as
+	// the receiver (see conditions).
 	conds *probeConds
 }
 
-// probeConds are the conditions and the histogram of a probe.
+// probeConds are the conditions, the histogram and the fetches of a probe.
 type probeConds struct {
+	// entry and exit are the fetches of the span it opens and of the
+	// span it closes.
+	entry, exit []fetchSpec
 	// entryFilter and exitFilter are the conditions of the span it opens
 	// and of the span it closes.
 	entryFilter, exitFilter []config.Condition
@@ -457,7 +462,7 @@ type probeConds struct {
 	histID int
 }
 
-// noConds are the conditions of a probe without any.
+// noConds are the conditions (and fetches) of a probe without any.
 var noConds probeConds
 
 // conditions returns the probe's conditions and histogram, to read.
@@ -488,7 +493,7 @@ func (pd *probeDef) site() bool {
 // tell (the functions a pattern matches, the return probes of returns:
 // auto) is then decided without it, and function patterns are refused.
 func (pl *Planner) define(ti int, t config.Target, fl *file) (*targetDef, error) {
-	def := &targetDef{target: t, noted: map[string]bool{}}
+	def := &targetDef{target: t}
 	pl.defs = append(pl.defs, def)
 	if fl != nil {
 		if err := recipeFileError(t, fl); err != nil {
@@ -634,8 +639,15 @@ func (pl *Planner) define(ti int, t config.Target, fl *file) (*targetDef, error)
 				}
 			}
 		}
-		entry.entrySpan, entry.entry, entry.entryLenient = id, entryFetches, j.pattern != ""
-		exit.exitSpan, exit.exit, exit.exitLenient = id, exitFetches, j.pattern != ""
+		entry.entrySpan, entry.entryLenient = id, j.pattern != ""
+		exit.exitSpan, exit.exitLenient = id, j.pattern != ""
+		// (nil conds hold no fetches: setting none is then a no-op)
+		if len(entryFetches) > 0 || entry.conds != nil {
+			entry.setConditions().entry = entryFetches
+		}
+		if len(exitFetches) > 0 || exit.conds != nil {
+			exit.setConditions().exit = exitFetches
+		}
 		if len(entryFilter) > 0 {
 			entry.setConditions().entryFilter = entryFilter
 		}
@@ -643,7 +655,10 @@ func (pl *Planner) define(ti int, t config.Target, fl *file) (*targetDef, error)
 			exit.setConditions().exitFilter = exitFilter
 		}
 		if errorExit != nil {
-			errorExit.exitSpan, errorExit.exit = id, exitFetches
+			errorExit.exitSpan = id
+			if len(exitFetches) > 0 || errorExit.conds != nil {
+				errorExit.setConditions().exit = exitFetches
+			}
 			if len(exitFilter) > 0 {
 				errorExit.setConditions().exitFilter = exitFilter
 			}
@@ -798,7 +813,7 @@ func (pl *Planner) place(ti int, path string, fl *file, spec *plan.FileSpec) err
 			cc := compiler{file: fl, probe: pd.probe, loc: loc}
 			if pd.entrySpan >= 0 {
 				cc.role, cc.lenient, cc.span = atEntry, pd.entryLenient, pl.Spans[pd.entrySpan].Name
-				if site.Entry, err = cc.all(pd.entry, note); err != nil {
+				if site.Entry, err = cc.all(pd.conditions().entry, note); err != nil {
 					errs = append(errs, fmt.Errorf("target %s: span %q: %s: %w", t.Path, cc.span, pd.probe, err))
 				}
 				if err := nameValues(site.Entry, pl.Spans[pd.entrySpan].ValueNames); err != nil {
@@ -807,7 +822,7 @@ func (pl *Planner) place(ti int, path string, fl *file, spec *plan.FileSpec) err
 			}
 			if pd.exitSpan >= 0 {
 				cc.role, cc.lenient, cc.span = atExit, pd.exitLenient, pl.Spans[pd.exitSpan].Name
-				if site.Exit, err = cc.all(pd.exit, note); err != nil {
+				if site.Exit, err = cc.all(pd.conditions().exit, note); err != nil {
 					errs = append(errs, fmt.Errorf("target %s: span %q: %s: %w", t.Path, cc.span, pd.probe, err))
 				}
 				if err := nameValues(site.Exit, pl.Spans[pd.exitSpan].ValueNames); err != nil {

@@ -30,6 +30,7 @@ import (
 	"math"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -425,9 +426,13 @@ func mergeSpans(base, more []config.Span) []config.Span {
 // target, with the target's own path (when set), pid, process, optional,
 // build_id and service_name (when set), and the target's own spans (one
 // named as a recipe span replaces it) and counters after the recipe's.
-// Targets without a recipe are returned as they are. The error names each
+// Targets without a recipe are returned as they are, and targets itself
+// when none has a recipe (it shares their backing array). The error names each
 // target that could not be expanded.
 func Expand(targets []config.Target) ([]config.Target, error) {
+	if !slices.ContainsFunc(targets, func(t config.Target) bool { return t.Recipe != "" }) {
+		return targets, nil // no copy of what the caller keeps
+	}
 	out := make([]config.Target, len(targets))
 	var errs []error
 	for i, t := range targets {

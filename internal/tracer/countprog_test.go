@@ -38,7 +38,9 @@ func TestCountProgramHoldsItsProbe(t *testing.T) {
 			}
 			tr.mu.Lock()
 			defer tr.mu.Unlock()
-			shared, err := tr.program(plan.ProgramCount).Info()
+			sharedProg, err := tr.program(plan.ProgramCount)
+			require.NoError(t, err)
+			shared, err := sharedProg.Info()
 			require.NoError(t, err)
 			own := tr.countProgram(7)
 			require.NotNil(t, own)

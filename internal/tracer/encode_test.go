@@ -52,7 +52,7 @@ func sessionPlan() *plan.Plan {
 			{Ref: "uprobe:f", Kind: config.KindUprobe}, {Ref: "uretprobe:f", Kind: config.KindUretprobe},
 			{Ref: "uprobe:g", Kind: config.KindUprobe}, {Ref: "uretprobe:g", Kind: config.KindUretprobe},
 		},
-		Spans: []plan.SpanDef{{Name: "f", Entry: 0, Exit: 1, Function: true}, {Name: "g", Entry: 2, Exit: 3, Function: true}},
+		Spans: []plan.SpanDef{{Name: "f", Entry: 0, Exit: 1, Function: true, SampleRatio: 1}, {Name: "g", Entry: 2, Exit: 3, Function: true, SampleRatio: 1}},
 		Sites: []plan.Site{
 			{Probe: 0, EntrySpan: 0, ExitSpan: -1, Filters: []plan.Filter{{}}},
 			{Probe: 1, EntrySpan: -1, ExitSpan: 0},
@@ -74,25 +74,30 @@ func sessionPlan() *plan.Plan {
 // whose return does nothing but close it, attaches as a session uprobe.
 func TestSessionPairs(t *testing.T) {
 	pl := sessionPlan()
-	assert.Equal(t, map[int]int{0: 1}, sessionPairs(pl, 0), "f's entry has a condition; g's has none")
+	assert.Equal(t, map[int]int{0: 1}, sessionPairs(pl, 0, true), "f's entry has a condition; g's has none")
 
 	pl = sessionPlan()
 	pl.Sites[1].ValueHist = 1 // its return also feeds a counter's histogram: it must see every call
-	assert.Empty(t, sessionPairs(pl, 0))
+	assert.Empty(t, sessionPairs(pl, 0, true))
 
 	pl = sessionPlan()
 	pl.Sites[0].Filters[0].AtExit = true // a condition at exit rejects nothing at entry
-	assert.Empty(t, sessionPairs(pl, 0))
+	assert.Empty(t, sessionPairs(pl, 0, true))
 
 	pl = sessionPlan()
 	pl.Targets[0].Chosen = true // a target that chooses its processes rejects the others' calls at entry
-	assert.Equal(t, map[int]int{0: 1, 2: 3}, sessionPairs(pl, 0))
+	assert.Equal(t, map[int]int{0: 1, 2: 3}, sessionPairs(pl, 0, true))
+
+	pl = sessionPlan()
+	pl.Spans[1].SampleRatio = 0.01 // head sampling may leave g's calls out at entry
+	assert.Equal(t, map[int]int{0: 1, 2: 3}, sessionPairs(pl, 0, true))
+	assert.Equal(t, map[int]int{0: 1}, sessionPairs(pl, 0, false), "without span records, nothing is sampled")
 
 	pl = sessionPlan()
 	pl.Files[0].Go = true // Go returns are RET sites
-	assert.Empty(t, sessionPairs(pl, 0))
+	assert.Empty(t, sessionPairs(pl, 0, true))
 
 	pl = sessionPlan()
 	pl.Attachments[1].FileOffset = 0x104 // not where the entry is
-	assert.Empty(t, sessionPairs(pl, 0))
+	assert.Empty(t, sessionPairs(pl, 0, true))
 }

@@ -26,7 +26,12 @@ var ErrPermission = errors.New("permission denied: the uprobe receiver needs " +
 // Linux 5.17 with BTF (attach cookies for uprobes, task storage, ring
 // buffers, bpf_loop, BTF tracepoints).
 func CheckKernel() error {
-	if _, err := btf.LoadKernelSpec(); err != nil {
+	return checkKernel(btf.NewCache())
+}
+
+// checkKernel is CheckKernel reading the kernel's BTF through cache.
+func checkKernel(cache *btf.Cache) error {
+	if _, err := cache.Kernel(); err != nil {
 		return fmt.Errorf("the kernel has no BTF (/sys/kernel/btf/vmlinux): the receiver needs a kernel built with CONFIG_DEBUG_INFO_BTF (Linux 5.17 or newer): %w", err)
 	}
 	checks := []struct {
@@ -88,8 +93,28 @@ func HaveUprobeMulti() bool {
 // 6.12): one program at a function's entry and return, whose entry can
 // make the kernel skip the return. Found in the kernel's BTF: its enum
 // bpf_attach_type names BPF_TRACE_UPROBE_SESSION.
-var HaveUprobeSession = sync.OnceValue(func() bool {
-	spec, err := btf.LoadKernelSpec()
+func HaveUprobeSession() bool { return haveUprobeSession(nil) }
+
+// uprobeSession holds what haveUprobeSession found.
+var uprobeSession struct {
+	once sync.Once
+	have bool
+}
+
+// haveUprobeSession is HaveUprobeSession reading the kernel's BTF through
+// cache (nil: a cache of its own), once per process.
+func haveUprobeSession(cache *btf.Cache) bool {
+	uprobeSession.once.Do(func() {
+		if cache == nil {
+			cache = btf.NewCache()
+		}
+		uprobeSession.have = findUprobeSession(cache)
+	})
+	return uprobeSession.have
+}
+
+func findUprobeSession(cache *btf.Cache) bool {
+	spec, err := cache.Kernel()
 	if err != nil {
 		return false
 	}
@@ -103,7 +128,7 @@ var HaveUprobeSession = sync.OnceValue(func() bool {
 		}
 	}
 	return false
-})
+}
 
 // Arch returns the architecture the tracer runs on and attaches uprobes
 // for (the running program's GOARCH): the kernel runs uprobes only in

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -187,6 +188,12 @@ func engineRuns(t *testing.T, tr *Tracer) uint64 {
 	for _, name := range []string{bpfobj.ProgramSiteHit, bpfobj.ProgramCountHit, bpfobj.ProgramCountHitProc,
 		bpfobj.ProgramSiteHitMulti, bpfobj.ProgramCountHitMulti, bpfobj.ProgramCountHitProcMulti, bpfobj.ProgramSiteHitSession} {
 		if p := tr.coll.Programs[name]; p != nil {
+			progs = append(progs, p)
+		}
+	}
+	// The span programs are loaded apart from the collection.
+	for _, p := range []*ebpf.Program{tr.siteProg.Load(), tr.sessionProg.Load()} {
+		if p != nil && !slices.Contains(progs, p) {
 			progs = append(progs, p)
 		}
 	}

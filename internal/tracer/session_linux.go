@@ -94,11 +94,11 @@ func attachSession(path string, prog *ebpf.Program, g []plan.Attachment, pid uin
 // sessionPairs returns, for the attachments of file fi of pl, the entry
 // sites to attach as session uprobes, each with the site of its return:
 // the entry of a function span (ProgramSite, not a return) that may reject
-// a call at entry (a condition evaluated at entry, or a target that
-// chooses its processes) and whose span closes at a kernel return probe at
-// the same file offset (a uretprobe of a file that is not Go) that does
-// nothing else.
-func sessionPairs(pl *plan.Plan, fi int) map[int]int {
+// a call at entry (a condition evaluated at entry, a target that chooses
+// its processes, or with sampling a sample_ratio below 1) and whose span
+// closes at a kernel return probe at the same file offset (a uretprobe of a
+// file that is not Go) that does nothing else.
+func sessionPairs(pl *plan.Plan, fi int, sampling bool) map[int]int {
 	f := pl.Files[fi]
 	if f.Go {
 		return nil
@@ -124,7 +124,7 @@ func sessionPairs(pl *plan.Plan, fi int) map[int]int {
 			continue
 		}
 		s := pl.Sites[a.Cookie]
-		if s.EntrySpan < 0 || s.ExitSpan >= 0 || !rejectsAtEntry(pl, s) {
+		if s.EntrySpan < 0 || s.ExitSpan >= 0 || !rejectsAtEntry(pl, s, sampling) {
 			continue
 		}
 		span := pl.Spans[s.EntrySpan]
@@ -139,10 +139,15 @@ func sessionPairs(pl *plan.Plan, fi int) map[int]int {
 }
 
 // rejectsAtEntry says whether the entry site s may reject a call: a
-// condition of its span evaluated at entry, or a target that chooses its
-// processes.
-func rejectsAtEntry(pl *plan.Plan, s plan.Site) bool {
+// condition of its span evaluated at entry, a target that chooses its
+// processes, or with sampling (span records emitted) head sampling that
+// may leave the call out (sample_ratio below 1: the engine skips the
+// return of a call left out, issue 21 item 7).
+func rejectsAtEntry(pl *plan.Plan, s plan.Site, sampling bool) bool {
 	if pl.Targets[pl.Probes[s.Probe].Target].Chosen {
+		return true
+	}
+	if sampling && pl.Spans[s.EntrySpan].SampleRatio < 1 {
 		return true
 	}
 	for _, f := range s.Filters {

@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
-	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/planner"
 )
@@ -76,7 +75,7 @@ func TestRejectedCallSkipsItsReturn(t *testing.T) {
 			if !tr.session {
 				return
 			}
-			runs, err := tr.coll.Programs[bpfobj.ProgramSiteHitSession].Stats()
+			runs, err := tr.sessionProg.Load().Stats()
 			require.NoError(t, err)
 			require.True(t, tr.statsOn(), "BPF run-time statistics are on (root)")
 			assert.Equal(t, uint64(n+10), runs.RunCount, "the session program runs at every entry and at the returns of the calls that passed")

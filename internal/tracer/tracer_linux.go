@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -76,6 +78,9 @@ type Options struct {
 	// reads per run. When the kernel refuses, statistics are used only if
 	// the administrator turned them on (sysctl kernel.bpf_stats_enabled=1).
 	ProgramStats bool
+	// Prepared is the result of Prepare, made while the plan was being
+	// read; nil: Open prepares itself.
+	Prepared *Preparation
 }
 
 // DefaultMaxProcessHits is the default of Options.MaxProcessHits.
@@ -132,6 +137,9 @@ type Tracer struct {
 	plan    *plan.Plan
 	multi   bool
 	session bool // entries that may reject a call attach as session uprobes
+	// sampling is whether head sampling leaves calls out (span records
+	// are emitted): a sampled span's entry may then reject a call too.
+	sampling bool
 	// returns holds the entry sites attached as session uprobes, each with
 	// the site of its return, and covered those return sites: they are
 	// not attached by themselves. Only the plan's owner touches them.
@@ -153,6 +161,9 @@ type Tracer struct {
 	goStates   *ebpf.Map
 	procs      *ebpf.Map
 	pending    *ebpf.Map
+	// siteProg and sessionProg are the span programs, loaded apart (see
+	// apartPrograms): nil until an attachment runs them. Written under mu.
+	siteProg, sessionProg atomic.Pointer[ebpf.Program]
 	// threadProcs and threadCounts are the engine's thread-context
 	// access per process and its per-CPU counters (OTEP 4947).
 	threadProcs, threadCounts *ebpf.Map
@@ -182,9 +193,11 @@ type fileLinks struct {
 	path        string
 	id          procfs.FileVersion
 	attachments []plan.Attachment
-	// byProbe holds the links by probe id, or all of them under -1
-	// without Options.ProbeControl.
+	// byProbe holds the links by probe id with Options.ProbeControl;
+	// all holds them without (a map per file was ~300 bytes of each of
+	// 2,000 targets).
 	byProbe map[int][]link.Link
+	all     []link.Link
 	// fh is the file held open with Options.ProbeControl, to attach its
 	// probes again to this very file whatever its path names now.
 	fh *os.File
@@ -192,13 +205,26 @@ type fileLinks struct {
 	// given (/proc/self/fd/N), zero before.
 	attached procfs.FileVersion
 	// pids holds, by probe id, the process the kernel is told to attach
-	// the probe's locations in (see kernelPID): the pid: of its target,
-	// or 0 for every process that maps the file.
+	// the probe's locations in (see kernelPID): the pid: of its target;
+	// a probe it does not hold (nil without any) is attached for every
+	// process that maps the file.
 	pids map[int]uint32
 }
 
-// allProbes is the key of fileLinks.byProbe without Options.ProbeControl.
+// allProbes is the probe of fileLinks.add without Options.ProbeControl.
 const allProbes = -1
+
+// add keeps link l of probe (allProbes: of no probe in particular).
+func (fl *fileLinks) add(probe int, l link.Link) {
+	if probe == allProbes {
+		fl.all = append(fl.all, l)
+		return
+	}
+	if fl.byProbe == nil {
+		fl.byProbe = map[int][]link.Link{}
+	}
+	fl.byProbe[probe] = append(fl.byProbe[probe], l)
+}
 
 // Open loads the engine sized for plan, writes its site specs and attaches
 // every attachment of the plan. Either everything is attached or nothing is:
@@ -210,13 +236,17 @@ func Open(plan *plan.Plan, opts Options) (_ *Tracer, err error) {
 	if size < page || size&(size-1) != 0 {
 		return nil, fmt.Errorf("ring buffer size %d is not a power of two of at least one page (%d bytes)", size, page)
 	}
-	if err := CheckKernel(); err != nil {
-		return nil, err
+	// Every load of this Open shares one reading of the kernel's BTF
+	// (tens of milliseconds each), and none keeps it past Open.
+	prep := opts.Prepared
+	if prep == nil {
+		prep = &Preparation{done: make(chan struct{}), cache: btf.NewCache()}
+		prep.spec, prep.err = prepare(prep.cache)
+		close(prep.done)
 	}
-
-	spec, err := bpfobj.Spec()
+	cache, spec, err := prep.take()
 	if err != nil {
-		return nil, fmt.Errorf("reading the embedded BPF engine: %w", err)
+		return nil, err
 	}
 	spec.Maps[bpfobj.MapSites].MaxEntries = uint32(len(plan.Sites) + cmp.Or(opts.MaxSites, max(1024, len(plan.Sites))))
 	spec.Maps[bpfobj.MapProbes].MaxEntries = uint32(max(1, len(plan.Probes)))
@@ -250,7 +280,7 @@ func Open(plan *plan.Plan, opts Options) (_ *Tracer, err error) {
 	}
 	ssid := uint32(noCgroup1)
 	if opts.Cgroup1Controller != "" {
-		if ssid, err = cgroupSubsysID(opts.Cgroup1Controller); err != nil {
+		if ssid, err = cgroupSubsysID(opts.Cgroup1Controller, cache); err != nil {
 			return nil, err
 		}
 	}
@@ -263,7 +293,7 @@ func Open(plan *plan.Plan, opts Options) (_ *Tracer, err error) {
 	multi := !opts.PerLocation && features.HaveBPFLinkUprobeMulti() == nil
 	// Session uprobes need uprobe_multi links, and attach an entry and its
 	// return as one link, which SetProbeAttached could not take apart.
-	session := multi && !opts.ProbeControl && HaveUprobeSession()
+	session := multi && !opts.ProbeControl && haveUprobeSession(cache)
 	if !session {
 		delete(spec.Programs, bpfobj.ProgramSiteHitSession)
 	}
@@ -283,23 +313,23 @@ func Open(plan *plan.Plan, opts Options) (_ *Tracer, err error) {
 		countName = bpfobj.ProgramCountHitMulti
 	}
 	countSpec := spec.Programs[countName].Copy()
-	coll, err := ebpf.NewCollection(spec)
+	// The span programs load apart (see apartPrograms), once the maps are.
+	apart := &ebpf.CollectionSpec{Maps: spec.Maps, Programs: map[string]*ebpf.ProgramSpec{}, Types: spec.Types, ByteOrder: spec.ByteOrder}
+	for _, name := range apartPrograms {
+		if ps := spec.Programs[name]; ps != nil {
+			apart.Programs[name] = ps
+			delete(spec.Programs, name)
+		}
+	}
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{Cache: cache})
 	if err != nil {
-		// The verifier refuses with EACCES, which is not a lack of
-		// privileges: tell it apart first. The end of its log says why.
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("loading the BPF engine: the kernel's verifier refused it: %-40v", ve)
-		}
-		if errors.Is(err, os.ErrPermission) {
-			return nil, ErrPermission
-		}
-		return nil, fmt.Errorf("loading the BPF engine: %w", err)
+		return nil, loadError(err)
 	}
 	t := &Tracer{
 		plan:         plan,
 		multi:        multi,
 		session:      session,
+		sampling:     !opts.NoRecords,
 		returns:      map[int]int{},
 		covered:      map[int]bool{},
 		countProgs:   map[int]*ebpf.Program{},
@@ -336,7 +366,22 @@ func Open(plan *plan.Plan, opts Options) (_ *Tracer, err error) {
 	for fi := range plan.Files {
 		t.pairSessions(fi)
 	}
-	if err := t.writeSites(0, len(plan.Sites)); err != nil {
+	names := t.programsRun(0, len(plan.Files))
+	if opts.ProgramStats && !slices.Contains(names, siteProgramName(multi)) {
+		// ProgramRuns reads the span program's statistics.
+		names = append(names, siteProgramName(multi))
+	}
+	loaded := make(chan error, 1)
+	go func() {
+		progs, err := loadApart(apart, coll, names, cache)
+		if err == nil {
+			t.siteProg.Store(progs[siteProgramName(multi)])
+			t.sessionProg.Store(progs[bpfobj.ProgramSiteHitSession])
+		}
+		loaded <- err
+	}()
+	err = t.writeSites(0, len(plan.Sites))
+	if err = errors.Join(err, <-loaded); err != nil {
 		return nil, err
 	}
 	if t.ring, err = newRingReader(coll.Maps[bpfobj.MapRecords]); err != nil {
@@ -370,11 +415,18 @@ func Open(plan *plan.Plan, opts Options) (_ *Tracer, err error) {
 	return t, nil
 }
 
-// writeSites writes the specs of sites [from, to) of the plan.
+// siteBatch is how many site specs writeSites writes in one system call
+// (1,544 bytes each): 20,000 sites take 79 calls, not 20,000.
+const siteBatch = 256
+
+// writeSites writes the specs of sites [from, to) of the plan, siteBatch
+// at a time (BPF_MAP_UPDATE_BATCH, Linux 5.6).
 func (t *Tracer) writeSites(from, to int) error {
 	if to > int(t.sites.MaxEntries()) {
 		return fmt.Errorf("%d sites are more than the engine has room for (%d)", to, t.sites.MaxEntries())
 	}
+	keys := make([]uint32, 0, min(siteBatch, to-from))
+	values := make([]bpfobj.Site, 0, cap(keys))
 	for i := from; i < to; i++ {
 		s := t.plan.Sites[i]
 		enc, err := encodeSite(s, t.plan)
@@ -385,8 +437,13 @@ func (t *Tracer) writeSites(from, to int) error {
 			enc.Flags |= bpfobj.SiteSession
 			enc.ReturnSite = uint32(r)
 		}
-		if err := t.sites.Update(uint32(i), &enc, ebpf.UpdateAny); err != nil {
-			return fmt.Errorf("writing site %d of %s: %w", i, t.plan.Probes[s.Probe].Ref, err)
+		keys, values = append(keys, uint32(i)), append(values, enc)
+		if len(keys) == cap(keys) || i == to-1 {
+			if n, err := t.sites.BatchUpdate(keys, values, nil); err != nil {
+				first := int(keys[min(n, len(keys)-1)])
+				return fmt.Errorf("writing site %d of %s: %w", first, t.plan.Probes[t.plan.Sites[first].Probe].Ref, err)
+			}
+			keys, values = keys[:0], values[:0]
 		}
 	}
 	return nil
@@ -398,7 +455,7 @@ func (t *Tracer) pairSessions(fi int) {
 	if !t.session {
 		return
 	}
-	for entry, ret := range sessionPairs(t.plan, fi) {
+	for entry, ret := range sessionPairs(t.plan, fi, t.sampling) {
 		t.returns[entry] = ret
 		t.covered[ret] = true
 	}
@@ -469,6 +526,9 @@ func closeFiles(files []*fileLinks, other []link.Link) error {
 	}
 	var links []owned
 	for i, fl := range files {
+		for _, l := range fl.all {
+			links = append(links, owned{l, i})
+		}
 		for _, ls := range fl.byProbe {
 			for _, l := range ls {
 				links = append(links, owned{l, i})
@@ -677,8 +737,14 @@ func (t *Tracer) ProgramRuns() (map[plan.Program]ProgramRun, bool, error) {
 	if !t.statsOn() {
 		return out, false, nil
 	}
-	for _, p := range []plan.Program{plan.ProgramCount, plan.ProgramSite} {
-		st, err := t.program(p).Stats()
+	// Open loaded the span program for these statistics: its read is
+	// not a load.
+	for p, prog := range map[plan.Program]*ebpf.Program{plan.ProgramCount: t.coll.Programs[t.countName()], plan.ProgramSite: t.siteProg.Load()} {
+		if prog == nil {
+			out[p] = ProgramRun{}
+			continue
+		}
+		st, err := prog.Stats()
 		if err != nil {
 			return out, false, fmt.Errorf("reading BPF run-time statistics: %w", err)
 		}
@@ -690,13 +756,21 @@ func (t *Tracer) ProgramRuns() (map[plan.Program]ProgramRun, bool, error) {
 // attachmentProgram returns the program attachment a runs: a count-only
 // probe's own (countProgram) or the shared one of its kind. The caller
 // holds t.mu.
-func (t *Tracer) attachmentProgram(a plan.Attachment) *ebpf.Program {
+func (t *Tracer) attachmentProgram(a plan.Attachment) (*ebpf.Program, error) {
 	if a.Program == plan.ProgramCount {
 		if prog := t.countProgram(a.Probe); prog != nil {
-			return prog
+			return prog, nil
 		}
 	}
 	return t.program(a.Program)
+}
+
+// countName returns the name of the shared count program.
+func (t *Tracer) countName() string {
+	if t.multi {
+		return bpfobj.ProgramCountHitMulti
+	}
+	return bpfobj.ProgramCountHit
 }
 
 // ownsProgram says whether attachment a runs a program of its probe's own
@@ -706,19 +780,20 @@ func (t *Tracer) ownsProgram(a plan.Attachment) bool {
 	return a.Program == plan.ProgramCount && t.countProgram(a.Probe) != nil
 }
 
-// program returns the loaded program an attachment runs.
-func (t *Tracer) program(p plan.Program) *ebpf.Program {
-	name := bpfobj.ProgramSiteHit
+// program returns the loaded program an attachment runs, loading the
+// span program if no attachment has run it yet. The caller holds t.mu.
+func (t *Tracer) program(p plan.Program) (*ebpf.Program, error) {
+	name := bpfobj.ProgramCountHit
 	switch p {
-	case plan.ProgramCount:
-		name = bpfobj.ProgramCountHit
+	case plan.ProgramSite:
+		return t.loadProgram(siteProgramName(t.multi))
 	case plan.ProgramCountPerProcess:
 		name = bpfobj.ProgramCountHitProc
 	}
 	if t.multi {
 		name += "_multi"
 	}
-	return t.coll.Programs[name]
+	return t.coll.Programs[name], nil
 }
 
 // ErrDetached says the tracer was detached (Detach, Close): it attaches
@@ -773,13 +848,17 @@ func (t *Tracer) attachFile(fi int) []AttachFailure {
 	fl := t.files[fi]
 	if fl == nil {
 		fl = &fileLinks{
-			path: f.Path, id: f.ID, byProbe: map[int][]link.Link{},
+			path: f.Path, id: f.ID,
 			// The plan only ever appends: this range stays as it is.
 			attachments: t.plan.Attachments[f.Attachments.Start:f.Attachments.End:f.Attachments.End],
-			pids:        map[int]uint32{},
 		}
 		for _, a := range fl.attachments {
-			fl.pids[a.Probe] = t.kernelPID(a.Probe)
+			if pid := t.kernelPID(a.Probe); pid != 0 {
+				if fl.pids == nil {
+					fl.pids = map[int]uint32{}
+				}
+				fl.pids[a.Probe] = pid
+			}
 		}
 		t.files[fi] = fl
 	}
@@ -848,14 +927,23 @@ func (t *Tracer) attach(fl *fileLinks, keep func(plan.Attachment) bool) []Attach
 			attachments, sessions = t.splitSessions(attachments)
 		}
 		pidOf := func(a plan.Attachment) uint32 { return fl.pids[a.Probe] }
-		prog := t.coll.Programs[bpfobj.ProgramSiteHitSession]
+		var prog *ebpf.Program
+		if len(sessions) > 0 {
+			prog, err = t.loadProgram(bpfobj.ProgramSiteHitSession)
+		}
+		if err != nil {
+			for _, a := range sessions {
+				fail(a, err)
+			}
+			sessions = nil
+		}
 		// Sessions of targets of different processes take different
 		// links: one link has one pid.
 		for _, g := range groupAttachments(sessions, false, func(plan.Attachment) bool { return false }, pidOf) {
 			pid := pidOf(g[0])
 			l, err := attachSession(path, prog, g, pid)
 			if err == nil {
-				fl.byProbe[key(g[0])] = append(fl.byProbe[key(g[0])], l)
+				fl.add(key(g[0]), l)
 				continue
 			}
 			if processGone(pid) {
@@ -868,14 +956,14 @@ func (t *Tracer) attach(fl *fileLinks, keep func(plan.Attachment) bool) []Attach
 					fail(a, err)
 					continue
 				}
-				fl.byProbe[key(a)] = append(fl.byProbe[key(a)], l)
+				fl.add(key(a), l)
 			}
 		}
 		for _, g := range groupAttachments(attachments, t.control, t.ownsProgram, pidOf) {
 			pid := pidOf(g[0])
 			l, err := t.attachMulti(ex, g, pid)
 			if err == nil {
-				fl.byProbe[key(g[0])] = append(fl.byProbe[key(g[0])], l)
+				fl.add(key(g[0]), l)
 				continue
 			}
 			if processGone(pid) {
@@ -888,7 +976,7 @@ func (t *Tracer) attach(fl *fileLinks, keep func(plan.Attachment) bool) []Attach
 					fail(a, err)
 					continue
 				}
-				fl.byProbe[key(a)] = append(fl.byProbe[key(a)], l)
+				fl.add(key(a), l)
 			}
 		}
 		return failures
@@ -906,14 +994,19 @@ func (t *Tracer) attach(fl *fileLinks, keep func(plan.Attachment) bool) []Attach
 		if a.Return {
 			attach = ex.Uretprobe
 		}
-		l, err := attach(eventName(t.plan.Probes[a.Probe].Ref), t.attachmentProgram(a), opts)
+		prog, err := t.attachmentProgram(a)
+		if err != nil {
+			fail(a, err)
+			continue
+		}
+		l, err := attach(eventName(t.plan.Probes[a.Probe].Ref), prog, opts)
 		if err != nil {
 			if !processGone(pid) {
 				fail(a, err)
 			}
 			continue
 		}
-		fl.byProbe[key(a)] = append(fl.byProbe[key(a)], l)
+		fl.add(key(a), l)
 	}
 	return failures
 }
@@ -986,10 +1079,14 @@ func (t *Tracer) attachMulti(ex *link.Executable, g []plan.Attachment, pid uint3
 		opts.RefCtrOffsets = append(opts.RefCtrOffsets, a.RefCtrOffset)
 		opts.Cookies = append(opts.Cookies, a.Cookie)
 	}
-	if g[0].Return {
-		return ex.UretprobeMulti(nil, t.attachmentProgram(g[0]), opts)
+	prog, err := t.attachmentProgram(g[0])
+	if err != nil {
+		return nil, err
 	}
-	return ex.UprobeMulti(nil, t.attachmentProgram(g[0]), opts)
+	if g[0].Return {
+		return ex.UretprobeMulti(nil, prog, opts)
+	}
+	return ex.UprobeMulti(nil, prog, opts)
 }
 
 // groupAttachments splits attachments into the groups one uprobe_multi link
@@ -1126,8 +1223,8 @@ const noCgroup1 = 0xffffffff
 
 // cgroupSubsysID returns the running kernel's id of a cgroup controller
 // (enum cgroup_subsys_id: "pids" is pids_cgrp_id), from its BTF.
-func cgroupSubsysID(controller string) (uint32, error) {
-	spec, err := btf.LoadKernelSpec()
+func cgroupSubsysID(controller string, cache *btf.Cache) (uint32, error) {
+	spec, err := cache.Kernel()
 	if err != nil {
 		return 0, fmt.Errorf("reading the kernel's BTF for cgroup controller %s: %w", controller, err)
 	}
@@ -1578,11 +1675,16 @@ func (t *Tracer) Close() error {
 		err = errors.Join(err, t.ring.close())
 		t.ring = nil
 	}
+	t.mu.Lock()
+	for _, p := range []*atomic.Pointer[ebpf.Program]{&t.siteProg, &t.sessionProg} {
+		if prog := p.Swap(nil); prog != nil {
+			err = errors.Join(err, prog.Close())
+		}
+	}
 	if t.coll != nil {
 		t.coll.Close()
 		t.coll = nil
 	}
-	t.mu.Lock()
 	for p, prog := range t.countProgs {
 		if prog != nil {
 			err = errors.Join(err, prog.Close())

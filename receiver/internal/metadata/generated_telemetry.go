@@ -336,7 +336,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ReceiverUprobeSpansDropped, err = builder.meter.Int64Counter(
 		"otelcol_receiver_uprobe_spans_dropped",
-		metric.WithDescription("Completed spans not delivered, by span definition and drop.reason: the count of uprobe.span.duration is exactly the spans the receiver delivered plus these (and receiver_uprobe_records_malformed, never expected). [Alpha]"),
+		metric.WithDescription("Completed spans not delivered, by span definition and drop.reason: the count of uprobe.span.duration is exactly the spans the receiver delivered plus these but unsampled (and receiver_uprobe_records_malformed, never expected); unsampled counts the calls head sampling left out, which are not in uprobe.span.duration. [Alpha]"),
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)

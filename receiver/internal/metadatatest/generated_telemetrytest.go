@@ -296,7 +296,7 @@ func AssertEqualReceiverUprobeSpansAbandoned(t *testing.T, tt *componenttest.Tel
 func AssertEqualReceiverUprobeSpansDropped(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_receiver_uprobe_spans_dropped",
-		Description: "Completed spans not delivered, by span definition and drop.reason: the count of uprobe.span.duration is exactly the spans the receiver delivered plus these (and receiver_uprobe_records_malformed, never expected). [Alpha]",
+		Description: "Completed spans not delivered, by span definition and drop.reason: the count of uprobe.span.duration is exactly the spans the receiver delivered plus these but unsampled (and receiver_uprobe_records_malformed, never expected); unsampled counts the calls head sampling left out, which are not in uprobe.span.duration. [Alpha]",
 		Unit:        "{span}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

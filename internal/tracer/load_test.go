@@ -1,0 +1,101 @@
+package tracer
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
+	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/planner"
+)
+
+// Open loads the span programs (the verifier's ~0.4 s each) only when its
+// plan's attachments run them: counters alone load neither, a span without
+// an entry condition the span program alone. A file appended later whose
+// spans need them loads them then, and its counts are exact: a function
+// span with an entry condition, attached as a session uprobe where the
+// kernel has them.
+func TestSpanProgramsLoadWhenUsed(t *testing.T) {
+	testutil.RequireRoot(t)
+	const n = 100
+	b := testutil.BuildDemo(t, "-O2")
+	for _, mode := range attachModes {
+		t.Run(mode.name, func(t *testing.T) {
+			later := filepath.Join(t.TempDir(), "demo-later")
+			targets := []config.Target{
+				{Path: b.Program, Counters: config.CountersOf("usdt:demo:tick")},
+				{Path: later, Optional: true, Spans: []config.Span{
+					{Name: "outer", Function: "outer", Filter: []string{"arg0 < 10"}}, // outer(i) for i in 0..n-1
+					{Name: "inner", Function: "inner"},
+				}},
+			}
+			require.NoError(t, config.Validate(targets))
+			// An optional target's missing file is the host locator's to wait for.
+			pl, err := planner.Resolve(targets, planner.Options{Locator: planner.HostLocator{}})
+			require.NoError(t, err)
+			defer pl.Close()
+			tr, err := Open(pl.Plan, Options{RingBufferSize: testRing, PerLocation: mode.perLocation})
+			require.NoError(t, err)
+			defer func() { assert.NoError(t, tr.Close()) }()
+			assert.Nil(t, tr.siteProg.Load(), "counters alone load no span program")
+			assert.Nil(t, tr.sessionProg.Load(), "counters alone load no session program")
+
+			copyFile(t, b.Program, later)
+			copyFile(t, b.Library, filepath.Join(filepath.Dir(later), filepath.Base(b.Library))) // for a run path of $ORIGIN
+			c, err := planner.OpenPath(later)
+			require.NoError(t, err)
+			spec, err := pl.ReadFile(1, c)
+			require.NoError(t, err)
+			require.NoError(t, tr.AttachFile(pl.Append(spec)))
+			session := !mode.perLocation && HaveUprobeMulti() && HaveUprobeSession()
+			assert.NotNil(t, tr.siteProg.Load(), "inner's span runs the span program")
+			assert.Equal(t, session, tr.sessionProg.Load() != nil, "outer's entry runs the session program where the kernel has it")
+
+			testutil.StartDemo(t, later).Run(n)
+			st, err := tr.Stats()
+			require.NoError(t, err)
+			outer, inner := spanIndex(t, pl.Plan, "outer"), spanIndex(t, pl.Plan, "inner")
+			def := pl.Plan.Spans[outer]
+			assert.Equal(t, uint64(n), st.Probes[def.Entry].Hits, "entry hits")
+			assert.Equal(t, uint64(n), st.Probes[def.Exit].Hits, "return hits, rejected calls included")
+			assert.Equal(t, uint64(10), st.Spans[outer].Count, "calls that passed")
+			assert.Equal(t, uint64(n-10), st.Spans[outer].Filtered)
+			assert.Equal(t, uint64(2*n), st.Spans[inner].Count)
+			assert.Len(t, drainAll(t, tr), 10+2*n)
+		})
+	}
+}
+
+// A plan whose spans have no entry condition loads the span program but
+// not the session program.
+func TestSessionProgramOnlyForConditions(t *testing.T) {
+	b := testutil.BuildDemo(t, "-O2")
+	tr, _ := openDemo(t, []config.Target{{Path: b.Program, Spans: []config.Span{{Name: "inner", Function: "inner"}}}})
+	assert.NotNil(t, tr.siteProg.Load())
+	assert.Nil(t, tr.sessionProg.Load())
+}
+
+// Open takes what Prepare made in the background; a second Open with the
+// same preparation parses a spec of its own (the first changed its).
+func TestOpenPrepared(t *testing.T) {
+	testutil.RequireRoot(t)
+	b := testutil.BuildDemo(t, "-O2")
+	targets := []config.Target{{Path: b.Program, Spans: []config.Span{{Name: "inner", Function: "inner"}}}}
+	require.NoError(t, config.Validate(targets))
+	prep := Prepare()
+	for range 2 {
+		pl, err := planner.Resolve(targets)
+		require.NoError(t, err)
+		tr, err := Open(pl.Plan, Options{RingBufferSize: testRing, Prepared: prep})
+		require.NoError(t, err)
+		testutil.StartDemo(t, b.Program).Run(3)
+		st, err := tr.Stats()
+		require.NoError(t, err)
+		assert.Equal(t, uint64(6), st.Spans[spanIndex(t, pl.Plan, "inner")].Count)
+		require.NoError(t, tr.Close())
+		pl.Close()
+	}
+}
