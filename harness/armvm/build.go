@@ -176,6 +176,7 @@ var cPrograms = []struct {
 	flags []string
 }{
 	{"hardening", []string{"-pthread"}},
+	{"pidscope", []string{"-pthread"}},
 	{"refuse", nil},
 }
 

@@ -436,7 +436,7 @@ func recipeMarkdown(b *strings.Builder, recipes []PerHit) {
 		"The floor is the bare counting program at every site the recipe's plan attaches (uprobes, uretprobes and USDT semaphores as the receiver plans them, scoped to the same process), one counter per site class: its hits say how many traps of each class a call takes, and what it adds is the floor of the recipe's own site classes. "+
 		"\"× trap by class\" divides instead by those traps times this machine's trap by site class (the first table). "+
 		"The C library rows (dns, malloc, tls) and python and jvm are timed by the calling thread's CPU time (the workload pinned to CPU 0); postgresql and go-http are servers, timed per request by the server's CPU time (the backend's, the Go process's: every thread), the requests sent one at a time over one connection by a thread on the same CPU, so that the time is the server's own work end to end but not the client's. "+
-		"The floors are scoped to the workload's process by the kernel; the receiver's sites of a `pid:` target are not (it keeps to the pid in BPF), so other processes that map the same file take their entry traps too.\n\n", len(recipes[0].Cycles))
+		"The floors are scoped to the workload's process by the kernel, as the receiver's sites of a `pid:` target are (Linux 6.11 with uprobe_multi links): other processes that map the same file take no trap of either.\n\n", len(recipes[0].Cycles))
 	fmt.Fprintf(b, "| recipe | workload, per call | unprobed ns per call | ns added per call (cycles' range) | traps per call | × floor at its sites | × trap by class | what dominates |\n|---|---|---:|---:|---|---:|---:|---|\n")
 	for _, p := range recipes {
 		trap := "—"

@@ -48,9 +48,10 @@ type linkCreateUprobeMulti struct {
 }
 
 // attachSession attaches prog, a session program (site_hit_session), at
-// the locations of g in the file at path through one session link: the
-// cookies are the entry sites, as for uprobe_multi.
-func attachSession(path string, prog *ebpf.Program, g []plan.Attachment) (link.Link, error) {
+// the locations of g in the file at path through one session link, in
+// process pid only (0: every process that maps the file): the cookies are
+// the entry sites, as for uprobe_multi.
+func attachSession(path string, prog *ebpf.Program, g []plan.Attachment, pid uint32) (link.Link, error) {
 	if len(g) == 0 {
 		return nil, errors.New("no locations")
 	}
@@ -72,6 +73,7 @@ func attachSession(path string, prog *ebpf.Program, g []plan.Attachment) (link.L
 		refCtrOffsets: uint64(uintptr(unsafe.Pointer(&refCtrs[0]))),
 		cookies:       uint64(uintptr(unsafe.Pointer(&cookies[0]))),
 		count:         uint32(len(g)),
+		pid:           pid,
 	}
 	fd, _, errno := unix.Syscall(unix.SYS_BPF, bpfLinkCreate, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
 	runtime.KeepAlive(p)

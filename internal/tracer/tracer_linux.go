@@ -204,6 +204,11 @@ type fileLinks struct {
 	// attached is the identity of the descriptor the kernel was last
 	// given (/proc/self/fd/N), zero before.
 	attached procfs.FileVersion
+	// pids holds, by probe id, the process the kernel is told to attach
+	// the probe's locations in (see kernelPID): the pid: of its target;
+	// a probe it does not hold (nil without any) is attached for every
+	// process that maps the file.
+	pids map[int]uint32
 }
 
 // allProbes is the probe of fileLinks.add without Options.ProbeControl.
@@ -847,6 +852,14 @@ func (t *Tracer) attachFile(fi int) []AttachFailure {
 			// The plan only ever appends: this range stays as it is.
 			attachments: t.plan.Attachments[f.Attachments.Start:f.Attachments.End:f.Attachments.End],
 		}
+		for _, a := range fl.attachments {
+			if pid := t.kernelPID(a.Probe); pid != 0 {
+				if fl.pids == nil {
+					fl.pids = map[int]uint32{}
+				}
+				fl.pids[a.Probe] = pid
+			}
+		}
 		t.files[fi] = fl
 	}
 	if fl.fh == nil {
@@ -913,6 +926,7 @@ func (t *Tracer) attach(fl *fileLinks, keep func(plan.Attachment) bool) []Attach
 		if t.session {
 			attachments, sessions = t.splitSessions(attachments)
 		}
+		pidOf := func(a plan.Attachment) uint32 { return fl.pids[a.Probe] }
 		var prog *ebpf.Program
 		if len(sessions) > 0 {
 			prog, err = t.loadProgram(bpfobj.ProgramSiteHitSession)
@@ -921,30 +935,43 @@ func (t *Tracer) attach(fl *fileLinks, keep func(plan.Attachment) bool) []Attach
 			for _, a := range sessions {
 				fail(a, err)
 			}
-		} else if len(sessions) > 0 {
-			if l, err := attachSession(path, prog, sessions); err == nil {
-				fl.add(key(sessions[0]), l)
-			} else {
-				// Find which locations the kernel refuses, one link each.
-				for _, a := range sessions {
-					l, err := attachSession(path, prog, []plan.Attachment{a})
-					if err != nil {
-						fail(a, err)
-						continue
-					}
-					fl.add(key(a), l)
-				}
-			}
+			sessions = nil
 		}
-		for _, g := range groupAttachments(attachments, t.control, t.ownsProgram) {
-			l, err := t.attachMulti(ex, g)
+		// Sessions of targets of different processes take different
+		// links: one link has one pid.
+		for _, g := range groupAttachments(sessions, false, func(plan.Attachment) bool { return false }, pidOf) {
+			pid := pidOf(g[0])
+			l, err := attachSession(path, prog, g, pid)
 			if err == nil {
 				fl.add(key(g[0]), l)
 				continue
 			}
+			if processGone(pid) {
+				continue // nothing of it can run: see processGone
+			}
 			// Find which locations the kernel refuses, one link each.
 			for _, a := range g {
-				l, err := t.attachMulti(ex, []plan.Attachment{a})
+				l, err := attachSession(path, prog, []plan.Attachment{a}, pid)
+				if err != nil {
+					fail(a, err)
+					continue
+				}
+				fl.add(key(a), l)
+			}
+		}
+		for _, g := range groupAttachments(attachments, t.control, t.ownsProgram, pidOf) {
+			pid := pidOf(g[0])
+			l, err := t.attachMulti(ex, g, pid)
+			if err == nil {
+				fl.add(key(g[0]), l)
+				continue
+			}
+			if processGone(pid) {
+				continue
+			}
+			// Find which locations the kernel refuses, one link each.
+			for _, a := range g {
+				l, err := t.attachMulti(ex, []plan.Attachment{a}, pid)
 				if err != nil {
 					fail(a, err)
 					continue
@@ -955,10 +982,12 @@ func (t *Tracer) attach(fl *fileLinks, keep func(plan.Attachment) bool) []Attach
 		return failures
 	}
 	for _, a := range attachments {
+		pid := fl.pids[a.Probe]
 		opts := &link.UprobeOptions{
 			Address:       a.FileOffset,
 			RefCtrOffset:  a.RefCtrOffset,
 			Cookie:        a.Cookie,
+			PID:           int(pid), // 0: every process
 			TraceFSPrefix: "otelcol_uprobe",
 		}
 		attach := ex.Uprobe
@@ -972,12 +1001,50 @@ func (t *Tracer) attach(fl *fileLinks, keep func(plan.Attachment) bool) []Attach
 		}
 		l, err := attach(eventName(t.plan.Probes[a.Probe].Ref), prog, opts)
 		if err != nil {
-			fail(a, err)
+			if !processGone(pid) {
+				fail(a, err)
+			}
 			continue
 		}
 		fl.add(key(a), l)
 	}
 	return failures
+}
+
+// kernelPID returns the process the kernel is told to attach probe p's
+// locations in: the pid: of its target (a pid in the collector's pid
+// namespace, as the kernel reads it), so that no other process that maps
+// the file takes its traps or has its USDT semaphores raised, or 0 for
+// every process. Only a target of exactly one process is scoped so; a
+// process: selector's processes are chosen by the engine alone. The
+// engine checks the process at every hit either way. uprobe_multi and
+// session links take a pid from Linux 6.11 (6.6 to 6.10 let only the
+// process's main thread through): before it, with uprobe_multi links,
+// the kernel is told every process. Perf-event uprobes (Options.PerLocation,
+// or kernels without uprobe_multi) are scoped on every kernel. The caller
+// is the plan's owner.
+func (t *Tracer) kernelPID(p int) uint32 {
+	pid := t.plan.Targets[t.plan.Probes[p].Target].PID
+	if pid <= 0 || t.multi && !haveUprobeMultiPID() {
+		return 0
+	}
+	return uint32(pid)
+}
+
+// haveUprobeMultiPID says whether uprobe_multi links filter by process,
+// every thread of it (Linux 6.11, commit 46ba0e49b642 "bpf: fix
+// multi-uprobe PID filtering logic"; 6.6 to 6.10 filtered by thread).
+func haveUprobeMultiPID() bool {
+	major, minor, ok := kernelVersion()
+	return ok && (major > 6 || major == 6 && minor >= 11)
+}
+
+// processGone says whether the process a link was scoped to (pid, not 0)
+// no longer exists, after the kernel refused the link: none of its calls
+// can come, so its locations are left out rather than failed, as they
+// would attach and never fire for the whole file.
+func processGone(pid uint32) bool {
+	return pid != 0 && errors.Is(unix.Kill(int(pid), 0), unix.ESRCH)
 }
 
 // splitSessions takes out of attachments the entries attached as session
@@ -1003,9 +1070,10 @@ func hasKey(m map[int]int, k int) bool {
 }
 
 // attachMulti attaches locations that share a file, process filter,
-// direction and program through one uprobe_multi link.
-func (t *Tracer) attachMulti(ex *link.Executable, g []plan.Attachment) (link.Link, error) {
-	opts := &link.UprobeMultiOptions{}
+// direction and program through one uprobe_multi link, in process pid
+// only (0: every process that maps the file).
+func (t *Tracer) attachMulti(ex *link.Executable, g []plan.Attachment, pid uint32) (link.Link, error) {
+	opts := &link.UprobeMultiOptions{PID: pid}
 	for _, a := range g {
 		opts.Addresses = append(opts.Addresses, a.FileOffset)
 		opts.RefCtrOffsets = append(opts.RefCtrOffsets, a.RefCtrOffset)
@@ -1022,19 +1090,21 @@ func (t *Tracer) attachMulti(ex *link.Executable, g []plan.Attachment) (link.Lin
 }
 
 // groupAttachments splits attachments into the groups one uprobe_multi link
-// can carry, in order of first appearance; byProbe keeps each group to
-// one probe.
-func groupAttachments(all []plan.Attachment, byProbe bool, ownProgram func(plan.Attachment) bool) [][]plan.Attachment {
+// can carry, in order of first appearance: those of one file, direction,
+// program and process the kernel is told (pidOf, 0 for every process);
+// byProbe keeps each group to one probe.
+func groupAttachments(all []plan.Attachment, byProbe bool, ownProgram func(plan.Attachment) bool, pidOf func(plan.Attachment) uint32) [][]plan.Attachment {
 	type key struct {
 		file    int
 		ret     bool
 		program plan.Program
 		probe   int
+		pid     uint32
 	}
 	index := map[key]int{}
 	var groups [][]plan.Attachment
 	for _, a := range all {
-		k := key{a.File, a.Return, a.Program, allProbes}
+		k := key{a.File, a.Return, a.Program, allProbes, pidOf(a)}
 		if byProbe || ownProgram(a) {
 			k.probe = a.Probe
 		}
