@@ -67,30 +67,44 @@ func siteHitStats(ids map[ebpf.ProgramID]bool) (time.Duration, uint64, error) {
 	return rt, n, nil
 }
 
-// programIDs returns the ids of the loaded BPF programs named site_hit or
-// site_hit_multi.
+// programIDs returns the ids of the BPF programs named site_hit* that
+// this process holds (its descriptors' /proc/self/fdinfo), so that an
+// engine another process loads meanwhile (a test, another benchmark) is
+// never taken for the receiver's.
 func programIDs() (map[ebpf.ProgramID]bool, error) {
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return nil, err
+	}
 	out := map[ebpf.ProgramID]bool{}
-	var id ebpf.ProgramID
-	for {
-		next, err := ebpf.ProgramGetNextID(id)
-		if errors.Is(err, os.ErrNotExist) {
-			return out, nil
+	for _, fd := range fds {
+		if target, err := os.Readlink("/proc/self/fd/" + fd.Name()); err != nil || target != "anon_inode:bpf-prog" {
+			continue
 		}
+		info, err := os.ReadFile("/proc/self/fdinfo/" + fd.Name())
 		if err != nil {
-			return nil, err
+			continue
 		}
-		id = next
+		var id ebpf.ProgramID
+		for _, line := range strings.Split(string(info), "\n") {
+			if v, ok := strings.CutPrefix(line, "prog_id:"); ok {
+				fmt.Sscanf(strings.TrimSpace(v), "%d", &id)
+			}
+		}
+		if id == 0 || out[id] {
+			continue
+		}
 		p, err := ebpf.NewProgramFromID(id)
 		if err != nil {
 			continue
 		}
-		info, err := p.Info()
+		pi, err := p.Info()
 		p.Close()
-		if err == nil && strings.HasPrefix(info.Name, "site_hit") {
+		if err == nil && strings.HasPrefix(pi.Name, "site_hit") {
 			out[id] = true
 		}
 	}
+	return out, nil
 }
 
 // engineMaps are the thread-context maps of the engine a receiver loaded.
