@@ -36,6 +36,11 @@ func stackDepths(t *testing.T) map[string]int {
 	if !HaveUprobeSession() {
 		delete(spec.Programs, bpfobj.ProgramSiteHitSession) // its kfunc is not there (Linux 6.12)
 	}
+	if !HaveUprobeMulti() {
+		// It reads its run context through bpf_rdonly_cast (Linux 6.2);
+		// the loader loads it only with uprobe_multi links (Linux 6.6).
+		delete(spec.Programs, bpfobj.ProgramSiteHitMulti)
+	}
 	// Every path on: the verifier leaves out the code that a loader
 	// constant turns off, and with it that code's stack.
 	require.NoError(t, errors.Join(spec.Variables[bpfobj.VarSelectorBits].Set(uint64(1)),
