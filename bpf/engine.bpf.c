@@ -313,6 +313,13 @@ struct task_state {
 		 * root) and of its trace's root */
 		__u64 parent_start_ns;
 		__u64 root_start_ns;
+		/* the current task's facts a record carries, read by the plain
+		 * span program before it finds the span (task_facts), so that
+		 * the task need not be kept or found again */
+		__u64 process_start_ns;
+		__u64 exec_id;
+		__u32 pid;
+		__u32 tid;
 	} closing;
 	/* The context the thread had published (OTEP 4947) when its outermost
 	 * open span opened, with RECORD_THREAD_CONTEXT on that frame. */
@@ -1940,19 +1947,21 @@ __subprog void close_unsampled(const struct site *s, struct task_state *ts, __u3
 }
 
 /*
- * span_entry_in opens a span of site s for whoever runs the probe, with
- * extra_flags (RECORD_PENDING, RECORD_FILTERED) on its frame. It returns 1
+ * span_entry_task opens a span of site s for whoever runs the probe (task:
+ * the current task, or 0 to find it here), with extra_flags
+ * (RECORD_PENDING, RECORD_FILTERED) on its frame. It returns 1
  * when the kernel is to skip the call's return (a SITE_SESSION entry whose
  * conditions did not hold, or that head sampling leaves out), 0 otherwise.
  */
-static __always_inline int span_entry_in(const struct site *s, __u32 site_id, __u32 extra_flags,
-					 struct pt_regs *regs)
+static __always_inline int span_entry_task(const struct site *s, __u32 site_id, __u32 extra_flags,
+					   struct pt_regs *regs, struct task_struct *task)
 {
 	__u64 at = (__u64)site_id << 32 | extra_flags;
 	struct task_state *ts;
 
 	asm volatile("" : "+r"(at)); /* one value to keep across calls, not two */
-	struct task_struct *task = bpf_get_current_task_btf();
+	if (!task)
+		task = bpf_get_current_task_btf();
 
 	if (!s || !regs)
 		return 0;
@@ -1994,6 +2003,13 @@ static __always_inline int span_entry_in(const struct site *s, __u32 site_id, __
 		return 1;
 	open_frame(s, regs, ts, at);
 	return 0;
+}
+
+/* span_entry_in is span_entry_task for the current task, found here. */
+static __always_inline int span_entry_in(const struct site *s, __u32 site_id, __u32 extra_flags,
+					 struct pt_regs *regs)
+{
+	return span_entry_task(s, site_id, extra_flags, regs, 0);
 }
 
 /* span_entry is span_entry_in as a global function, so that the verifier
@@ -2128,12 +2144,8 @@ static __always_inline void place(struct task_state *ts, __u32 k)
  * span_exit: a call costs ~8 ns.
  */
 static __always_inline void fill_record(const struct site *s, struct pt_regs *regs, struct task_state *ts,
-					struct span_record *rec)
+					struct span_record *rec, int task_facts)
 {
-	/* The task is looked up here rather than kept across send_span's
-	 * calls: one register fewer to spill keeps span_exit's frame within
-	 * 48 bytes with the thread context's copy. */
-	struct task_struct *task = bpf_get_current_task_btf();
 	__u32 k = frame_index(ts->closing.frame);
 	struct frame *f = &ts->frames[k];
 
@@ -2143,14 +2155,29 @@ static __always_inline void fill_record(const struct site *s, struct pt_regs *re
 	rec->context_start_ns = 0;
 	if (f->carrier > 0 && f->carrier <= k)
 		rec->context_start_ns = frame_at(ts, f->carrier - 1)->start_ns;
-	/* The task's ids are what bpf_get_current_pid_tgid() would say (the
-	 * initial pid namespace's), read without its call. */
-	__u32 tid = task->pid;
-	rec->owner = s->flags & SITE_GO ? reg_at(regs, REG_SLOT_GO_G) : tid;
-	rec->process_start_ns = task->group_leader->start_time;
-	rec->exec_id = task->self_exec_id;
-	rec->pid = task->tgid;
-	rec->tid = tid;
+	if (task_facts) {
+		/* What task_facts read of the task before. */
+		__u32 tid = ts->closing.tid;
+		rec->owner = tid; /* not SITE_GO: plain spans are not Go's */
+		rec->process_start_ns = ts->closing.process_start_ns;
+		rec->exec_id = ts->closing.exec_id;
+		rec->pid = ts->closing.pid;
+		rec->tid = tid;
+	} else {
+		/* The task is looked up here rather than kept across
+		 * send_span's calls: one register fewer to spill keeps
+		 * span_exit's frame within 48 bytes with the thread context's
+		 * copy. The task's ids are what bpf_get_current_pid_tgid()
+		 * would say (the initial pid namespace's), read without its
+		 * call. */
+		struct task_struct *task = bpf_get_current_task_btf();
+		__u32 tid = task->pid;
+		rec->owner = s->flags & SITE_GO ? reg_at(regs, REG_SLOT_GO_G) : tid;
+		rec->process_start_ns = task->group_leader->start_time;
+		rec->exec_id = task->self_exec_id;
+		rec->pid = task->tgid;
+		rec->tid = tid;
+	}
 	rec->span = s->exit_span;
 	rec->entry_site = f->entry_site;
 	rec->entry_failed = f->entry_failed;
@@ -2161,7 +2188,8 @@ static __always_inline void fill_record(const struct site *s, struct pt_regs *re
  * send_span sends the record of the span closing in ts (ts->closing), with
  * the values of its exit fetched into the value stack after its entry's.
  */
-static __always_inline void send_span(const struct site *s, struct pt_regs *regs, struct task_state *ts)
+static __always_inline void send_span(const struct site *s, struct pt_regs *regs, struct task_state *ts,
+				      int task_facts)
 {
 	place(ts, ts->closing.frame);
 	__u32 k = frame_index(ts->closing.frame);
@@ -2202,7 +2230,7 @@ static __always_inline void send_span(const struct site *s, struct pt_regs *regs
 	rec->flags = (f->flags & ~RECORD_THREAD_CONTEXT) | (end > ts->closing.values_end ? RECORD_THREAD_CONTEXT : 0) |
 		     (r & FETCHED_TRUNCATED ? RECORD_TRUNCATED : 0);
 	rec->exit_failed = r >> FETCHED_FAILED_SHIFT;
-	fill_record(s, regs, ts, rec);
+	fill_record(s, regs, ts, rec, task_facts);
 	if (bpf_ringbuf_output(&records, w, end + sizeof(struct span_record), span_wake_flags(ts))) {
 		if (f->flags & RECORD_PENDING) {
 			/* Counted with the process's choice, as its duration. */
@@ -2272,7 +2300,8 @@ __subprog int count_pending(const struct site *s, struct task_state *ts, __u32 k
  * close_span closes the span closing in ts (ts->closing): its duration goes
  * to the histogram, and unless unsampled or too short it is sent.
  */
-static __always_inline void close_span(const struct site *s, struct pt_regs *regs, struct task_state *ts)
+static __always_inline void close_span(const struct site *s, struct pt_regs *regs, struct task_state *ts,
+				       int task_facts)
 {
 	__u32 k = frame_index(ts->closing.frame);
 	struct frame *f = &ts->frames[k];
@@ -2291,15 +2320,19 @@ static __always_inline void close_span(const struct site *s, struct pt_regs *reg
 		not_recorded(s->exit_span, f->flags & RECORD_PENDING, PENDING_SPAN_SHORT);
 		return;
 	}
-	send_span(s, regs, ts);
+	send_span(s, regs, ts, task_facts);
 }
 
 /*
- * span_exit closes the innermost open span of site s's exit span and sends
- * its record, counting into ps what is lost. A global function like
- * span_entry; it returns 0.
+ * span_exit_task closes the innermost open span of site s's exit span and
+ * sends its record, counting into ps what is lost; it returns 0. task is
+ * the current task, or 0 to find it here; with task_facts (a site that is
+ * not Go's) what the record says of the task is read from it into
+ * ts->closing once the state is found, rather than from a task found
+ * again to fill the record: the task is not kept across the calls.
  */
-static __always_inline int span_exit_in(const struct site *s, __u32 site_id, struct probe_stats *ps, struct pt_regs *regs)
+static __always_inline int span_exit_task(const struct site *s, __u32 site_id, struct probe_stats *ps,
+					  struct pt_regs *regs, struct task_struct *task, int task_facts)
 {
 	__u64 now = bpf_ktime_get_ns();
 	struct task_state *ts;
@@ -2310,7 +2343,8 @@ static __always_inline int span_exit_in(const struct site *s, __u32 site_id, str
 		return 0;
 	if (!span_stats_of(s->exit_span))
 		return 0;
-	struct task_struct *task = bpf_get_current_task_btf();
+	if (!task)
+		task = bpf_get_current_task_btf();
 	ts = state(regs, s, 0, task);
 	if (!ts) {
 		count(s->exit_span, unmatched);
@@ -2320,6 +2354,12 @@ static __always_inline int span_exit_in(const struct site *s, __u32 site_id, str
 		/* The innermost open entry was not recorded: this exit is its. */
 		ts->overflow--;
 		return 0;
+	}
+	if (task_facts) {
+		ts->closing.process_start_ns = task->group_leader->start_time;
+		ts->closing.exec_id = task->self_exec_id;
+		ts->closing.pid = task->tgid;
+		ts->closing.tid = task->pid;
 	}
 	ts->closing.now = now;
 	ts->closing.site = site_id;
@@ -2352,11 +2392,18 @@ static __always_inline int span_exit_in(const struct site *s, __u32 site_id, str
 		truncate(ts, k);
 	} else {
 		ts->closing.frame = k;
-		close_span(s, regs, ts);
+		close_span(s, regs, ts, task_facts);
 	}
 	if (s->flags & SITE_GO)
 		go_release(regs, ts);
 	return 0;
+}
+
+/* span_exit_in is span_exit_task for the current task, found where it is
+ * used. */
+static __always_inline int span_exit_in(const struct site *s, __u32 site_id, struct probe_stats *ps, struct pt_regs *regs)
+{
+	return span_exit_task(s, site_id, ps, regs, 0, 0);
 }
 
 /* span_exit is span_exit_in as a global function, like span_entry. */
@@ -2535,6 +2582,80 @@ SEC("uprobe.multi")
 int site_hit_multi(struct pt_regs *ctx)
 {
 	return site_hit_multi_impl(ctx);
+}
+
+/*
+ * The plain span. Most spans are a function's or a USDT pair's: an entry
+ * site that only opens the span and an exit site that only closes it,
+ * with no conditions, no process choice, no per-process hits, no value
+ * histogram, attributes read from registers, in code that is not Go
+ * (plain_site). Their sites run site_hit_plain_multi, where the kernel
+ * has uprobe_multi links and the tracer chooses it (internal/tracer):
+ * the task is found once per hit and kept, and nothing the plain site
+ * does not use is looked at. The span's exactness is span_entry_task's
+ * and span_exit_task's, which it inlines.
+ */
+
+/* PLAIN_EXCLUDED are the site flags that keep a site off the plain program. */
+#define PLAIN_EXCLUDED (SITE_GO | SITE_CHOSEN | SITE_FILTERED_HITS | SITE_PROC_HITS | SITE_SESSION)
+
+/* plain_site says whether site s is a plain span's (see above): the
+ * tracer's choice (internal/tracer plainSite) says the same. */
+static __always_inline int plain_site(const struct site *s)
+{
+	__u16 role = s->flags & (SITE_ENTRY | SITE_EXIT);
+
+	if ((s->flags & PLAIN_EXCLUDED) || s->filter_count || s->value_hist)
+		return 0;
+	if (role == SITE_ENTRY)
+		return !s->entry_fetch_count || (s->flags & SITE_ENTRY_REGS);
+	if (role == SITE_EXIT)
+		return !s->exit_fetch_count || (s->flags & SITE_EXIT_REGS);
+	return 0;
+}
+
+/* site_hit_any is site_hit_at for any site, as a global function: what
+ * site_hit_plain_multi does with a site that is not plain (which the
+ * tracer never attaches it to). */
+__noinline int site_hit_any(struct pt_regs *ctx, __u32 site_id)
+{
+	return site_hit_at(ctx, site_id, 0, 0);
+}
+
+/* site_hit_plain_multi is attached, through uprobe_multi links, to the
+ * sites of plain spans: the cookie is the site id. */
+SEC("uprobe.multi")
+int site_hit_plain_multi(struct pt_regs *ctx)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 site_id;
+
+	if (bpf_core_field_exists(struct bpf_uprobe_multi_run_ctx, uprobe) &&
+	    bpf_core_field_exists(struct bpf_uprobe, cookie))
+		site_id = ((struct bpf_uprobe_multi_run_ctx *)bpf_rdonly_cast(
+				   task->bpf_ctx, bpf_core_type_id_kernel(struct bpf_uprobe_multi_run_ctx)))
+				  ->uprobe->cookie;
+	else
+		site_id = bpf_get_attach_cookie(ctx);
+
+	const struct site *s = bpf_map_lookup_elem(&sites, &site_id);
+	if (!s)
+		return 0;
+	if (!plain_site(s)) {
+		site_hit_any(ctx, site_id);
+		return 0;
+	}
+	struct probe_stats *ps = bpf_map_lookup_elem(&probes, &s->probe_id);
+	if (!ps)
+		return 0;
+	add(&ps->hits, 1);
+	/* Their results are not returned: one register less to keep (a
+	 * uprobe_multi program's result means nothing). */
+	if (s->flags & SITE_EXIT)
+		span_exit_task(s, site_id, ps, ctx, task, 1);
+	else
+		span_entry_task(s, site_id, 0, ctx, task);
+	return 0;
 }
 
 /* session_hit is site_hit_at in a function of its own: inlined in

@@ -239,7 +239,12 @@ const (
 	// ProgramSiteHitSession is site_hit attached as a session uprobe
 	// (Linux 6.12): it runs at a call's entry and, unless the entry
 	// rejected the call, at its return.
-	ProgramSiteHitSession    = engineX86ProgSiteHitSession
+	ProgramSiteHitSession = engineX86ProgSiteHitSession
+	// ProgramSiteHitPlainMulti runs the sites of plain spans (an entry
+	// that only opens a span, an exit that only closes it, no
+	// conditions, no process choice, registers only) through uprobe_multi
+	// links: the task found once per hit.
+	ProgramSiteHitPlainMulti = engineX86ProgSiteHitPlainMulti
 	ProgramOnExec            = engineX86ProgOnExec
 	ProgramOnExit            = engineX86ProgOnExit
 	MapSites                 = engineX86MapSites

@@ -43,6 +43,7 @@ const (
 	engineArm64ProgSeenTask          = "seen_task"
 	engineArm64ProgSiteHit           = "site_hit"
 	engineArm64ProgSiteHitMulti      = "site_hit_multi"
+	engineArm64ProgSiteHitPlainMulti = "site_hit_plain_multi"
 	engineArm64ProgSiteHitSession    = "site_hit_session"
 	engineArm64VarCgroup1Subsys      = "cgroup1_subsys"
 	engineArm64VarEmitRecords        = "emit_records"
@@ -108,6 +109,7 @@ type engineArm64ProgramSpecs struct {
 	SeenTask          *ebpf.ProgramSpec `ebpf:"seen_task"`
 	SiteHit           *ebpf.ProgramSpec `ebpf:"site_hit"`
 	SiteHitMulti      *ebpf.ProgramSpec `ebpf:"site_hit_multi"`
+	SiteHitPlainMulti *ebpf.ProgramSpec `ebpf:"site_hit_plain_multi"`
 	SiteHitSession    *ebpf.ProgramSpec `ebpf:"site_hit_session"`
 }
 
@@ -237,6 +239,7 @@ type engineArm64Programs struct {
 	SeenTask          *ebpf.Program `ebpf:"seen_task"`
 	SiteHit           *ebpf.Program `ebpf:"site_hit"`
 	SiteHitMulti      *ebpf.Program `ebpf:"site_hit_multi"`
+	SiteHitPlainMulti *ebpf.Program `ebpf:"site_hit_plain_multi"`
 	SiteHitSession    *ebpf.Program `ebpf:"site_hit_session"`
 }
 
@@ -253,6 +256,7 @@ func (p *engineArm64Programs) Close() error {
 		p.SeenTask,
 		p.SiteHit,
 		p.SiteHitMulti,
+		p.SiteHitPlainMulti,
 		p.SiteHitSession,
 	)
 }

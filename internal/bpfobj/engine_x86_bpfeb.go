@@ -378,6 +378,7 @@ const (
 	engineX86ProgSeenTask          = "seen_task"
 	engineX86ProgSiteHit           = "site_hit"
 	engineX86ProgSiteHitMulti      = "site_hit_multi"
+	engineX86ProgSiteHitPlainMulti = "site_hit_plain_multi"
 	engineX86ProgSiteHitSession    = "site_hit_session"
 	engineX86VarCgroup1Subsys      = "cgroup1_subsys"
 	engineX86VarEmitRecords        = "emit_records"
@@ -443,6 +444,7 @@ type engineX86ProgramSpecs struct {
 	SeenTask          *ebpf.ProgramSpec `ebpf:"seen_task"`
 	SiteHit           *ebpf.ProgramSpec `ebpf:"site_hit"`
 	SiteHitMulti      *ebpf.ProgramSpec `ebpf:"site_hit_multi"`
+	SiteHitPlainMulti *ebpf.ProgramSpec `ebpf:"site_hit_plain_multi"`
 	SiteHitSession    *ebpf.ProgramSpec `ebpf:"site_hit_session"`
 }
 
@@ -572,6 +574,7 @@ type engineX86Programs struct {
 	SeenTask          *ebpf.Program `ebpf:"seen_task"`
 	SiteHit           *ebpf.Program `ebpf:"site_hit"`
 	SiteHitMulti      *ebpf.Program `ebpf:"site_hit_multi"`
+	SiteHitPlainMulti *ebpf.Program `ebpf:"site_hit_plain_multi"`
 	SiteHitSession    *ebpf.Program `ebpf:"site_hit_session"`
 }
 
@@ -588,6 +591,7 @@ func (p *engineX86Programs) Close() error {
 		p.SeenTask,
 		p.SiteHit,
 		p.SiteHitMulti,
+		p.SiteHitPlainMulti,
 		p.SiteHitSession,
 	)
 }

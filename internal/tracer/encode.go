@@ -122,6 +122,44 @@ func encodeSite(s plan.Site, pl *plan.Plan) (bpfobj.Site, error) {
 	return out, nil
 }
 
+// plainSite says whether site s of pl is a plain span's, which the
+// engine's plain span program (bpfobj.ProgramSiteHitPlainMulti) runs: it
+// only opens a span or only closes one, in code that is not Go, with no
+// condition, no process choice, no per-process hits and no value
+// histogram, and that end's attributes are registers' integers
+// (registersOnly) or none. plainSpec says the same of its encoded spec, as
+// the engine's plain_site does; an entry attached as a session uprobe is
+// not plain either (the tracer leaves those out).
+func plainSite(s plan.Site, pl *plan.Plan) bool {
+	if s.FilteredHits || s.PerProcess || len(s.Filters) > 0 || s.ValueHist != 0 || pl.Files[s.File].Go ||
+		pl.Targets[pl.Probes[s.Probe].Target].Chosen {
+		return false
+	}
+	switch {
+	case s.EntrySpan >= 0 && s.ExitSpan < 0:
+		return len(s.Entry) == 0 || registersOnly(s.Entry)
+	case s.ExitSpan >= 0 && s.EntrySpan < 0:
+		return len(s.Exit) == 0 || registersOnly(s.Exit)
+	}
+	return false
+}
+
+// plainSpec says whether an encoded site is a plain span's: the engine's
+// plain_site, which site_hit_plain_multi checks at every hit.
+func plainSpec(s bpfobj.Site) bool {
+	excluded := bpfobj.SiteGo | bpfobj.SiteChosen | bpfobj.SiteFilteredHits | bpfobj.SiteProcHits | bpfobj.SiteSession
+	if s.Flags&excluded != 0 || s.FilterCount != 0 || s.ValueHist != 0 {
+		return false
+	}
+	switch s.Flags & (bpfobj.SiteEntry | bpfobj.SiteExit) {
+	case bpfobj.SiteEntry:
+		return s.EntryFetchCount == 0 || s.Flags&bpfobj.SiteEntryRegs != 0
+	case bpfobj.SiteExit:
+		return s.ExitFetchCount == 0 || s.Flags&bpfobj.SiteExitRegs != 0
+	}
+	return false
+}
+
 // registersOnly says whether fetches are at most bpfobj.MaxRegFetches
 // registers' integers (an argument, a return value, a register plus a
 // constant), which the engine reads inline (bpfobj.SiteEntryRegs,

@@ -4,7 +4,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 	"github.com/otel-uprobe/uprobereceiver/internal/regs"
@@ -100,4 +102,71 @@ func TestSessionPairs(t *testing.T) {
 	pl = sessionPlan()
 	pl.Attachments[1].FileOffset = 0x104 // not where the entry is
 	assert.Empty(t, sessionPairs(pl, 0, true))
+}
+
+// plainSite picks the sites of plain spans, and the engine's plain_site
+// (plainSpec, its Go twin) says the same of their encoded specs: a site the
+// tracer attaches to the plain span program is never one that program
+// hands on to site_hit_any.
+func TestPlainSite(t *testing.T) {
+	if bpfobj.Arch() != regs.ArchAMD64 {
+		t.Skip("the table's registers are x86-64's")
+	}
+	reg := func(r regs.Register) plan.Fetch {
+		return plan.Fetch{Base: plan.BaseRegister, Register: r, Store: plan.StoreInt, ReadSize: 8}
+	}
+	str := reg(regs.RDI)
+	str.Store, str.MaxLen = plan.StoreString, 32
+	base := func() *plan.Plan {
+		pl := &plan.Plan{
+			Targets: []plan.PlannedTarget{{}},
+			Probes: []plan.Probe{
+				{Ref: "uprobe:f", Kind: config.KindUprobe}, {Ref: "uretprobe:f", Kind: config.KindUretprobe},
+			},
+			Spans: []plan.SpanDef{{Name: "f", Entry: 0, Exit: 1, Function: true, SampleRatio: 1}},
+			Sites: []plan.Site{
+				{Probe: 0, EntrySpan: 0, ExitSpan: -1, Entry: []plan.Fetch{reg(regs.RDI)}},
+				{Probe: 1, EntrySpan: -1, ExitSpan: 0, Exit: []plan.Fetch{reg(regs.RAX)}},
+			},
+		}
+		pl.Files = []plan.File{{Arch: bpfobj.Arch(), Sites: plan.Range{End: 2}}}
+		return pl
+	}
+	for _, tc := range []struct {
+		name  string
+		edit  func(pl *plan.Plan)
+		entry bool // site 0 is plain
+		exit  bool // site 1 is plain
+	}{
+		{"registers at both ends", func(*plan.Plan) {}, true, true},
+		{"no attributes", func(pl *plan.Plan) { pl.Sites[0].Entry, pl.Sites[1].Exit = nil, nil }, true, true},
+		{"a string attribute at entry", func(pl *plan.Plan) { pl.Sites[0].Entry = []plan.Fetch{str} }, false, true},
+		{"five registers at exit", func(pl *plan.Plan) {
+			r := reg(regs.RAX)
+			pl.Sites[1].Exit = []plan.Fetch{r, r, r, r, r}
+		}, true, false},
+		{"a condition at entry", func(pl *plan.Plan) {
+			pl.Sites[0].Filters = []plan.Filter{{Value: reg(regs.RDI), Cond: config.Condition{Raw: "arg0 < 10", Op: "<", Int: 10}}}
+		}, false, true},
+		{"a filtered counter", func(pl *plan.Plan) { pl.Sites[1].FilteredHits = true }, true, false},
+		{"hits per process", func(pl *plan.Plan) { pl.Sites[0].PerProcess = true }, false, true},
+		{"a value histogram", func(pl *plan.Plan) {
+			v := reg(regs.RAX)
+			pl.Sites[1].ValueHist, pl.Sites[1].HistValue = 1, &v
+		}, true, false},
+		{"a site that closes one span and opens the next", func(pl *plan.Plan) { pl.Sites[1].EntrySpan = 0 }, true, false},
+		{"Go code", func(pl *plan.Plan) { pl.Files[0].Go = true }, false, false},
+		{"a target that chooses its processes", func(pl *plan.Plan) { pl.Targets[0].Chosen = true }, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pl := base()
+			tc.edit(pl)
+			for i, want := range []bool{tc.entry, tc.exit} {
+				assert.Equal(t, want, plainSite(pl.Sites[i], pl), "site %d", i)
+				enc, err := encodeSite(pl.Sites[i], pl)
+				require.NoError(t, err)
+				assert.Equal(t, want, plainSpec(enc), "site %d encoded", i)
+			}
+		})
+	}
 }

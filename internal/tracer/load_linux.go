@@ -12,8 +12,8 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 )
 
-// The engine's span programs (site_hit or site_hit_multi, and
-// site_hit_session) are where the kernel's verifier spends its time: about
+// The engine's span programs (site_hit or site_hit_multi,
+// site_hit_session and site_hit_plain_multi) are where the kernel's verifier spends its time: about
 // 0.4 s of CPU each on this machine kind (Linux 6.18, ~190,000
 // instructions processed each), the rest of the engine about 10 ms. Open
 // loads them apart from the collection, only those its plan's attachments
@@ -24,7 +24,7 @@ import (
 // configuration (.rodata) the rest of the engine was verified with.
 
 // apartPrograms are the names of the programs Open loads apart.
-var apartPrograms = []string{bpfobj.ProgramSiteHit, bpfobj.ProgramSiteHitMulti, bpfobj.ProgramSiteHitSession}
+var apartPrograms = []string{bpfobj.ProgramSiteHit, bpfobj.ProgramSiteHitMulti, bpfobj.ProgramSiteHitSession, bpfobj.ProgramSiteHitPlainMulti}
 
 // siteProgramName returns the name of the span program that attachments
 // run, the uprobe_multi variant's with multi.
@@ -37,10 +37,11 @@ func siteProgramName(multi bool) string {
 
 // programsRun returns the names of the programs loaded apart that the
 // attachments of files [from, to) of the plan run: the span program
-// unless every span attachment is a session's, the session program when
-// one is. The caller holds t.mu or is Open.
+// unless every span attachment is a session's or a plain span's, the
+// session program when one is a session's, the plain span program when
+// one is a plain span's. The caller holds t.mu or is Open.
 func (t *Tracer) programsRun(from, to int) []string {
-	site, session := false, false
+	site, session, plainSpan := false, false, false
 	for fi := from; fi < to; fi++ {
 		f := t.plan.Files[fi]
 		for _, a := range t.plan.Attachments[f.Attachments.Start:f.Attachments.End] {
@@ -51,6 +52,8 @@ func (t *Tracer) programsRun(from, to int) []string {
 			case t.session && !a.Return && hasKey(t.returns, int(a.Cookie)):
 				session = true
 			case t.session && a.Return && t.covered[int(a.Cookie)]:
+			case t.plainAttachment(a):
+				plainSpan = true
 			default:
 				site = true
 			}
@@ -59,6 +62,9 @@ func (t *Tracer) programsRun(from, to int) []string {
 	var names []string
 	if site {
 		names = append(names, siteProgramName(t.multi))
+	}
+	if plainSpan {
+		names = append(names, bpfobj.ProgramSiteHitPlainMulti)
 	}
 	if session {
 		names = append(names, bpfobj.ProgramSiteHitSession)
@@ -149,8 +155,11 @@ func loadError(err error) error {
 // sized as the loaded collection's maps are. The caller holds t.mu.
 func (t *Tracer) loadProgram(name string) (*ebpf.Program, error) {
 	slot := &t.siteProg
-	if name == bpfobj.ProgramSiteHitSession {
+	switch name {
+	case bpfobj.ProgramSiteHitSession:
 		slot = &t.sessionProg
+	case bpfobj.ProgramSiteHitPlainMulti:
+		slot = &t.plainProg
 	}
 	if prog := slot.Load(); prog != nil {
 		return prog, nil

@@ -42,6 +42,7 @@ func TestSpanProgramsLoadWhenUsed(t *testing.T) {
 			defer func() { assert.NoError(t, tr.Close()) }()
 			assert.Nil(t, tr.siteProg.Load(), "counters alone load no span program")
 			assert.Nil(t, tr.sessionProg.Load(), "counters alone load no session program")
+			assert.Nil(t, tr.plainProg.Load(), "counters alone load no plain span program")
 
 			copyFile(t, b.Program, later)
 			copyFile(t, b.Library, filepath.Join(filepath.Dir(later), filepath.Base(b.Library))) // for a run path of $ORIGIN
@@ -51,7 +52,11 @@ func TestSpanProgramsLoadWhenUsed(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, tr.AttachFile(pl.Append(spec)))
 			session := !mode.perLocation && HaveUprobeMulti() && HaveUprobeSession()
-			assert.NotNil(t, tr.siteProg.Load(), "inner's span runs the span program")
+			// inner's span is plain: the plain span program runs it where
+			// uprobe_multi links are used, the span program otherwise.
+			plain := !mode.perLocation && HaveUprobeMulti()
+			assert.Equal(t, plain, tr.plainProg.Load() != nil, "inner's span runs the plain span program with uprobe_multi links")
+			assert.Equal(t, !plain, tr.siteProg.Load() != nil, "inner's span runs the span program without them")
 			assert.Equal(t, session, tr.sessionProg.Load() != nil, "outer's entry runs the session program where the kernel has it")
 
 			testutil.StartDemo(t, later).Run(n)
@@ -74,7 +79,11 @@ func TestSpanProgramsLoadWhenUsed(t *testing.T) {
 func TestSessionProgramOnlyForConditions(t *testing.T) {
 	b := testutil.BuildDemo(t, "-O2")
 	tr, _ := openDemo(t, []config.Target{{Path: b.Program, Spans: []config.Span{{Name: "inner", Function: "inner"}}}})
-	assert.NotNil(t, tr.siteProg.Load())
+	if HaveUprobeMulti() {
+		assert.NotNil(t, tr.plainProg.Load(), "a plain span runs the plain span program")
+	} else {
+		assert.NotNil(t, tr.siteProg.Load())
+	}
 	assert.Nil(t, tr.sessionProg.Load())
 }
 

@@ -192,7 +192,7 @@ func engineRuns(t *testing.T, tr *Tracer) uint64 {
 		}
 	}
 	// The span programs are loaded apart from the collection.
-	for _, p := range []*ebpf.Program{tr.siteProg.Load(), tr.sessionProg.Load()} {
+	for _, p := range []*ebpf.Program{tr.siteProg.Load(), tr.sessionProg.Load(), tr.plainProg.Load()} {
 		if p != nil && !slices.Contains(progs, p) {
 			progs = append(progs, p)
 		}
@@ -275,7 +275,7 @@ func TestGroupAttachmentsByPID(t *testing.T) {
 		return plan.Attachment{Probe: probe, Return: ret, Program: plan.ProgramSite, Cookie: uint64(probe)}
 	}
 	all := []plan.Attachment{site(0, false), site(1, false), site(3, false), site(2, false), site(1, true), site(0, false)}
-	groups := groupAttachments(all, false, func(plan.Attachment) bool { return false }, pidOf)
+	groups := groupAttachments(all, false, func(plan.Attachment) bool { return false }, func(plan.Attachment) bool { return false }, pidOf)
 	var got [][]int
 	for _, g := range groups {
 		var probes []int

@@ -40,6 +40,7 @@ func stackDepths(t *testing.T) map[string]int {
 		// It reads its run context through bpf_rdonly_cast (Linux 6.2);
 		// the loader loads it only with uprobe_multi links (Linux 6.6).
 		delete(spec.Programs, bpfobj.ProgramSiteHitMulti)
+		delete(spec.Programs, bpfobj.ProgramSiteHitPlainMulti) // the same
 	}
 	// Every path on: the verifier leaves out the code that a loader
 	// constant turns off, and with it that code's stack.

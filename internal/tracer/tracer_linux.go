@@ -145,6 +145,10 @@ type Tracer struct {
 	// not attached by themselves. Only the plan's owner touches them.
 	returns map[int]int
 	covered map[int]bool
+	// plain says the sites of plain spans (plainSite) run the plain span
+	// program: uprobe_multi links, without Options.ProbeControl (whose
+	// overhead budget reads the shared span program's statistics).
+	plain bool
 	// countSpec is the spec of the shared count program, countProgs the
 	// count programs of probes by probe id (see countProgram; nil: the
 	// shared one). Guarded by mu.
@@ -161,9 +165,10 @@ type Tracer struct {
 	goStates   *ebpf.Map
 	procs      *ebpf.Map
 	pending    *ebpf.Map
-	// siteProg and sessionProg are the span programs, loaded apart (see
-	// apartPrograms): nil until an attachment runs them. Written under mu.
-	siteProg, sessionProg atomic.Pointer[ebpf.Program]
+	// siteProg, sessionProg and plainProg are the span programs, loaded
+	// apart (see apartPrograms): nil until an attachment runs them.
+	// Written under mu.
+	siteProg, sessionProg, plainProg atomic.Pointer[ebpf.Program]
 	// threadProcs and threadCounts are the engine's thread-context
 	// access per process and its per-CPU counters (OTEP 4947).
 	threadProcs, threadCounts *ebpf.Map
@@ -297,6 +302,10 @@ func Open(plan *plan.Plan, opts Options) (_ *Tracer, err error) {
 	if !session {
 		delete(spec.Programs, bpfobj.ProgramSiteHitSession)
 	}
+	plainSpans := multi && !opts.ProbeControl
+	if !plainSpans {
+		delete(spec.Programs, bpfobj.ProgramSiteHitPlainMulti)
+	}
 	for _, name := range []string{bpfobj.ProgramCountHit, bpfobj.ProgramSiteHit, bpfobj.ProgramCountHitProc,
 		bpfobj.ProgramCountHitMulti, bpfobj.ProgramSiteHitMulti, bpfobj.ProgramCountHitProcMulti} {
 		if isMulti := strings.HasSuffix(name, "_multi"); isMulti != multi {
@@ -329,6 +338,7 @@ func Open(plan *plan.Plan, opts Options) (_ *Tracer, err error) {
 		plan:         plan,
 		multi:        multi,
 		session:      session,
+		plain:        plainSpans,
 		sampling:     !opts.NoRecords,
 		returns:      map[int]int{},
 		covered:      map[int]bool{},
@@ -377,6 +387,7 @@ func Open(plan *plan.Plan, opts Options) (_ *Tracer, err error) {
 		if err == nil {
 			t.siteProg.Store(progs[siteProgramName(multi)])
 			t.sessionProg.Store(progs[bpfobj.ProgramSiteHitSession])
+			t.plainProg.Store(progs[bpfobj.ProgramSiteHitPlainMulti])
 		}
 		loaded <- err
 	}()
@@ -739,24 +750,33 @@ func (t *Tracer) ProgramRuns() (map[plan.Program]ProgramRun, bool, error) {
 	}
 	// Open loaded the span program for these statistics: its read is
 	// not a load.
-	for p, prog := range map[plan.Program]*ebpf.Program{plan.ProgramCount: t.coll.Programs[t.countName()], plan.ProgramSite: t.siteProg.Load()} {
-		if prog == nil {
-			out[p] = ProgramRun{}
-			continue
+	// The plain span program runs sites of spans too: its runs count
+	// with the span program's.
+	for _, pp := range []struct {
+		p    plan.Program
+		prog *ebpf.Program
+	}{{plan.ProgramCount, t.coll.Programs[t.countName()]}, {plan.ProgramSite, t.siteProg.Load()}, {plan.ProgramSite, t.plainProg.Load()}} {
+		run := out[pp.p]
+		if pp.prog != nil {
+			st, err := pp.prog.Stats()
+			if err != nil {
+				return out, false, fmt.Errorf("reading BPF run-time statistics: %w", err)
+			}
+			run.Runtime += st.Runtime
+			run.Count += st.RunCount
 		}
-		st, err := prog.Stats()
-		if err != nil {
-			return out, false, fmt.Errorf("reading BPF run-time statistics: %w", err)
-		}
-		out[p] = ProgramRun{Runtime: st.Runtime, Count: st.RunCount}
+		out[pp.p] = run
 	}
 	return out, true, nil
 }
 
 // attachmentProgram returns the program attachment a runs: a count-only
-// probe's own (countProgram) or the shared one of its kind. The caller
-// holds t.mu.
+// probe's own (countProgram), the plain span program (plainAttachment) or
+// the shared one of its kind. The caller holds t.mu.
 func (t *Tracer) attachmentProgram(a plan.Attachment) (*ebpf.Program, error) {
+	if t.plainAttachment(a) {
+		return t.loadProgram(bpfobj.ProgramSiteHitPlainMulti)
+	}
 	if a.Program == plan.ProgramCount {
 		if prog := t.countProgram(a.Probe); prog != nil {
 			return prog, nil
@@ -771,6 +791,19 @@ func (t *Tracer) countName() string {
 		return bpfobj.ProgramCountHitMulti
 	}
 	return bpfobj.ProgramCountHit
+}
+
+// plainAttachment says whether attachment a runs the plain span program:
+// a site of a plain span (plainSite) that is not attached as a session
+// uprobe, where the tracer uses the plain program (t.plain).
+func (t *Tracer) plainAttachment(a plan.Attachment) bool {
+	if !t.plain || a.Program != plan.ProgramSite {
+		return false
+	}
+	if t.session && (!a.Return && hasKey(t.returns, int(a.Cookie)) || a.Return && t.covered[int(a.Cookie)]) {
+		return false
+	}
+	return plainSite(t.plan.Sites[a.Cookie], t.plan)
 }
 
 // ownsProgram says whether attachment a runs a program of its probe's own
@@ -939,7 +972,8 @@ func (t *Tracer) attach(fl *fileLinks, keep func(plan.Attachment) bool) []Attach
 		}
 		// Sessions of targets of different processes take different
 		// links: one link has one pid.
-		for _, g := range groupAttachments(sessions, false, func(plan.Attachment) bool { return false }, pidOf) {
+		never := func(plan.Attachment) bool { return false }
+		for _, g := range groupAttachments(sessions, false, never, never, pidOf) {
 			pid := pidOf(g[0])
 			l, err := attachSession(path, prog, g, pid)
 			if err == nil {
@@ -959,7 +993,7 @@ func (t *Tracer) attach(fl *fileLinks, keep func(plan.Attachment) bool) []Attach
 				fl.add(key(a), l)
 			}
 		}
-		for _, g := range groupAttachments(attachments, t.control, t.ownsProgram, pidOf) {
+		for _, g := range groupAttachments(attachments, t.control, t.ownsProgram, t.plainAttachment, pidOf) {
 			pid := pidOf(g[0])
 			l, err := t.attachMulti(ex, g, pid)
 			if err == nil {
@@ -1091,20 +1125,22 @@ func (t *Tracer) attachMulti(ex *link.Executable, g []plan.Attachment, pid uint3
 
 // groupAttachments splits attachments into the groups one uprobe_multi link
 // can carry, in order of first appearance: those of one file, direction,
-// program and process the kernel is told (pidOf, 0 for every process);
-// byProbe keeps each group to one probe.
-func groupAttachments(all []plan.Attachment, byProbe bool, ownProgram func(plan.Attachment) bool, pidOf func(plan.Attachment) uint32) [][]plan.Attachment {
+// program (plain: the plain span program's, not their plan.Program's) and
+// process the kernel is told (pidOf, 0 for every process); byProbe keeps
+// each group to one probe.
+func groupAttachments(all []plan.Attachment, byProbe bool, ownProgram, plain func(plan.Attachment) bool, pidOf func(plan.Attachment) uint32) [][]plan.Attachment {
 	type key struct {
 		file    int
 		ret     bool
 		program plan.Program
+		plain   bool
 		probe   int
 		pid     uint32
 	}
 	index := map[key]int{}
 	var groups [][]plan.Attachment
 	for _, a := range all {
-		k := key{a.File, a.Return, a.Program, allProbes, pidOf(a)}
+		k := key{a.File, a.Return, a.Program, plain(a), allProbes, pidOf(a)}
 		if byProbe || ownProgram(a) {
 			k.probe = a.Probe
 		}
@@ -1688,7 +1724,7 @@ func (t *Tracer) Close() error {
 		t.ring = nil
 	}
 	t.mu.Lock()
-	for _, p := range []*atomic.Pointer[ebpf.Program]{&t.siteProg, &t.sessionProg} {
+	for _, p := range []*atomic.Pointer[ebpf.Program]{&t.siteProg, &t.sessionProg, &t.plainProg} {
 		if prog := p.Swap(nil); prog != nil {
 			err = errors.Join(err, prog.Close())
 		}
