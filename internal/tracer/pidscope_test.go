@@ -36,8 +36,9 @@ func TestPIDTargetTrapsInItsProcessOnly(t *testing.T) {
 		perThr  = 25_000 // calls in each other thread
 		calls   = n + threads*perThr
 	)
-	for _, mode := range attachModes {
+	for _, mode := range pidModes {
 		t.Run(mode.name, func(t *testing.T) {
+			mode.set(t)
 			prog := testutil.BuildC(t, "pidscope", "-pthread")
 			chosen := testutil.StartProgram(t, prog, "ready")
 			other := testutil.StartProgram(t, prog, "ready")
@@ -56,8 +57,9 @@ func TestPIDTargetTrapsInItsProcessOnly(t *testing.T) {
 			defer func() { assert.NoError(t, tr.Close()) }()
 			require.True(t, tr.statsOn(), "BPF run-time statistics are on (root)")
 			choose(t, tr, pl.Plan, chosen.PID)
-			if tr.multi && !haveUprobeMultiPID() {
-				t.Skip("uprobe_multi links filter by process from Linux 6.11")
+			if tr.multi && !multiLinksFilterPID() {
+				assertWholeFileFallback(t, tr, pl.Plan, prog, chosen, other, n, "usdt:pidscope:tick", "uprobe:work")
+				return
 			}
 
 			assert.Equal(t, "sem 1", chosen.Ask("sem", "sem "), "the chosen process's semaphore is raised")
@@ -119,8 +121,9 @@ func TestPIDTargetTrapsInItsProcessOnly(t *testing.T) {
 func TestPIDTargetBesideAnUnrestrictedOne(t *testing.T) {
 	testutil.RequireRoot(t)
 	const n = 100_000
-	for _, mode := range attachModes {
+	for _, mode := range pidModes {
 		t.Run(mode.name, func(t *testing.T) {
+			mode.set(t)
 			prog := testutil.BuildC(t, "pidscope", "-pthread")
 			chosen := testutil.StartProgram(t, prog, "ready")
 			other := testutil.StartProgram(t, prog, "ready")
@@ -136,8 +139,9 @@ func TestPIDTargetBesideAnUnrestrictedOne(t *testing.T) {
 			defer func() { assert.NoError(t, tr.Close()) }()
 			require.True(t, tr.statsOn(), "BPF run-time statistics are on (root)")
 			choose(t, tr, pl.Plan, chosen.PID)
-			if tr.multi && !haveUprobeMultiPID() {
-				t.Skip("uprobe_multi links filter by process from Linux 6.11")
+			if tr.multi && !multiLinksFilterPID() {
+				assertWholeFileFallback(t, tr, pl.Plan, prog, chosen, other, n, "usdt:pidscope:tick")
+				return
 			}
 			assert.Equal(t, "sem 1", chosen.Ask("sem", "sem "))
 			assert.Equal(t, "sem 0", other.Ask("sem", "sem "), "the pid: target's semaphore is the chosen process's only")
@@ -152,6 +156,65 @@ func TestPIDTargetBesideAnUnrestrictedOne(t *testing.T) {
 			assert.Equal(t, uint64(2*n), st.Probes[probeIndex(t, pl.Plan, "uprobe:work")].Hits)
 			assert.Equal(t, runsBefore+3*n, engineRuns(t, tr))
 		})
+	}
+}
+
+// pidModes are attachModes and, so that the fallback of Linux 6.6 to 6.10
+// runs on every kernel with uprobe_multi, uprobe_multi links taken as not
+// filtering by process.
+var pidModes = func() []pidMode {
+	modes := []pidMode{{name: "multi-whole-file", wholeFile: true}}
+	for _, m := range attachModes {
+		modes = append(modes, pidMode{name: m.name, perLocation: m.perLocation})
+	}
+	return modes
+}()
+
+type pidMode struct {
+	name        string
+	perLocation bool
+	wholeFile   bool
+}
+
+// set makes uprobe_multi links not filter by process for the test when
+// the mode says so (where the kernel has no uprobe_multi, the tracer's
+// perf-event links are scoped and the mode is the usual one).
+func (m pidMode) set(t *testing.T) {
+	if !m.wholeFile {
+		return
+	}
+	saved := multiLinksFilterPID
+	multiLinksFilterPID = func() bool { return false }
+	t.Cleanup(func() { multiLinksFilterPID = saved })
+}
+
+// assertWholeFileFallback checks what a pid: target does where
+// uprobe_multi links cannot be scoped to a process (Linux 6.6 to 6.10,
+// see kernelPID): its links are the whole file's, so every process that
+// maps the file has the breakpoints and its USDT semaphores raised, and
+// the engine, which checks the process at every hit, counts the chosen
+// process's calls only at the pid: target's probes (docs/targeting-and-containers.md).
+func assertWholeFileFallback(t *testing.T, tr *Tracer, pl *plan.Plan, prog string, chosen, other *testutil.Program, n int, probes ...string) {
+	t.Helper()
+	assert.Equal(t, "sem 1", chosen.Ask("sem", "sem "), "the chosen process's semaphore is raised")
+	assert.Equal(t, "sem 1", other.Ask("sem", "sem "), "whole-file links raise every process's semaphore")
+	for _, a := range pl.Attachments[pl.Files[0].Attachments.Start:pl.Files[0].Attachments.End] {
+		assert.True(t, codeChanged(t, other.PID, prog, a), "a whole-file breakpoint at %#x in the other process", a.FileOffset)
+	}
+	before, err := tr.Stats()
+	require.NoError(t, err)
+	runsBefore := engineRuns(t, tr)
+	runCalls(t, other, n, 0)
+	assert.Greater(t, engineRuns(t, tr), runsBefore, "the other process takes the traps")
+	after, err := tr.Stats()
+	require.NoError(t, err)
+	runCalls(t, chosen, n, 0)
+	final, err := tr.Stats()
+	require.NoError(t, err)
+	for _, ref := range probes {
+		p := probeIndex(t, pl, ref)
+		assert.Equal(t, before.Probes[p].Hits, after.Probes[p].Hits, "%s counts none of the other process's calls", ref)
+		assert.Equal(t, before.Probes[p].Hits+uint64(n), final.Probes[p].Hits, "%s counts every call of the chosen process", ref)
 	}
 }
 

@@ -1059,11 +1059,16 @@ func (t *Tracer) attach(fl *fileLinks, keep func(plan.Attachment) bool) []Attach
 // is the plan's owner.
 func (t *Tracer) kernelPID(p int) uint32 {
 	pid := t.plan.Targets[t.plan.Probes[p].Target].PID
-	if pid <= 0 || t.multi && !haveUprobeMultiPID() {
+	if pid <= 0 || t.multi && !multiLinksFilterPID() {
 		return 0
 	}
 	return uint32(pid)
 }
+
+// multiLinksFilterPID is haveUprobeMultiPID, a variable so that tests can
+// take the path of kernels 6.6 to 6.10 (whole-file links for pid: targets)
+// on a newer one.
+var multiLinksFilterPID = haveUprobeMultiPID
 
 // haveUprobeMultiPID says whether uprobe_multi links filter by process,
 // every thread of it (Linux 6.11, commit 46ba0e49b642 "bpf: fix
