@@ -117,6 +117,9 @@ type uprobeReceiver struct {
 	// What self-telemetry was told of lost process records and unknown
 	// identities; the collecting goroutine's.
 	reportedProcessLost, reportedUnknown uint64
+	// plainRefusedLogged is set once the engine's plain span program was
+	// seen refusing hits (tracer.PlainRefused), which is logged once.
+	plainRefusedLogged bool
 }
 
 func newReceiver(cfg *Config, set receiver.Settings, onDone func()) (*uprobeReceiver, error) {
@@ -956,6 +959,11 @@ func (r *uprobeReceiver) reportIdentity(ctx context.Context) {
 		r.tel.ReceiverUprobeIdentitiesUnknown.Add(ctx, int64(d))
 	}
 	r.reportedProcessLost, r.reportedUnknown = lost, unknown
+	if n := r.tracer.PlainRefused(); n > 0 && !r.plainRefusedLogged {
+		r.plainRefusedLogged = true
+		r.set.Logger.Error("The engine's plain span program refused hits of sites it does not take, which the receiver should never attach to it: their spans and hits are counted nowhere; please report this",
+			zap.Uint64("hits", n))
+	}
 }
 
 // collect reads the kernel's counters once and emits them.

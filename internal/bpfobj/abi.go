@@ -268,6 +268,7 @@ const (
 	VarProcessFacts          = engineX86VarProcessFacts
 	VarCgroup1Subsys         = engineX86VarCgroup1Subsys
 	VarProcessLost           = engineX86VarProcessLost
+	VarPlainRefused          = engineX86VarPlainRefused
 	VarSelectorBits          = engineX86VarSelectorBits
 	VarSendExecs             = engineX86VarSendExecs
 	VarEmitRecords           = engineX86VarEmitRecords

@@ -47,6 +47,7 @@ const (
 	engineArm64ProgSiteHitSession    = "site_hit_session"
 	engineArm64VarCgroup1Subsys      = "cgroup1_subsys"
 	engineArm64VarEmitRecords        = "emit_records"
+	engineArm64VarPlainRefused       = "plain_refused"
 	engineArm64VarProcessFacts       = "process_facts"
 	engineArm64VarProcessLost        = "process_lost"
 	engineArm64VarReaderWake         = "reader_wake"
@@ -141,6 +142,7 @@ type engineArm64MapSpecs struct {
 type engineArm64VariableSpecs struct {
 	Cgroup1Subsys  *ebpf.VariableSpec `ebpf:"cgroup1_subsys"`
 	EmitRecords    *ebpf.VariableSpec `ebpf:"emit_records"`
+	PlainRefused   *ebpf.VariableSpec `ebpf:"plain_refused"`
 	ProcessFacts   *ebpf.VariableSpec `ebpf:"process_facts"`
 	ProcessLost    *ebpf.VariableSpec `ebpf:"process_lost"`
 	ReaderWake     *ebpf.VariableSpec `ebpf:"reader_wake"`
@@ -215,6 +217,7 @@ func (m *engineArm64Maps) Close() error {
 type engineArm64Variables struct {
 	Cgroup1Subsys  *ebpf.Variable `ebpf:"cgroup1_subsys"`
 	EmitRecords    *ebpf.Variable `ebpf:"emit_records"`
+	PlainRefused   *ebpf.Variable `ebpf:"plain_refused"`
 	ProcessFacts   *ebpf.Variable `ebpf:"process_facts"`
 	ProcessLost    *ebpf.Variable `ebpf:"process_lost"`
 	ReaderWake     *ebpf.Variable `ebpf:"reader_wake"`

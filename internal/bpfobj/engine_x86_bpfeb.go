@@ -382,6 +382,7 @@ const (
 	engineX86ProgSiteHitSession    = "site_hit_session"
 	engineX86VarCgroup1Subsys      = "cgroup1_subsys"
 	engineX86VarEmitRecords        = "emit_records"
+	engineX86VarPlainRefused       = "plain_refused"
 	engineX86VarProcessFacts       = "process_facts"
 	engineX86VarProcessLost        = "process_lost"
 	engineX86VarReaderWake         = "reader_wake"
@@ -476,6 +477,7 @@ type engineX86MapSpecs struct {
 type engineX86VariableSpecs struct {
 	Cgroup1Subsys  *ebpf.VariableSpec `ebpf:"cgroup1_subsys"`
 	EmitRecords    *ebpf.VariableSpec `ebpf:"emit_records"`
+	PlainRefused   *ebpf.VariableSpec `ebpf:"plain_refused"`
 	ProcessFacts   *ebpf.VariableSpec `ebpf:"process_facts"`
 	ProcessLost    *ebpf.VariableSpec `ebpf:"process_lost"`
 	ReaderWake     *ebpf.VariableSpec `ebpf:"reader_wake"`
@@ -550,6 +552,7 @@ func (m *engineX86Maps) Close() error {
 type engineX86Variables struct {
 	Cgroup1Subsys  *ebpf.Variable `ebpf:"cgroup1_subsys"`
 	EmitRecords    *ebpf.Variable `ebpf:"emit_records"`
+	PlainRefused   *ebpf.Variable `ebpf:"plain_refused"`
 	ProcessFacts   *ebpf.Variable `ebpf:"process_facts"`
 	ProcessLost    *ebpf.Variable `ebpf:"process_lost"`
 	ReaderWake     *ebpf.Variable `ebpf:"reader_wake"`

@@ -107,7 +107,7 @@ func TestSessionPairs(t *testing.T) {
 // plainSite picks the sites of plain spans, and the engine's plain_site
 // (plainSpec, its Go twin) says the same of their encoded specs: a site the
 // tracer attaches to the plain span program is never one that program
-// hands on to site_hit_any.
+// refuses (it counts them in plain_refused and runs nothing).
 func TestPlainSite(t *testing.T) {
 	if bpfobj.Arch() != regs.ArchAMD64 {
 		t.Skip("the table's registers are x86-64's")

@@ -70,8 +70,43 @@ func TestSpanProgramsLoadWhenUsed(t *testing.T) {
 			assert.Equal(t, uint64(n-10), st.Spans[outer].Filtered)
 			assert.Equal(t, uint64(2*n), st.Spans[inner].Count)
 			assert.Len(t, drainAll(t, tr), 10+2*n)
+			assert.Zero(t, tr.PlainRefused(), "the plain span program ran plain sites only")
 		})
 	}
+}
+
+// The plain span program runs only what its plain_site takes and has no
+// fallback (the general program inside it doubled its load time): a site
+// that is not plain is refused and counted, never run. Here the spec of
+// a plain span's sites is replaced, after attaching, by one with an
+// entry condition.
+func TestPlainProgramRefusesOtherSites(t *testing.T) {
+	if !HaveUprobeMulti() {
+		t.Skip("the plain span program runs on uprobe_multi links (Linux 6.6)")
+	}
+	const n = 100
+	b := testutil.BuildDemo(t, "-O2")
+	tr, pl := openDemo(t, []config.Target{{Path: b.Program, Spans: []config.Span{{Name: "inner", Function: "inner"}}}})
+	require.NotNil(t, tr.plainProg.Load())
+	testutil.StartDemo(t, b.Program).Run(n)
+	st, err := tr.Stats()
+	require.NoError(t, err)
+	inner := spanIndex(t, pl.Plan, "inner")
+	require.Equal(t, uint64(2*n), st.Spans[inner].Count)
+	require.Zero(t, tr.PlainRefused())
+
+	for i := range pl.Plan.Sites {
+		enc, err := encodeSite(pl.Plan.Sites[i], pl.Plan)
+		require.NoError(t, err)
+		enc.FilterCount = 1
+		require.False(t, plainSpec(enc))
+		require.NoError(t, tr.sites.Put(uint32(i), enc))
+	}
+	testutil.StartDemo(t, b.Program).Run(n)
+	after, err := tr.Stats()
+	require.NoError(t, err)
+	assert.Equal(t, st.Spans[inner], after.Spans[inner], "no span was opened or closed")
+	assert.Equal(t, uint64(2*n*2), tr.PlainRefused(), "each entry and return refused and counted")
 }
 
 // A plan whose spans have no entry condition loads the span program but

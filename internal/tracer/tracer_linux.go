@@ -174,6 +174,7 @@ type Tracer struct {
 	threadProcs, threadCounts *ebpf.Map
 	seen                      *ebpf.Program  // the task iterator of RunningProcesses
 	procLost                  *ebpf.Variable // process records the ring refused
+	plainRefused              *ebpf.Variable // hits the plain span program refused (none: see PlainRefused)
 	ring                      *ringReader
 	waker                     *waker
 	stats                     io.Closer // BPF run-time statistics, while they are on
@@ -361,6 +362,7 @@ func Open(plan *plan.Plan, opts Options) (_ *Tracer, err error) {
 		threadCounts: coll.Maps[bpfobj.MapThreadCtxCounts],
 		seen:         coll.Programs[bpfobj.ProgramSeenTask],
 		procLost:     coll.Variables[bpfobj.VarProcessLost],
+		plainRefused: coll.Variables[bpfobj.VarPlainRefused],
 	}
 	defer func() {
 		if err != nil {
@@ -447,6 +449,11 @@ func (t *Tracer) writeSites(from, to int) error {
 		if r, ok := t.returns[i]; ok {
 			enc.Flags |= bpfobj.SiteSession
 			enc.ReturnSite = uint32(r)
+		}
+		// A site the plain span program runs must be one its plain_site
+		// takes (plainSpec): that program has no fallback.
+		if t.plain && enc.Flags&bpfobj.SiteSession == 0 && plainSite(s, t.plan) && !plainSpec(enc) {
+			return fmt.Errorf("encoding site %d of %s: the plain span program would refuse it", i, t.plan.Probes[s.Probe].Ref)
 		}
 		keys, values = append(keys, uint32(i)), append(values, enc)
 		if len(keys) == cap(keys) || i == to-1 {
@@ -1343,6 +1350,18 @@ func (t *Tracer) RunningProcesses(fn func(*event.Process)) error {
 func (t *Tracer) ProcessRecordsLost() uint64 {
 	var n uint64
 	if t.procLost == nil || t.procLost.Get(&n) != nil {
+		return 0
+	}
+	return n
+}
+
+// PlainRefused returns how many hits the plain span program refused since
+// Open because their site was not a plain span's: 0 unless the engine's
+// plain_site and the tracer's plainSpec disagree (a bug: those hits are
+// counted nowhere else).
+func (t *Tracer) PlainRefused() uint64 {
+	var n uint64
+	if t.plainRefused == nil || t.plainRefused.Get(&n) != nil {
 		return 0
 	}
 	return n
