@@ -220,7 +220,7 @@ func searchOf(t config.Target) []string {
 func (l HostLocator) inProcess(pid int, path string, name bool, search []string) (_ *Candidate, err error) {
 	ownNS, err1 := l.FS.MountNamespace(os.Getpid())
 	theirNS, err2 := l.FS.MountNamespace(pid)
-	root, err := l.FS.ProcessRoot(pid).OpenDir()
+	root, err := l.FS.OpenProcessRoot(pid)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil // the process is gone
