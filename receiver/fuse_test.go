@@ -83,3 +83,35 @@ func TestContainerHungFUSEAtTargetPath(t *testing.T) {
 	t.Logf("Shutdown took %v", took)
 	require.NoError(t, err)
 }
+
+// A process that runs a program from a FUSE file system whose server
+// then stops answering (a tenant's, on purpose, or one that hung) does not
+// hold the receiver: with a shared-library target the receiver looks up
+// the executable of every exec on the host, and on main its stat of
+// /proc/PID/exe waited for the server for good, stopping the drain of
+// every span and Shutdown. The traced process's calls are counted and
+// Shutdown returns promptly.
+func TestExecFromHungFUSE(t *testing.T) {
+	testutil.RequireRoot(t)
+	b := testutil.BuildDemo(t, "-O2")
+	bin := buildDlopener(t, b.Dir)
+	static, err := os.ReadFile(testutil.BuildStatic(t, "hardening", "-pthread"))
+	require.NoError(t, err)
+	mnt := t.TempDir()
+	srv := mountOneFileFUSE(t, mnt, "prog", static)
+
+	traced := testutil.StartProgram(t, bin, "ready")
+	cfg := createDefaultConfig()
+	cfg.Targets = []config.Target{{Path: "libc", PID: traced.PID, Counters: config.CountersOf("uprobe:getpid")}}
+	s := createdBounded(t, cfg)
+	_, err = startBounded(s)
+	require.NoError(t, err)
+	srv.stall.Store(true)
+	testutil.StartProgram(t, filepath.Join(mnt, "prog"), "ready")
+	assert.Equal(t, "getpid 10", traced.Ask("getpid 10", "getpid "))
+	took, err := within(containerShutdownBound, func() error { return s.rcv.Shutdown(context.Background()) })
+	t.Logf("Shutdown took %v", took)
+	require.NoError(t, err)
+	hits := sumPoints(s.metrics.AllMetrics()[len(s.metrics.AllMetrics())-1], "uprobe.probe.hits")
+	assert.Equal(t, int64(10), hits["uprobe:getpid"])
+}
