@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 )
 
 // FUSEMount is a mount of a file system a user-space server answers for
@@ -69,6 +71,61 @@ func (f FS) FUSEMounts(pid int) ([]FUSEMount, error) {
 	return ParseFUSEMounts(data), nil
 }
 
+// fuseMountsTTL is how long the FUSE mounts of a mount namespace are
+// taken as read: a mount table costs ~65 us to read here, and the
+// receiver looks into one process per namespace for every target at
+// Start, and into every process that execs.
+const fuseMountsTTL = time.Second
+
+// maxFUSECache bounds the namespaces whose FUSE mounts are remembered.
+const maxFUSECache = 4096
+
+type fuseCacheKey struct {
+	root string // FS.Root
+	ns   uint64 // the mount namespace's inode
+}
+
+type fuseCacheEntry struct {
+	mounts []FUSEMount
+	at     time.Time
+}
+
+var fuseCache struct {
+	sync.Mutex
+	m map[fuseCacheKey]fuseCacheEntry
+}
+
+// fuseMountsOf returns FUSEMounts of process pid, read at most
+// fuseMountsTTL ago for its mount namespace.
+func (f FS) fuseMountsOf(pid int) ([]FUSEMount, error) {
+	ns, err := f.MountNamespace(pid)
+	if err != nil {
+		return f.FUSEMounts(pid)
+	}
+	key := fuseCacheKey{f.Root, ns}
+	fuseCache.Lock()
+	e, ok := fuseCache.m[key]
+	fuseCache.Unlock()
+	if ok && time.Since(e.at) < fuseMountsTTL {
+		return e.mounts, nil
+	}
+	at := time.Now()
+	mounts, err := f.FUSEMounts(pid)
+	if err != nil {
+		return nil, err
+	}
+	if again, err := f.MountNamespace(pid); err != nil || again != ns {
+		return mounts, nil // it moved meanwhile: not remembered
+	}
+	fuseCache.Lock()
+	if fuseCache.m == nil || len(fuseCache.m) >= maxFUSECache {
+		fuseCache.m = map[fuseCacheKey]fuseCacheEntry{}
+	}
+	fuseCache.m[key] = fuseCacheEntry{mounts, at}
+	fuseCache.Unlock()
+	return mounts, nil
+}
+
 // ErrFUSERoot says a process's root directory is on a FUSE file system,
 // which the collector does not read.
 var ErrFUSERoot = errors.New("its root is a FUSE file system, which the collector does not read: a user-space server answers every lookup there and may never answer")
@@ -85,13 +142,14 @@ var ErrCrossesMount = errors.New("the path crosses a mount point, which the coll
 // root of a process with any FUSE mount resolves paths without crossing a
 // mount point (RESOLVE_NO_XDEV; ErrCrossesMount): its targets must lie on
 // its root file system. A FUSE file system mounted after the mount table
-// was read is not seen.
+// was read (the table of a mount namespace is read at most once a
+// second) is not seen.
 func (f FS) OpenProcessRoot(pid int) (*Dir, error) {
 	d, err := f.ProcessRoot(pid).OpenDir()
 	if err != nil {
 		return nil, err
 	}
-	mounts, err := f.FUSEMounts(pid)
+	mounts, err := f.fuseMountsOf(pid)
 	if err != nil {
 		d.Close()
 		return nil, fmt.Errorf("reading the mounts of process %d: %w", pid, err)
