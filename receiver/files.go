@@ -65,6 +65,10 @@ type fileWatcher struct {
 	requests chan int // pids that execed
 	// leftOut says a file could not be read or planned (nil: only logged).
 	leftOut func(ti int, c planner.Candidate, err error)
+	// pidStarts holds by target the start time of a pid: target's process
+	// (plan.PlannedTarget ProcessStart; 0: not known): a process that
+	// took its pid later is not looked into for it.
+	pidStarts []uint64
 
 	ownMounts uint64 // the collector's mount namespace, 0 if unknown
 	ownRoot   string // and its root directory as /proc shows it
@@ -112,6 +116,10 @@ func newFileWatcher(log *zap.Logger, pl *planner.Planner, targets []config.Targe
 	w.ownMounts, _ = locator.FS.MountNamespace(os.Getpid())
 	w.ownRoot, _ = os.Readlink(locator.FS.ProcessRoot(os.Getpid()).Dir())
 	w.matchers = make([]*procfs.Matcher, len(targets))
+	w.pidStarts = make([]uint64, len(targets))
+	for ti := range min(len(targets), len(pl.Targets)) {
+		w.pidStarts[ti] = pl.Targets[ti].ProcessStart
+	}
 	for ti, t := range targets {
 		if t.Process != nil {
 			w.matchers[ti], _ = t.Process.Compile() // valid: Start compiled it
@@ -294,6 +302,11 @@ func (w *fileWatcher) lookAt(ctx context.Context, pid int) (again bool) {
 	for ti, t := range w.targets {
 		if t.PID != 0 && t.PID != pid {
 			continue
+		}
+		if t.PID != 0 && w.pidStarts[ti] != 0 {
+			if start, err := w.locator.FS.StartTime(pid); err != nil || start != w.pidStarts[ti] {
+				continue // the target's process exited: its pid is another's
+			}
 		}
 		byName := !strings.ContainsRune(t.Path, '/')
 		if !byName {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io/fs"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"syscall"
 
@@ -231,11 +230,13 @@ func (t *identities) executable(p *event.Process) string {
 	if p.Facts.ExeIno != 0 {
 		// /proc/PID/exe is this process's only if it names the file the
 		// engine saw: the process may be gone and its pid another's.
+		// Its identity without asking the file system (a FUSE server may
+		// never answer): ExecutableID.
 		path, _, err := t.fs.Executable(int(p.PID))
-		var st syscall.Stat_t
-		if err == nil && syscall.Stat("/proc/"+strconv.FormatUint(uint64(p.PID), 10)+"/exe", &st) == nil &&
-			st.Ino == p.Facts.ExeIno && st.Dev == p.Facts.ExeDev {
-			return path
+		if err == nil {
+			if id, err := t.fs.ExecutableID(int(p.PID)); err == nil && id.Ino == p.Facts.ExeIno && id.Dev == p.Facts.ExeDev {
+				return path
+			}
 		}
 	}
 	if p.Event == event.ProcessExec && filepath.IsAbs(p.Filename) {

@@ -110,10 +110,15 @@ func (c *chooser) active() bool { return len(c.pidBits) > 0 || c.selBits != 0 }
 // pid: targets, and every process the selectors match.
 func (c *chooser) chooseRunning() error {
 	var errs []error
-	for pid, bits := range c.pidBits {
+	for pid := range c.pidBits {
 		start, err := c.fs.StartTime(int(pid))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("process %d: %w", pid, err))
+			continue
+		}
+		bits := c.pidBitsOf(pid, start)
+		if bits == 0 {
+			errs = append(errs, fmt.Errorf("process %d exited while its files were read: the pid is another process's now, which is not traced", pid))
 			continue
 		}
 		if err := c.engine.SetProcess(pid, start, bits, false); err != nil {
@@ -133,8 +138,8 @@ func (c *chooser) chooseRunning() error {
 			continue // gone, or a kernel thread
 		}
 		cmd, _ := c.fs.CommandLine(pid)
-		mask := c.match(exe, cmd) | c.pidBits[uint32(pid)]
-		if mask == 0 {
+		mask := c.match(exe, cmd)
+		if mask == 0 && c.pidBits[uint32(pid)] == 0 {
 			continue
 		}
 		c.remember(uint32(pid), exe)
@@ -142,9 +147,29 @@ func (c *chooser) chooseRunning() error {
 		if err != nil {
 			continue
 		}
+		if mask |= c.pidBitsOf(uint32(pid), start); mask == 0 {
+			continue
+		}
 		_ = c.engine.SetProcess(uint32(pid), start, mask, false)
 	}
 	return errors.Join(errs...)
+}
+
+// pidBitsOf returns the bits of the pid: targets whose process is pid,
+// started at start (clock ticks since boot, procfs.StartTime): a target
+// names the process its files were located in (plan.PlannedTarget
+// ProcessStart), not whichever process has its pid later.
+func (c *chooser) pidBitsOf(pid uint32, start uint64) uint64 {
+	if c.pidBits[pid] == 0 {
+		return 0
+	}
+	var mask uint64
+	for _, t := range c.plan.Targets {
+		if t.PID > 0 && uint32(t.PID) == pid && (t.ProcessStart == 0 || t.ProcessStart == start) {
+			mask |= 1 << t.ChosenBit
+		}
+	}
+	return mask
 }
 
 // match returns the selector bits of a process running exe with cmd.
@@ -169,14 +194,19 @@ func (c *chooser) exec(p event.Process) {
 	if pid, ok := procExe(p.Filename, p.PID); ok && c.exes[pid] != "" {
 		exe = c.exes[pid] // what /proc/self/exe named when it execed
 	}
-	if path, _, err := c.fs.Executable(int(p.PID)); err == nil {
-		if _, start, ok := c.engine.ProcessMask(p.PID); ok && start == p.Image.StartNs {
+	// The pid: bits the engine kept across the exec (on_exec keeps them
+	// for the process it chose): a process that took a target's pid after
+	// the target exited has none.
+	var kept uint64
+	if mask, start, ok := c.engine.ProcessMask(p.PID); ok && start == p.Image.StartNs {
+		kept = mask & c.pidBits[p.PID]
+		if path, _, err := c.fs.Executable(int(p.PID)); err == nil {
 			exe = path
 		}
 	}
 	c.remember(p.PID, exe)
 	cmd := strings.TrimRight(strings.ReplaceAll(p.Args, "\x00", " "), " ")
-	c.decide(p.PID, p.Image, c.match(exe, cmd)|c.pidBits[p.PID])
+	c.decide(p.PID, p.Image, c.match(exe, cmd)|kept)
 }
 
 // remember keeps the executable of a process's image, bounded like the

@@ -1,6 +1,7 @@
 package receiver
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -67,4 +68,52 @@ func TestFoldedOntoSpansThatNeverRan(t *testing.T) {
 	assert.Equal(t, uint64(5), st.Spans[1].Buckets[3])
 	assert.Equal(t, uint64(5), st.Spans[1].Count)
 	assert.Equal(t, uint64(60), st.Spans[1].SumNs)
+}
+
+// fakeProcesses is an engine's process map for the chooser's unit tests.
+type fakeProcesses map[uint32]bpfobj.ProcEntry
+
+func (f fakeProcesses) SetProcess(pid uint32, startNs, mask uint64, decided bool) error {
+	if _, ok := f[pid]; decided && !ok {
+		return errors.New("no such process")
+	}
+	f[pid] = bpfobj.ProcEntry{Mask: mask, StartNs: startNs}
+	return nil
+}
+
+func (f fakeProcesses) ProcessMask(pid uint32) (uint64, uint64, bool) {
+	e, ok := f[pid]
+	return e.Mask, e.StartNs, ok
+}
+
+func (f fakeProcesses) TakePending(map[uint32]bool) (map[uint32][]tracer.PendingCount, error) {
+	return nil, nil
+}
+
+// A process that takes a pid: target's pid after the target exited and
+// execs is not chosen for that target, even where a process: target makes
+// the chooser decide every exec; the target's own process keeps its bit
+// across an exec (the engine kept it).
+func TestReusedPIDIsNotChosenAtExec(t *testing.T) {
+	pl := &plan.Plan{Targets: []plan.PlannedTarget{
+		{Path: "libc", PID: 4242, ProcessStart: 100, Chosen: true, ChosenBit: 0},
+		{Path: "libc", Selector: &procfs.Selector{Executable: "no-such-program"}, Chosen: true, ChosenBit: 1},
+	}}
+	engine := fakeProcesses{}
+	c, err := newChooser(pl, engine, procfs.FS{Root: t.TempDir()})
+	require.NoError(t, err)
+	pending := uint64(1) << bpfobj.ProcPendingBit
+
+	// The target's own process execs: the engine kept its bit.
+	engine[4242] = bpfobj.ProcEntry{Mask: 1 | pending, StartNs: 7_000}
+	c.exec(event.Process{PID: 4242, Filename: "/bin/app", Image: event.Image{StartNs: 7_000}})
+	assert.Equal(t, uint64(1), engine[4242].Mask, "the target's process stays chosen")
+
+	// It exits (the engine forgets it); another process takes the pid and
+	// execs: the engine has it pending, with no target's bit.
+	delete(engine, 4242)
+	c.exit(event.Process{PID: 4242, Image: event.Image{StartNs: 7_000}})
+	engine[4242] = bpfobj.ProcEntry{Mask: pending, StartNs: 9_000}
+	c.exec(event.Process{PID: 4242, Filename: "/bin/other", Image: event.Image{StartNs: 9_000}})
+	assert.Equal(t, uint64(0), engine[4242].Mask, "the newcomer is not the pid: target's process")
 }

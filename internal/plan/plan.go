@@ -145,6 +145,11 @@ type PlannedTarget struct {
 	Path string
 	// PID restricts the target to one process; 0 means every process.
 	PID int
+	// ProcessStart is the start time of PID's process when its files were
+	// located (clock ticks since boot, /proc/PID/stat field 22), 0 when
+	// none was located: the pid and it name the target's process, so that
+	// a process that takes the pid later is not traced as the target.
+	ProcessStart uint64
 	// Selector chooses the target's processes by executable and command
 	// line; nil chooses every process.
 	Selector *procfs.Selector

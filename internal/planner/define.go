@@ -133,6 +133,10 @@ type Candidate struct {
 	// ThroughRoot says the file was found through a process's root: it
 	// lives in another mount namespace or root directory (a container's).
 	ThroughRoot bool
+	// ProcessStart is, for a pid: target's file, the start time of the
+	// target's process (clock ticks since boot, /proc/PID/stat field 22)
+	// read before the file was looked for in it; 0 otherwise.
+	ProcessStart uint64
 }
 
 // Close closes the candidate's file and root.
@@ -225,6 +229,11 @@ func Resolve(targets []config.Target, opts ...Options) (*Planner, error) {
 			Path: t.Path, PID: t.PID, Selector: t.Process, Optional: t.Optional, BuildID: t.BuildID,
 			ServiceName: t.ServiceNameOrDefault(), Executable: true,
 			ThreadContext: t.ThreadContextEnabled(), ThreadAttributes: t.ThreadContextAttributes(),
+		}
+		for _, c := range cands {
+			if t.PID != 0 && c.ProcessStart != 0 {
+				tg.ProcessStart = c.ProcessStart
+			}
 		}
 		if t.PID != 0 || t.Process != nil {
 			if chosen >= bpfobj.MaxChosenTargets {

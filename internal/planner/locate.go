@@ -76,7 +76,10 @@ func (l HostLocator) Locate(t config.Target) (_ []Candidate, err error) {
 	}
 	name := !strings.ContainsRune(t.Path, '/')
 	if t.PID != 0 {
-		if _, err := l.FS.StartTime(t.PID); err != nil {
+		// Read before the process's root is opened: a pid reused after
+		// this shows a later start time (see Candidate.ProcessStart).
+		start, err := l.FS.StartTime(t.PID)
+		if err != nil {
 			return nil, fmt.Errorf("process %d does not exist", t.PID)
 		}
 		c, err := l.inProcess(t.PID, t.Path, name, searchOf(t))
@@ -84,6 +87,7 @@ func (l HostLocator) Locate(t config.Target) (_ []Candidate, err error) {
 			return nil, err
 		}
 		if c != nil {
+			c.ProcessStart = start
 			add(c)
 		}
 		return out, nil
@@ -216,7 +220,7 @@ func searchOf(t config.Target) []string {
 func (l HostLocator) inProcess(pid int, path string, name bool, search []string) (_ *Candidate, err error) {
 	ownNS, err1 := l.FS.MountNamespace(os.Getpid())
 	theirNS, err2 := l.FS.MountNamespace(pid)
-	root, err := l.FS.ProcessRoot(pid).OpenDir()
+	root, err := l.FS.OpenProcessRoot(pid)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil // the process is gone

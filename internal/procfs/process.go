@@ -51,7 +51,12 @@ func (f FS) ProcessRoot(pid int) Root {
 // StatInProcess returns the identity (device and inode) of path as process
 // pid sees it, resolved inside its root directory.
 func (f FS) StatInProcess(pid int, path string) (FileID, error) {
-	_, id, err := f.ProcessRoot(pid).Stat(path)
+	d, err := f.OpenProcessRoot(pid)
+	if err != nil {
+		return FileID{}, err
+	}
+	defer d.Close()
+	_, id, err := d.Stat(path)
 	return id, err
 }
 

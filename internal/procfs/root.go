@@ -193,6 +193,11 @@ func (r Root) Display(name string) string { return r.display(name) }
 type Dir struct {
 	fd   *os.File
 	name Root
+	// noXDev says paths are resolved without crossing a mount point
+	// (OpenProcessRoot: a process with FUSE mounts), mnt being the id of
+	// the root's mount.
+	noXDev bool
+	mnt    uint64
 }
 
 // Close closes the directory's descriptor.

@@ -76,6 +76,9 @@ func (d *Dir) openat2(name string, flags int) (*os.File, error) {
 		rel = "."
 	}
 	how := unix.OpenHow{Flags: uint64(flags), Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS}
+	if d.noXDev {
+		how.Resolve |= unix.RESOLVE_NO_XDEV
+	}
 	var fd int
 	var err error
 	for range maxOpenRetries {
@@ -84,10 +87,31 @@ func (d *Dir) openat2(name string, flags int) (*os.File, error) {
 			break
 		}
 	}
+	if err == unix.EXDEV && d.noXDev {
+		err = ErrCrossesMount
+	}
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: d.Display(name), Err: err}
 	}
 	return os.NewFile(uintptr(fd), d.Display(name)), nil
+}
+
+// mountID returns the id of the mount the directory's descriptor is on.
+func (d *Dir) mountID() (uint64, error) { return mountIDOf(d.Fd()) }
+
+// mountIDOf returns the id of the mount descriptor fd is on, from
+// /proc/self/fdinfo (Linux 3.15), which asks no file system.
+func mountIDOf(fd int) (uint64, error) {
+	data, err := readFileLimited("/proc/self/fdinfo/"+strconv.Itoa(fd), 4<<10)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "mnt_id:"); ok {
+			return strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, errors.New("no mnt_id in its fdinfo")
 }
 
 // walk resolves name inside the root in user space, one component at a
@@ -128,6 +152,13 @@ func (d *Dir) walk(name string, flags int) (*os.File, string, error) {
 		fd, err := unix.Openat(parent, part, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return fail(err)
+		}
+		if d.noXDev {
+			// Before fstat, which a FUSE server would answer.
+			if mnt, err := mountIDOf(fd); err != nil || mnt != d.mnt {
+				unix.Close(fd)
+				return fail(ErrCrossesMount)
+			}
 		}
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {

@@ -3,6 +3,7 @@
 package procfs
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"strings"
@@ -48,3 +49,6 @@ func (d *Dir) walk(name string, flags int) (*os.File, string, error) {
 	}
 	return f, "/" + strings.TrimLeft(strings.TrimPrefix(p, d.name.Dir()), "/"), nil
 }
+
+// mountID is Linux's: outside Linux no process has FUSE mounts to check.
+func (d *Dir) mountID() (uint64, error) { return 0, errors.ErrUnsupported }

@@ -93,7 +93,7 @@ func (f *Finder) Find(pid int, withContext bool) (Result, error) {
 		res.Context = readContext(mem, contextAt)
 	}
 	exe, _ := f.FS.ExecutableID(pid)
-	dir, err := f.FS.ProcessRoot(pid).OpenDir()
+	dir, err := f.FS.OpenProcessRoot(pid)
 	if err != nil {
 		return res, fmt.Errorf("opening the root of process %d: %w", pid, err)
 	}
