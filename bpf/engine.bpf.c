@@ -2968,8 +2968,13 @@ int on_fork(__u64 *ctx)
 	int pending = 0;
 	struct proc_entry *pe = bpf_map_lookup_elem(&procs, &ppid);
 	if (pe) {
-		/* Forked, not execed: the same program, the same choice. */
-		struct proc_entry e = {.mask = pe->mask, .start_ns = child->start_time};
+		/* Forked, not execed: the same program, the same choice of
+		 * process: targets (selector_bits) and the same pending state.
+		 * A pid: target's bit is its process's alone: where its links
+		 * take every process (uprobe_multi before Linux 6.11) the
+		 * child must not count for it. */
+		struct proc_entry e = {.mask = pe->mask & (selector_bits | (1ULL << PROC_PENDING_BIT)),
+				       .start_ns = child->start_time};
 		pending = bpf_map_update_elem(&procs, &pid, &e, BPF_ANY) == 0 && (e.mask & (1ULL << PROC_PENDING_BIT));
 	}
 	if (pending || process_facts)

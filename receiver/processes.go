@@ -252,7 +252,7 @@ func (c *chooser) fork(p event.Process) {
 	}
 	for k, mask := range c.decisions {
 		if k.pid == p.Parent {
-			c.decide(p.PID, p.Image, mask)
+			c.decide(p.PID, p.Image, mask&c.selBits)
 			return
 		}
 	}
@@ -275,8 +275,9 @@ func (c *chooser) decide(pid uint32, image event.Image, mask uint64) {
 		c.undecided++ // it exited meanwhile: its exit record folds what it did
 	}
 	c.toFold[pid] = mask
+	// A child has its parent's process: choices, not its pid: ones.
 	for _, child := range c.children[pid] {
-		c.decide(child.PID, child.Image, mask)
+		c.decide(child.PID, child.Image, mask&c.selBits)
 	}
 	delete(c.children, pid)
 }

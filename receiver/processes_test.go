@@ -117,3 +117,33 @@ func TestReusedPIDIsNotChosenAtExec(t *testing.T) {
 	c.exec(event.Process{PID: 4242, Filename: "/bin/other", Image: event.Image{StartNs: 9_000}})
 	assert.Equal(t, uint64(0), engine[4242].Mask, "the newcomer is not the pid: target's process")
 }
+
+// A child of a process chosen for a pid: target and for a process:
+// target keeps the process: choice only, whether its parent was decided
+// before the fork or after: the pid: target's bit is its process's alone
+// (on kernels whose uprobe_multi links take every process, Linux 6.6 to
+// 6.10, the child would count for it).
+func TestForkKeepsSelectorChoicesOnly(t *testing.T) {
+	pl := &plan.Plan{Targets: []plan.PlannedTarget{
+		{Path: "libc", PID: 4242, ProcessStart: 100, Chosen: true, ChosenBit: 0},
+		{Path: "libc", Selector: &procfs.Selector{Executable: "app"}, Chosen: true, ChosenBit: 1},
+	}}
+	engine := fakeProcesses{}
+	c, err := newChooser(pl, engine, procfs.FS{Root: t.TempDir()})
+	require.NoError(t, err)
+	pending := uint64(1) << bpfobj.ProcPendingBit
+
+	// Decided before the fork.
+	c.decisions[imageKey{4242, event.Image{StartNs: 100}}] = 0b11
+	engine[5000] = bpfobj.ProcEntry{Mask: pending, StartNs: 200}
+	c.fork(event.Process{PID: 5000, Parent: 4242, Image: event.Image{StartNs: 200}})
+	assert.Equal(t, uint64(0b10), engine[5000].Mask, "the child keeps the process: choice only")
+
+	// Decided after: the child waits for its parent.
+	engine[6000] = bpfobj.ProcEntry{Mask: pending, StartNs: 300}
+	engine[6001] = bpfobj.ProcEntry{Mask: pending, StartNs: 400}
+	c.fork(event.Process{PID: 6001, Parent: 6000, Image: event.Image{StartNs: 400}})
+	c.decide(6000, event.Image{StartNs: 300}, 0b11)
+	assert.Equal(t, uint64(0b11), engine[6000].Mask)
+	assert.Equal(t, uint64(0b10), engine[6001].Mask, "its child keeps the process: choice only")
+}

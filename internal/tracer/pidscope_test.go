@@ -193,7 +193,8 @@ func (m pidMode) set(t *testing.T) {
 // see kernelPID): its links are the whole file's, so every process that
 // maps the file has the breakpoints and its USDT semaphores raised, and
 // the engine, which checks the process at every hit, counts the chosen
-// process's calls only at the pid: target's probes (docs/targeting-and-containers.md).
+// process's calls only at the pid: target's probes, not its children's
+// (docs/targeting-and-containers.md).
 func assertWholeFileFallback(t *testing.T, tr *Tracer, pl *plan.Plan, prog string, chosen, other *testutil.Program, n int, probes ...string) {
 	t.Helper()
 	assert.Equal(t, "sem 1", chosen.Ask("sem", "sem "), "the chosen process's semaphore is raised")
@@ -215,6 +216,16 @@ func assertWholeFileFallback(t *testing.T, tr *Tracer, pl *plan.Plan, prog strin
 		p := probeIndex(t, pl, ref)
 		assert.Equal(t, before.Probes[p].Hits, after.Probes[p].Hits, "%s counts none of the other process's calls", ref)
 		assert.Equal(t, before.Probes[p].Hits+uint64(n), final.Probes[p].Hits, "%s counts every call of the chosen process", ref)
+	}
+	// A child of the chosen process takes the whole file's breakpoints
+	// too, and its calls count for none of the pid: target's probes: the
+	// engine's fork handler does not hand it its parent's pid: bit.
+	chosen.Ask(fmt.Sprintf("fork %d", n), "forked ")
+	forked, err := tr.Stats()
+	require.NoError(t, err)
+	for _, ref := range probes {
+		p := probeIndex(t, pl, ref)
+		assert.Equal(t, final.Probes[p].Hits, forked.Probes[p].Hits, "%s counts none of the chosen process's child's calls", ref)
 	}
 }
 
