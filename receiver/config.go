@@ -70,6 +70,13 @@ type Config struct {
 	// over either is left out with a warning naming the setting.
 	MaxSitesPerProbe int `mapstructure:"max_sites_per_probe"`
 	MaxSitesPerFile  int `mapstructure:"max_sites_per_file"`
+	// MaxSitesLater is the engine's room for the sites of files attached
+	// after Start (containers of other images, upgrades): 1,544 bytes of
+	// kernel memory each, taken at Start. 0 (the default) gives as many
+	// as the files read at Start have, at least 1024. A file that does not
+	// fit is left out with a warning naming the setting; the sites of a
+	// file detached while the receiver runs are not given back.
+	MaxSitesLater int `mapstructure:"max_sites_later"`
 	// AcceptKernelHazards names kernel hazards the receiver finds at Start
 	// and refuses to run into, that the user accepts anyway:
 	//   - "uretprobe_seccomp": kernels (x86-64, Linux 6.11 to the seccomp
@@ -174,6 +181,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxSitesPerFile < 1 || c.MaxSitesPerFile > maxSitesLimit {
 		errs = append(errs, fmt.Errorf("max_sites_per_file %d: want 1 to %d", c.MaxSitesPerFile, maxSitesLimit))
+	}
+	if c.MaxSitesLater < 0 || c.MaxSitesLater > maxSitesLimit {
+		errs = append(errs, fmt.Errorf("max_sites_later %d: want 0 (automatic) to %d", c.MaxSitesLater, maxSitesLimit))
 	}
 	for i, h := range c.AcceptKernelHazards {
 		if !slices.Contains(kernelHazards, h) {

@@ -104,6 +104,7 @@ func TestConfigFromYAML(t *testing.T) {
 		`max_batch_spans 0: want 1 to 1048576`,
 		`debug_directories[0] "debug" must be absolute`,
 		`overhead_budget -0.1: want 0 (none) or a fraction of a CPU from 0.001 to 1024`,
+		`max_sites_later -1: want 0 (automatic) to 1048576`,
 		`targets[0]: path "relative/path" must be absolute`,
 		`targets[0].spans[0]: exit without entry`,
 		`targets[0].spans[1].attributes["x"]: "retval": retval is only known at exit`,

@@ -57,3 +57,37 @@ func TestContainersOfOneImageCountOnce(t *testing.T) {
 	}
 	assert.Equal(t, 2*n, s.traces.SpanCount(), "one span per call")
 }
+
+// max_sites_later is the engine's room for the sites of files attached
+// after Start: a container whose file needs more is left out with a
+// warning naming it, and one that fits is traced.
+func TestMaxSitesLater(t *testing.T) {
+	testutil.RequireRoot(t)
+	bin := testutil.BuildStatic(t, "hardening", "-pthread")
+	for _, tc := range []struct {
+		room     int
+		attached bool
+	}{{1, false}, {2, true}} { // the span's entry and its return: two sites
+		t.Run(fmt.Sprint(tc.room), func(t *testing.T) {
+			cfg := createDefaultConfig()
+			cfg.MaxSitesLater = tc.room
+			cfg.Targets = []config.Target{{Path: "/" + appDir + "/prog", Optional: true, Spans: []config.Span{{Name: "four", Function: "four"}}}}
+			s := createdBounded(t, cfg)
+			_, err := startBounded(s)
+			require.NoError(t, err)
+			root := t.TempDir()
+			install(t, bin, filepath.Join(root, appDir, "prog"))
+			c := testutil.StartContainer(t, root, "ready", "/"+appDir+"/prog")
+			want := "failed"
+			if tc.attached {
+				want = "attached"
+			}
+			require.Eventually(t, func() bool { return fileChanges(s, want) == 1 }, 10*time.Second, 10*time.Millisecond)
+			require.Equal(t, "four 3", c.Ask("four 3", "four "))
+			if tc.attached {
+				require.Eventually(t, func() bool { return s.traces.SpanCount() == 3 }, 10*time.Second, 10*time.Millisecond)
+			}
+			assert.Zero(t, fileChanges(s, map[string]string{"failed": "attached", "attached": "failed"}[want]))
+		})
+	}
+}

@@ -272,6 +272,7 @@ func (r *uprobeReceiver) start() error {
 		}
 		tr, err = tracer.Open(pl.Plan, tracer.Options{
 			RingBufferSize: r.cfg.RingBufferSize, NoRecords: r.traces == nil && newSpanMetrics(pl.Plan) == nil, MaxGoroutines: r.cfg.MaxGoroutines,
+			MaxSites:  r.cfg.MaxSitesLater,
 			SendExecs: r.sendExecs, ProcessFacts: true, Cgroup1Controller: v1Controller,
 			// A budget switches probes one by one and measures programs.
 			ProbeControl: r.cfg.OverheadBudget > 0, ProgramStats: r.cfg.OverheadBudget > 0,

@@ -436,7 +436,7 @@ const siteBatch = 256
 // at a time (BPF_MAP_UPDATE_BATCH, Linux 5.6).
 func (t *Tracer) writeSites(from, to int) error {
 	if to > int(t.sites.MaxEntries()) {
-		return fmt.Errorf("%d sites are more than the engine has room for (%d)", to, t.sites.MaxEntries())
+		return fmt.Errorf("%d sites are more than the engine has room for (%d: the sites of the files read at Start and max_sites_later)", to, t.sites.MaxEntries())
 	}
 	keys := make([]uint32, 0, min(siteBatch, to-from))
 	values := make([]bpfobj.Site, 0, cap(keys))
