@@ -73,11 +73,22 @@ struct file {
 	struct inode *f_inode;
 } __attribute__((preserve_access_index));
 
+/* The process's uprobe area: the kernel's return probe trampoline is at
+ * its vaddr (uprobe_get_trampoline_vaddr). */
+struct xol_area {
+	unsigned long vaddr;
+} __attribute__((preserve_access_index));
+
+struct uprobes_state {
+	struct xol_area *xol_area;
+} __attribute__((preserve_access_index));
+
 struct mm_struct {
 	unsigned long arg_start;
 	unsigned long arg_end;
 	struct file *exe_file;
 	int map_count; /* the process's mappings (VMAs) */
+	struct uprobes_state uprobes_state;
 } __attribute__((preserve_access_index));
 
 struct kernfs_node {
@@ -349,6 +360,9 @@ struct task_state {
 	/* pos is the stack position of the hit being handled (see struct
 	 * frame), set by state(): kept here, not on the callers' stacks. */
 	__u64 pos;
+	/* call_ret is the return address of the call being entered at pos,
+	 * as unwound read it (0 when unknown), for drop_stale's walk. */
+	__u64 call_ret;
 	struct frame frames[ABI_MAX_DEPTH];
 	__u8 stack[VALUE_BASE_MAX + VALUE_WINDOW + sizeof(struct span_record)];
 };
@@ -1263,13 +1277,30 @@ static __always_inline int find(struct task_state *ts, __u32 depth, __u32 span)
 }
 
 /* unwound_ctx is the state of unwound_one: how many frames from the top are
- * function spans whose activation is gone. */
+ * function spans whose activation is gone, and what is above them. */
 struct unwound_ctx {
 	struct task_state *ts;
 	__u64 pos;
 	__u32 depth;
 	__u32 keep;
 };
+
+/* new_call says whether the call at c->pos (its return address in
+ * c->ts->call_ret), which frame f of a function span saw at its entry
+ * too, is a new call rather than a tail call: f
+ * closes at a kernel return probe, and the call does not return to the
+ * kernel's return probe trampoline, where f's entry made its return go
+ * (uprobe_get_trampoline_vaddr: a tail call inherits it). */
+static __always_inline int new_call(const struct unwound_ctx *c, const struct frame *f)
+{
+	__u32 key = f->entry_site;
+	const struct site *s = bpf_map_lookup_elem(&sites, &key);
+
+	if (!c->ts->call_ret || !s || !(s->flags & SITE_KERNEL_RETURN))
+		return 0;
+	struct xol_area *area = bpf_get_current_task_btf()->mm->uprobes_state.xol_area;
+	return area && c->ts->call_ret != area->vaddr;
+}
 
 static long unwound_one(__u32 i, struct unwound_ctx *c)
 {
@@ -1278,18 +1309,37 @@ static long unwound_one(__u32 i, struct unwound_ctx *c)
 	if (k >= ABI_MAX_DEPTH)
 		return 1;
 	struct frame *f = &c->ts->frames[k];
-	if (!(f->flags & RECORD_FUNCTION) || !f->pos || f->pos >= c->pos)
+	/* A span that is not a function's opened inside the activation of
+	 * the function span below it, or before it: that one decides. */
+	if (!(f->flags & RECORD_FUNCTION))
+		return 0;
+	if (!f->pos || f->pos > c->pos)
+		return 1;
+	/* At the same position: a tail call, unless the call there does not
+	 * return where the kernel's return probe of this function put it. */
+	if (f->pos == c->pos && !new_call(c, f))
 		return 1;
 	c->keep = k;
 	return 0;
 }
 
 /* unwound returns how many of the depth innermost frames stay: the
- * function spans above stack position pos are gone (see drop_stale). */
-__subprog __u32 unwound(struct task_state *ts, __u32 depth, __u64 pos)
+ * function spans whose activation is gone, and every span opened after
+ * them, go (see drop_stale). The hit at pos is a call (regs its
+ * registers at entry). */
+__subprog __u32 unwound(struct task_state *ts, __u32 depth, __u64 pos, struct pt_regs *regs)
 {
 	struct unwound_ctx u = {.ts = ts, .depth = depth, .pos = pos, .keep = depth};
 
+	/* The return address, in the state: the context stays within 24
+	 * bytes (bpf_loop's inlining adds 24 to the frame). */
+#if defined(__TARGET_ARCH_x86)
+	(void)regs; /* at the stack pointer */
+	if (bpf_probe_read_user(&ts->call_ret, sizeof(ts->call_ret), (const void *)pos))
+		ts->call_ret = 0;
+#else
+	ts->call_ret = reg_value(regs, REG_ARM64_X30); /* in the link register */
+#endif
 	bpf_loop(depth, unwound_one, &u, 0);
 	return u.keep;
 }
@@ -1299,14 +1349,20 @@ __subprog __u32 unwound(struct task_state *ts, __u32 depth, __u64 pos)
  * stack was unwound past them (longjmp, exceptions, Go panics), so that they
  * do not become the parents of everything after them:
  *  - a function span is dead once a probe fires at a stack position above
- *    the one its entry saw (its activation is gone; equal is a tail call);
+ *    the one its entry saw (its activation is gone), or at the same one for
+ *    a call that does not return to the kernel's return probe trampoline
+ *    where the span closes at a kernel return probe (its return would have
+ *    closed it; a tail call returns there); at the same position otherwise
+ *    it is a tail call;
+ *  - the spans opened after a dead function span (above it), functions'
+ *    or not, are dead too;
  *  - when a span opens again while one of its definition is open, at a stack
  *    position at or above the one that open span's entry saw, the open one is
  *    dead (a span can only nest in itself deeper in the stack), with
  *    everything opened after it: "start, error, start again".
  * Dropped spans count as abandoned, and so do entries lost to overflow.
  */
-static __always_inline void drop_stale(struct task_state *ts, __u32 span, __u64 pos)
+static __always_inline void drop_stale(struct task_state *ts, __u32 span, __u64 pos, struct pt_regs *regs)
 {
 	__u32 depth = ts->depth;
 
@@ -1314,8 +1370,8 @@ static __always_inline void drop_stale(struct task_state *ts, __u32 span, __u64 
 		depth = ABI_MAX_DEPTH;
 	__u32 keep = depth;
 	struct frame *top = frame_at(ts, depth - 1);
-	if ((top->flags & RECORD_FUNCTION) && top->pos && top->pos < pos)
-		keep = unwound(ts, depth, pos); /* the usual case skips this: the innermost span is still live */
+	if ((top->flags & RECORD_FUNCTION) && top->pos && top->pos <= pos)
+		keep = unwound(ts, depth, pos, regs); /* the usual case skips this: the innermost span is still live */
 	int k = find(ts, keep, span);
 	if (k >= 0) {
 		__u64 at = frame_at(ts, k)->pos;
@@ -1991,7 +2047,7 @@ static __always_inline int span_entry_task(const struct site *s, __u32 site_id, 
 	if ((s->flags & SITE_THREAD_CONTEXT) && !(s->flags & SITE_GO) && ts->tctx_none != tctx_none_key(task))
 		at |= TCTX_ASK;
 	if (ts->depth && !(ts->flags & STATE_NO_POS))
-		drop_stale(ts, s->entry_span, ts->pos);
+		drop_stale(ts, s->entry_span, ts->pos, regs);
 	if (ts->overflow || ts->depth >= ABI_MAX_DEPTH) {
 		ts->overflow++;
 		count(s->entry_span, overflow);
