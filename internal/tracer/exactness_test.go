@@ -3,6 +3,8 @@ package tracer
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
+	"time"
 
 	"testing"
 
@@ -299,7 +301,7 @@ func TestLongjmpOutOfPlainSpans(t *testing.T) {
 					assert.Zero(t, sc.Lost, e.pl.Spans[i].Name)
 				}
 				recs := drainAll(t, e.tr)
-				require.Len(t, recs, 2*n, "after and leaf spans")
+				require.Equal(t, 2*n, len(recs), "after and leaf spans")
 				byStart := indexSpans(recs)
 				for _, s := range recs {
 					switch int(s.Def) {
@@ -321,5 +323,401 @@ func TestLongjmpOutOfPlainSpans(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// One function, both(), is the place of a plain span and of what is not
+// plain: a counter with a value histogram on its entry (the same probe as
+// the span's entry: one site, which then runs the general program while
+// the span's return runs the plain one) and a filtered counter at the same
+// address (a probe and site of its own). Inside it a chain of USDT probes
+// shares a site between two spans: ph__b closes ab and opens bc (not
+// plain), while ph__a and ph__c are plain. Everything counts exactly, and
+// every span nests where it ran.
+func TestPlainAndNotPlainOnOneFunction(t *testing.T) {
+	const n = 2000
+	for _, mode := range attachModes {
+		t.Run(mode.name, func(t *testing.T) {
+			i := map[string]string{"i": "arg0:s32"}
+			e := openExactness(t, []config.Span{
+				{Name: "both", Function: "both", Attributes: i},
+				{Name: "ab", Entry: "usdt:exactness:ph__a", Exit: "usdt:exactness:ph__b", Attributes: map[string]string{"i": "arg0"}},
+				{Name: "bc", Entry: "usdt:exactness:ph__b", Exit: "usdt:exactness:ph__c", Attributes: map[string]string{"i": "arg0"}},
+				{Name: "leaf", Function: "leaf", Attributes: i},
+			}, []config.Counter{
+				{Probe: "uprobe:both", Histogram: "arg0:s32"},
+				{Probe: "uprobe:both", Filter: []string{"arg0:s32 < 10"}},
+			}, mode.perLocation, 1<<23)
+			both, ab, bc, leaf := spanIndex(t, e.pl, "both"), spanIndex(t, e.pl, "ab"), spanIndex(t, e.pl, "bc"), spanIndex(t, e.pl, "leaf")
+			if e.tr.plain {
+				def := e.pl.Spans[both]
+				for _, a := range e.pl.Attachments {
+					switch {
+					case a.Probe == def.Entry:
+						assert.False(t, e.tr.plainAttachment(a), "both's entry feeds a histogram: not plain")
+					case a.Probe == def.Exit:
+						assert.True(t, e.tr.plainAttachment(a), "both's return is plain")
+					case a.Probe == e.pl.Spans[ab].Exit:
+						assert.False(t, e.tr.plainAttachment(a), "ph__b closes ab and opens bc: not plain")
+					case a.Probe == e.pl.Spans[ab].Entry || a.Probe == e.pl.Spans[bc].Exit:
+						assert.True(t, e.tr.plainAttachment(a), "%s is plain", e.pl.Probes[a.Probe].Ref)
+					}
+				}
+				assertPlain(t, e.tr, e.pl, leaf, true)
+			}
+			plainBefore, siteBefore := runs(t, e.tr.plainProg.Load()), runs(t, e.tr.siteProg.Load())
+			e.ask("mixed %d", n)
+			st, err := e.tr.Stats()
+			require.NoError(t, err)
+
+			filtered := -1
+			for p, pr := range e.pl.Probes {
+				if pr.Filtered {
+					filtered = p
+				}
+			}
+			require.NotEqual(t, -1, filtered)
+			def := e.pl.Spans[both]
+			assert.Equal(t, uint64(n), st.Probes[def.Entry].Hits, "uprobe:both: the span's entry and the counter's")
+			assert.Equal(t, uint64(n), st.Probes[def.Exit].Hits)
+			assert.Equal(t, uint64(10), st.Probes[filtered].Hits, "the filtered counter counts the calls with i < 10")
+			for _, s := range []int{ab, bc} {
+				assert.Equal(t, uint64(n), st.Probes[e.pl.Spans[s].Entry].Hits)
+				assert.Equal(t, uint64(n), st.Probes[e.pl.Spans[s].Exit].Hits)
+			}
+			require.Len(t, st.Values, 1)
+			assert.Equal(t, uint64(n), st.Values[0].Count, "the histogram has every call's value")
+			assert.Equal(t, float64(n*(n-1)/2), st.Values[0].Sum())
+			assert.Equal(t, uint64(1), st.Values[0].Zero)
+			assert.Zero(t, st.Values[0].Unread)
+			for s, want := range map[int]uint64{both: n, ab: n, bc: n, leaf: 2 * n} {
+				sc := st.Spans[s]
+				assert.Equal(t, want, sc.Count, e.pl.Spans[s].Name)
+				for _, v := range []uint64{sc.Unmatched, sc.Abandoned, sc.Lost, sc.Filtered, sc.Unsampled} {
+					assert.Zero(t, v, e.pl.Spans[s].Name)
+				}
+			}
+			if e.tr.plain {
+				// The plain program: both's return, ph__a, ph__c, leaf's
+				// entry and return; the general one: both's entry (with
+				// the histogram), the filtered counter, ph__b.
+				assert.Equal(t, uint64(7*n), runs(t, e.tr.plainProg.Load())-plainBefore)
+				assert.Equal(t, uint64(3*n), runs(t, e.tr.siteProg.Load())-siteBefore)
+			}
+
+			recs := drainAll(t, e.tr)
+			require.Equal(t, 5*n, len(recs), "records")
+			byStart := indexSpans(recs)
+			seen := map[int]map[int64]int{both: {}, ab: {}, bc: {}, leaf: {}}
+			for _, s := range recs {
+				v := entryInt(t, s, 0)
+				seen[int(s.Def)][v]++
+				if int(s.Def) == both {
+					assert.Zero(t, s.Depth)
+					assert.Zero(t, s.ParentStartNs)
+					continue
+				}
+				p, ok := byStart[threadStart{s.TID, s.ParentStartNs}]
+				if !assert.True(t, ok, "%s's parent is recorded", e.pl.Spans[s.Def].Name) {
+					continue
+				}
+				switch int(s.Def) {
+				case ab, bc:
+					assert.Equal(t, both, int(p.Def))
+					assert.Equal(t, uint16(1), s.Depth)
+					assert.Equal(t, entryInt(t, p, 0), v)
+				case leaf:
+					assert.Equal(t, uint16(2), s.Depth)
+					if int(p.Def) == ab {
+						assert.Equal(t, entryInt(t, p, 0), v, "leaf(i) in ab")
+					} else {
+						assert.Equal(t, bc, int(p.Def))
+						assert.Equal(t, entryInt(t, p, 0)+1, v, "leaf(i+1) in bc")
+					}
+				}
+				assert.Less(t, p.StartNs, s.StartNs)
+				assert.GreaterOrEqual(t, p.EndNs, s.EndNs)
+			}
+			for x := range int64(n) {
+				for _, s := range []int{both, ab, bc} {
+					assert.Equal(t, 1, seen[s][x], "%s(%d)", e.pl.Spans[s].Name, x)
+				}
+			}
+			// ab closes and bc opens at ph__b: bc starts after ab ends.
+			ends := map[int64]uint64{}
+			for _, s := range recs {
+				if int(s.Def) == ab {
+					ends[entryInt(t, s, 0)] = s.EndNs
+				}
+			}
+			for _, s := range recs {
+				if int(s.Def) == bc {
+					assert.GreaterOrEqual(t, s.StartNs, ends[entryInt(t, s, 0)])
+				}
+			}
+		})
+	}
+}
+
+// Head sampling at 0.5 over 100,000 root calls, each with two nested
+// calls: sroot's entry attaches as a session uprobe (where the kernel has
+// them) and skips the return of a call left out; leaf, a plain span, runs
+// inside it and follows its decision through the thread's mark of the
+// call left out, and free_leaf, called next from the same loop at the same
+// stack position, decides afresh (its ratio is 1). Exactly 2 children per
+// recorded root, each with its root's argument; the hits of sroot's return
+// count every call, skipped or not. Per location (no sessions: every
+// return runs) 20,000 roots, to keep the test within seconds.
+func TestHalfSampledRootsAreExact(t *testing.T) {
+	const ratio = 0.5
+	for _, mode := range attachModes {
+		t.Run(mode.name, func(t *testing.T) {
+			n := testutil.Scaled(100_000, 5_000)
+			if mode.perLocation {
+				n = testutil.Scaled(20_000, 5_000)
+			}
+			r := ratio
+			i := map[string]string{"i": "arg0:s32"}
+			e := openExactness(t, []config.Span{
+				{Name: "sroot", Function: "sroot", SampleRatio: &r, Attributes: i},
+				{Name: "leaf", Function: "leaf", Attributes: i},
+				{Name: "free_leaf", Function: "free_leaf", Attributes: i},
+			}, nil, mode.perLocation, 1<<26)
+			sroot, leaf, free := spanIndex(t, e.pl, "sroot"), spanIndex(t, e.pl, "leaf"), spanIndex(t, e.pl, "free_leaf")
+			assert.Equal(t, !mode.perLocation && HaveUprobeMulti() && HaveUprobeSession(), e.tr.session)
+			assertPlain(t, e.tr, e.pl, leaf, e.tr.plain)
+			assertPlain(t, e.tr, e.pl, free, e.tr.plain)
+			plainBefore, sessionBefore := runs(t, e.tr.plainProg.Load()), runs(t, e.tr.sessionProg.Load())
+			e.ask("roots %d", n)
+			st, err := e.tr.Stats()
+			require.NoError(t, err)
+
+			kept := st.Spans[sroot].Count
+			// Binomial(n, 0.5): standard deviation sqrt(n)/2 (158 for
+			// 100,000); 6 of them.
+			assert.InDelta(t, float64(n)*ratio, float64(kept), 6*0.5*math.Sqrt(float64(n)))
+			def := e.pl.Spans[sroot]
+			assert.Equal(t, uint64(n), st.Probes[def.Entry].Hits, "sroot's entries")
+			assert.Equal(t, uint64(n), st.Probes[def.Exit].Hits, "sroot's returns, skipped ones included")
+			assert.Equal(t, uint64(n)-kept, st.Spans[sroot].Unsampled)
+			assert.Equal(t, 2*kept, st.Spans[leaf].Count, "children: exactly 2 per recorded root")
+			assert.Equal(t, 2*(uint64(n)-kept), st.Spans[leaf].Unsampled, "the children of the roots left out")
+			assert.Equal(t, uint64(2*n), st.Probes[e.pl.Spans[leaf].Entry].Hits)
+			assert.Equal(t, uint64(2*n), st.Probes[e.pl.Spans[leaf].Exit].Hits)
+			assert.Equal(t, uint64(n), st.Spans[free].Count, "free_leaf decides afresh, at ratio 1")
+			assert.Zero(t, st.Spans[free].Unsampled)
+			for s, sc := range st.Spans {
+				for _, v := range []uint64{sc.Unmatched, sc.Abandoned, sc.Lost, sc.Overflow, sc.ReturnLimit} {
+					assert.Zero(t, v, e.pl.Spans[s].Name)
+				}
+			}
+			if e.tr.plain {
+				assert.Equal(t, uint64(6*n), runs(t, e.tr.plainProg.Load())-plainBefore, "leaf and free_leaf run the plain program")
+			}
+			if e.tr.session {
+				assert.Equal(t, uint64(n)+kept, runs(t, e.tr.sessionProg.Load())-sessionBefore,
+					"the session program runs at every entry of sroot and at the returns of the calls recorded")
+			}
+
+			recs := drainAll(t, e.tr)
+			require.Equal(t, int(3*kept)+n, len(recs), "records")
+			roots := map[uint64]int64{}
+			for _, s := range recs {
+				if int(s.Def) == sroot {
+					assert.Zero(t, s.Depth)
+					roots[s.StartNs] = entryInt(t, s, 0)
+				}
+			}
+			require.Equal(t, int(kept), len(roots))
+			children := map[uint64][]int64{}
+			frees := 0
+			for _, s := range recs {
+				switch int(s.Def) {
+				case leaf:
+					ri, ok := roots[s.ParentStartNs]
+					if assert.True(t, ok, "a leaf's parent is a recorded sroot") {
+						assert.Equal(t, uint16(1), s.Depth)
+						assert.Equal(t, s.ParentStartNs, s.RootStartNs)
+						children[s.ParentStartNs] = append(children[s.ParentStartNs], entryInt(t, s, 0)-ri)
+					}
+				case free:
+					assert.Zero(t, s.Depth, "free_leaf is a root")
+					assert.Zero(t, s.ParentStartNs)
+					frees++
+				}
+			}
+			assert.Equal(t, n, frees)
+			for start := range roots {
+				assert.ElementsMatch(t, []int64{0, 1}, children[start], "sroot(i) has leaf(i) and leaf(i+1)")
+			}
+		})
+	}
+}
+
+// Eight threads run nested plain spans at once through a ring too small
+// for all of their records, read while they run: every completed span is
+// delivered or counted lost (for each span and in the probes' counters),
+// and every delivered span nests under its own thread's parent, with its
+// argument.
+func TestThreadsOfPlainSpansDeliveredOrLost(t *testing.T) {
+	const threads = 8
+	n := testutil.Scaled(5_000, 500)
+	for _, mode := range attachModes {
+		t.Run(mode.name, func(t *testing.T) {
+			i := map[string]string{"i": "arg0:s32"}
+			e := openExactness(t, []config.Span{
+				{Name: "tw", Function: "tw", Attributes: i},
+				{Name: "leaf", Function: "leaf", Attributes: i},
+			}, nil, mode.perLocation, 1<<16)
+			tw, leaf := spanIndex(t, e.pl, "tw"), spanIndex(t, e.pl, "leaf")
+			assertPlain(t, e.tr, e.pl, tw, e.tr.plain)
+			assertPlain(t, e.tr, e.pl, leaf, e.tr.plain)
+
+			var recs []event.SpanRecord // the reader's until it is done
+			done := make(chan struct{})
+			read := make(chan struct{})
+			go func() {
+				defer close(read)
+				var b testutil.Batch
+				for {
+					select {
+					case <-done:
+						return
+					default:
+					}
+					b.Reset()
+					got, malformed := e.tr.Read(1000, &b)
+					for _, s := range b.Spans {
+						s.Entry = append([]byte(nil), s.Entry...)
+						s.Exit = nil
+						recs = append(recs, s)
+					}
+					if malformed != 0 {
+						t.Errorf("%d malformed records", malformed)
+					}
+					if got == 0 {
+						// Until a quarter of the ring is full, as the receiver's reader does.
+						_ = e.tr.WaitRecords(time.Now().Add(10*time.Millisecond), false)
+					}
+				}
+			}()
+			e.ask("threads %d %d", threads, n)
+			close(done)
+			e.tr.Interrupt()
+			<-read
+			recs = append(recs, drainAll(t, e.tr)...)
+			st, err := e.tr.Stats()
+			require.NoError(t, err)
+
+			delivered := map[int]uint64{}
+			for _, s := range recs {
+				delivered[int(s.Def)]++
+			}
+			var lost uint64
+			for s, want := range map[int]uint64{tw: uint64(threads * n), leaf: uint64(2 * threads * n)} {
+				sc := st.Spans[s]
+				assert.Equal(t, want, sc.Count, "%s: every call completed a span", e.pl.Spans[s].Name)
+				assert.Equal(t, sc.Count, delivered[s]+sc.Lost, "%s: delivered + lost = completed", e.pl.Spans[s].Name)
+				for _, v := range []uint64{sc.Unmatched, sc.Abandoned, sc.Overflow, sc.Unsampled} {
+					assert.Zero(t, v, e.pl.Spans[s].Name)
+				}
+				lost += sc.Lost
+				def := e.pl.Spans[s]
+				assert.Equal(t, want, st.Probes[def.Entry].Hits)
+				assert.Equal(t, want, st.Probes[def.Exit].Hits)
+			}
+			var probeLost uint64
+			for _, p := range st.Probes {
+				probeLost += p.Lost
+			}
+			assert.Equal(t, lost, probeLost, "the exit probes count the records lost")
+			t.Logf("%d spans delivered, %d lost", len(recs), lost)
+
+			byStart := indexSpans(recs)
+			tids := map[uint32]bool{}
+			orphans := uint64(0)
+			for _, s := range recs {
+				switch int(s.Def) {
+				case tw:
+					assert.Zero(t, s.Depth)
+					assert.Zero(t, s.ParentStartNs)
+					assert.Equal(t, uint64(s.TID), s.Owner)
+					tids[s.TID] = true
+				case leaf:
+					assert.Equal(t, uint16(1), s.Depth)
+					p, ok := byStart[threadStart{s.TID, s.ParentStartNs}]
+					if !ok {
+						orphans++ // its parent's record was lost
+						continue
+					}
+					assert.Equal(t, tw, int(p.Def), "a leaf's parent is its own thread's tw")
+					assert.Contains(t, []int64{0, 1}, entryInt(t, s, 0)-entryInt(t, p, 0))
+					assert.Less(t, p.StartNs, s.StartNs)
+					assert.Greater(t, p.EndNs, s.EndNs)
+				}
+			}
+			assert.LessOrEqual(t, orphans, 2*st.Spans[tw].Lost, "a leaf without its parent is one whose parent was lost")
+			assert.Equal(t, threads, len(tids), "every thread delivered spans")
+		})
+	}
+}
+
+// A span between two USDT probes whose arguments are registers runs the
+// plain span program at both ends (semaphores raised through the
+// uprobe_multi link's reference counters): every pair is one span with
+// its entry and exit arguments, and the function span nested in it has it
+// as its parent.
+func TestUSDTPairOnThePlainProgram(t *testing.T) {
+	const n = 10_000
+	for _, mode := range attachModes {
+		t.Run(mode.name, func(t *testing.T) {
+			e := openExactness(t, []config.Span{
+				{Name: "op", Entry: "usdt:exactness:op__start", Exit: "usdt:exactness:op__done",
+					Attributes: map[string]string{"i": "arg0", "k": "arg1"}, ExitAttributes: map[string]string{"k1": "arg1"}},
+				{Name: "leaf", Function: "leaf", Attributes: map[string]string{"i": "arg0:s32"}},
+			}, nil, mode.perLocation, 1<<23)
+			op, leaf := spanIndex(t, e.pl, "op"), spanIndex(t, e.pl, "leaf")
+			assertPlain(t, e.tr, e.pl, op, e.tr.plain)
+			plainBefore := runs(t, e.tr.plainProg.Load())
+			e.ask("ops %d", n)
+			st, err := e.tr.Stats()
+			require.NoError(t, err)
+			def := e.pl.Spans[op]
+			assert.Equal(t, uint64(n), st.Probes[def.Entry].Hits)
+			assert.Equal(t, uint64(n), st.Probes[def.Exit].Hits)
+			for s, want := range map[int]uint64{op: n, leaf: n} {
+				sc := st.Spans[s]
+				assert.Equal(t, want, sc.Count, e.pl.Spans[s].Name)
+				for _, v := range []uint64{sc.Unmatched, sc.Abandoned, sc.Lost} {
+					assert.Zero(t, v, e.pl.Spans[s].Name)
+				}
+			}
+			if e.tr.plain {
+				assert.Equal(t, uint64(4*n), runs(t, e.tr.plainProg.Load())-plainBefore, "both USDT probes and leaf's entry and return")
+			}
+			recs := drainAll(t, e.tr)
+			require.Equal(t, 2*n, len(recs), "records")
+			byStart := indexSpans(recs)
+			seen := map[int64]bool{}
+			for _, s := range recs {
+				switch int(s.Def) {
+				case op:
+					i := entryInt(t, s, 0)
+					assert.Equal(t, 3*i, int64(binary.LittleEndian.Uint64(s.Entry[8:])), "k = 3i")
+					assert.Equal(t, 3*i+1, exitInt(t, s, 0), "k1 = 3i+1")
+					assert.Zero(t, s.Depth)
+					assert.False(t, seen[i])
+					seen[i] = true
+				case leaf:
+					p, ok := byStart[threadStart{s.TID, s.ParentStartNs}]
+					if assert.True(t, ok, "leaf's parent is recorded") {
+						assert.Equal(t, op, int(p.Def))
+						assert.Equal(t, entryInt(t, p, 0), entryInt(t, s, 0))
+						assert.Equal(t, uint16(1), s.Depth)
+					}
+				}
+			}
+			assert.Equal(t, n, len(seen))
+		})
 	}
 }
