@@ -1370,6 +1370,10 @@ static __always_inline void drop_stale(struct task_state *ts, __u32 span, __u64 
 		depth = ABI_MAX_DEPTH;
 	__u32 keep = depth;
 	struct frame *top = frame_at(ts, depth - 1);
+	/* The innermost function span decides; one that is not a function's
+	 * above it (a USDT pair opened last) is looked past, one deep. */
+	if (!(top->flags & RECORD_FUNCTION) && depth > 1)
+		top = frame_at(ts, depth - 2);
 	if ((top->flags & RECORD_FUNCTION) && top->pos && top->pos <= pos)
 		keep = unwound(ts, depth, pos, regs); /* the usual case skips this: the innermost span is still live */
 	int k = find(ts, keep, span);

@@ -259,35 +259,45 @@ func TestPlainRecursionIsExact(t *testing.T) {
 
 // A longjmp out of nested plain function spans leaves their frames open
 // with no exit to come: the next span to open, at a stack position above
-// theirs, drops them and counts them abandoned, and opens as a root; the
-// spans nested in it have it as their parent. A span opened in between
-// that is not a function's (a USDT pair whose end never comes) goes with
-// the function span it opened in: it was opened inside that activation,
-// which is gone.
+// theirs or at the same one (a new call there, not a tail call: its return
+// address is not the kernel's return probe trampoline), drops them and
+// counts them abandoned, and opens as a root; the spans nested in it have
+// it as their parent. A span opened in between that is not a function's
+// (a USDT pair whose end never comes) goes with the function span it
+// opened in: it was opened inside that activation, which is gone; so does
+// one opened last, right before the longjmp (ju).
 func TestLongjmpOutOfPlainSpans(t *testing.T) {
 	const n = 5
 	for _, mode := range attachModes {
-		for _, usdt := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/usdt=%v", mode.name, usdt), func(t *testing.T) {
+		for _, variant := range []string{"functions", "usdt-between", "usdt-last"} {
+			t.Run(mode.name+"/"+variant, func(t *testing.T) {
 				spans := []config.Span{
-					{Name: "ja", Function: "ja"}, {Name: "jb", Function: "jb"}, {Name: "jc", Function: "jc"},
 					{Name: "after", Function: "after", Attributes: map[string]string{"i": "arg0:s32"}},
 					{Name: "leaf", Function: "leaf", Attributes: map[string]string{"i": "arg0:s32"}},
 				}
-				if usdt {
+				unwound := []string{"ja", "jb", "jc"}
+				command, answer := "jump", "jumped"
+				switch variant {
+				case "usdt-between":
+					unwound = append(unwound, "jop")
 					spans = append(spans, config.Span{Name: "jop", Entry: "usdt:exactness:jop__start", Exit: "usdt:exactness:jop__done"})
+				case "usdt-last":
+					unwound = []string{"ju", "juo"}
+					command, answer = "jumpu", "jumpedu"
+					spans = append(spans, config.Span{Name: "juo", Entry: "usdt:exactness:ju__start", Exit: "usdt:exactness:ju__done"})
+				}
+				for _, f := range unwound {
+					if f == "ja" || f == "jb" || f == "jc" || f == "ju" {
+						spans = append(spans, config.Span{Name: f, Function: f})
+					}
 				}
 				e := openExactness(t, spans, nil, mode.perLocation, 0)
 				for _, s := range spans {
 					assertPlain(t, e.tr, e.pl, spanIndex(t, e.pl, s.Name), e.tr.plain)
 				}
-				e.ask("jump %d", n)
+				e.prog.Ask(fmt.Sprintf("%s %d", command, n), answer)
 				st, err := e.tr.Stats()
 				require.NoError(t, err)
-				unwound := []string{"ja", "jb", "jc"}
-				if usdt {
-					unwound = append(unwound, "jop")
-				}
 				for _, name := range unwound {
 					sc := st.Spans[spanIndex(t, e.pl, name)]
 					assert.Equal(t, uint64(n), sc.Abandoned, "%s: every activation longjmped out of", name)

@@ -17,6 +17,8 @@
  *                the three returns never come); then after(i) calls
  *                leaf(i);
  *                prints "jumped N"
+ *   jumpu N      the same with ju(i), which fires ju__start and longjmps
+ *                back itself; prints "jumpedu N"
  *   threads T N  T threads each call tw(i) for i in 0..N-1 (tw calls
  *                leaf(i) and leaf(i+1)); prints "threads done"
  *   ops N        for i in 0..N-1 calls op(i, 3*i): op__start(i, 3*i),
@@ -37,6 +39,8 @@ unsigned short exactness_op__start_semaphore __attribute__((unused)) __attribute
 unsigned short exactness_op__done_semaphore __attribute__((unused)) __attribute__((section(".probes")));
 unsigned short exactness_jop__start_semaphore __attribute__((unused)) __attribute__((section(".probes")));
 unsigned short exactness_jop__done_semaphore __attribute__((unused)) __attribute__((section(".probes")));
+unsigned short exactness_ju__start_semaphore __attribute__((unused)) __attribute__((section(".probes")));
+unsigned short exactness_ju__done_semaphore __attribute__((unused)) __attribute__((section(".probes")));
 unsigned short exactness_ph__a_semaphore __attribute__((unused)) __attribute__((section(".probes")));
 unsigned short exactness_ph__b_semaphore __attribute__((unused)) __attribute__((section(".probes")));
 unsigned short exactness_ph__c_semaphore __attribute__((unused)) __attribute__((section(".probes")));
@@ -111,6 +115,15 @@ __attribute__((noinline)) void ja(int i)
 	DTRACE_PROBE1(exactness, jop__done, i);
 }
 
+__attribute__((noinline)) void ju(int i)
+{
+	checksum++; /* the USDT probe is not at the function's first instruction */
+	DTRACE_PROBE1(exactness, ju__start, i);
+	if (i >= 0)
+		longjmp(jump_back, 1);
+	DTRACE_PROBE1(exactness, ju__done, i);
+}
+
 __attribute__((noinline)) void after(int i)
 {
 	leaf(i);
@@ -174,6 +187,13 @@ int main(void)
 				free_leaf(i);
 			}
 			printf("roots %d\n", n);
+		} else if (sscanf(line, "jumpu %d", &n) == 1) {
+			for (volatile int i = 0; i < n; i++) {
+				if (setjmp(jump_back) == 0)
+					ju(i);
+				after(i);
+			}
+			printf("jumpedu %d\n", n);
 		} else if (sscanf(line, "jump %d", &n) == 1) {
 			for (volatile int i = 0; i < n; i++) {
 				if (setjmp(jump_back) == 0)
