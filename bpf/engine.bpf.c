@@ -353,6 +353,10 @@ struct task_state {
 	__u64 unsampled_ret;
 	__u32 unsampled_span;
 	__u32 unsampled_pad;
+	/* direct_ret is the last return address that called_directly found
+	 * to follow a direct call of the function entered: a call there
+	 * calls that function every time. 0 for none. */
+	__u64 direct_ret;
 	/* sent counts the span records of this state, so that only every
 	 * FILL_CHECK_EVERY-th of them looks at how full the ring is. */
 	__u32 sent;
@@ -1958,6 +1962,52 @@ static __always_inline int left_out(struct task_state *ts, __u64 at)
 	return at & RECORD_UNSAMPLED;
 }
 
+#if defined(__TARGET_ARCH_x86)
+/* call_rel32 is a call rel32 instruction (x86-64): e8 and a displacement
+ * from the next instruction. */
+struct call_rel32 {
+	__u8 op;
+	__s32 rel;
+} __attribute__((packed));
+
+/*
+ * called_directly says whether the call of the function at ip whose return
+ * address is ret came from a call rel32 at ret - 5 that calls ip, or calls
+ * a PLT stub (a jmp through the GOT, after an endbr64 with IBT, and a bnd
+ * prefix with MPX: a stub always jumps to one function). Only then does
+ * every call made there enter this function: a call through a function
+ * pointer may enter another one next time at the same stack position,
+ * with the same return address, which the mark of a call left out would
+ * take to be inside it (in_unsampled_call). The answer for the last
+ * return address that passed is kept in ts->direct_ret: a loop calling
+ * the function from one place reads the code once.
+ */
+__subprog int called_directly(struct task_state *ts, __u64 ret, __u64 ip)
+{
+	struct call_rel32 c;
+
+	if (ret == ts->direct_ret)
+		return 1;
+	if (bpf_probe_read_user(&c, sizeof(c), (const void *)(ret - sizeof(c))) || c.op != 0xe8)
+		return 0;
+	__u64 target = ret + c.rel;
+	if (target != ip) {
+		__u8 stub[8];
+		if (bpf_probe_read_user(stub, sizeof(stub), (const void *)target))
+			return 0;
+		__u32 at = 0;
+		if (stub[0] == 0xf3 && stub[1] == 0x0f && stub[2] == 0x1e && stub[3] == 0xfa)
+			at = 4; /* endbr64 */
+		if (stub[at & 7] == 0xf2)
+			at++; /* bnd */
+		if (stub[at & 7] != 0xff || stub[(at + 1) & 7] != 0x25 || at > 5)
+			return 0;
+	}
+	ts->direct_ret = ret;
+	return 1;
+}
+#endif
+
 /*
  * skip_unsampled handles a call at session entry s that head sampling
  * leaves out, without a frame: it counts it as unsampled and the hit its
@@ -1969,17 +2019,19 @@ static __always_inline int left_out(struct task_state *ts, __u64 at)
  * mark cannot be had (arm64, the stack unreadable) it returns 0 and the
  * span opens, left out, as without sessions.
  */
-__subprog int skip_unsampled(const struct site *s, struct task_state *ts, __u32 pending)
+__subprog int skip_unsampled(const struct site *s, struct task_state *ts, __u32 pending, struct pt_regs *regs)
 {
 	if (!ts->depth && !ts->unsampled_pos) {
 #if defined(__TARGET_ARCH_x86)
 		__u64 ret = 0;
-		if (bpf_probe_read_user(&ret, sizeof(ret), (const void *)ts->pos))
+		if (bpf_probe_read_user(&ret, sizeof(ret), (const void *)ts->pos) ||
+		    !called_directly(ts, ret, reg_at(regs, REG_X86_IP)))
 			return 0;
 		ts->unsampled_pos = ts->pos;
 		ts->unsampled_ret = ret;
 		ts->unsampled_span = s->entry_span;
 #else
+		(void)regs;
 		return 0;
 #endif
 	}
@@ -2059,7 +2111,7 @@ static __always_inline int span_entry_task(const struct site *s, __u32 site_id, 
 	}
 	if (!ts->depth && !(at & ROOT_DECIDED))
 		at |= root_sampling(s, ts, at);
-	if ((s->flags & SITE_SESSION) && left_out(ts, at) && skip_unsampled(s, ts, at & RECORD_PENDING))
+	if ((s->flags & SITE_SESSION) && left_out(ts, at) && skip_unsampled(s, ts, at & RECORD_PENDING, regs))
 		return 1;
 	open_frame(s, regs, ts, at);
 	return 0;
@@ -2488,6 +2540,9 @@ static __always_inline int count_hit_impl(struct pt_regs *ctx, int per_process)
 enum checked {
 	CHECKED_FILTERS = 1, /* the site's conditions at entry hold */
 	CHECKED_SAMPLED = 2, /* the call opens its thread's outermost span, sampled (session_samples) */
+	/* the call opens its thread's outermost span, left out, but cannot
+	 * skip its return (session_samples): it opens a frame */
+	CHECKED_UNSAMPLED = 4,
 };
 
 /* site_hist adds the value of site s's counter to its histogram: what
@@ -2532,6 +2587,8 @@ static __always_inline int site_hit_at(struct pt_regs *ctx, __u32 site_id, int c
 	/* The flags of a span opening here, in one value kept across the
 	 * calls below (the frame stays within 48 bytes). */
 	__u32 entry_flags = checked & CHECKED_SAMPLED ? ROOT_DECIDED : 0;
+	if (checked & CHECKED_UNSAMPLED)
+		entry_flags = ROOT_DECIDED | RECORD_UNSAMPLED;
 	if (!(checked & CHECKED_FILTERS) && s->filter_count && !filters_hold(ctx, s, 0)) {
 		if (s->flags & SITE_FILTERED_HITS)
 			return 0; /* a filtered counter counts what passes */
@@ -2770,9 +2827,12 @@ static __always_inline int samples_only(const struct site *s)
  * and skip_unsampled would, without site_hit_at's and span_entry's calls:
  * for a call left out it counts what they would (the hits of the entry
  * and of the skipped return, an unsampled span) and returns 1; a sampled
- * call returns CHECKED_SAMPLED. It returns 0 where span_entry is to
- * decide (spans open on the thread; a thread context to read; arm64,
- * where skip_unsampled cannot mark the call).
+ * call returns CHECKED_SAMPLED, and a call left out that cannot be
+ * marked (the stack unreadable, or not a direct call: called_directly)
+ * CHECKED_UNSAMPLED: it opens a frame, left out, and its return runs.
+ * It returns 0 where span_entry is to decide (spans open on the thread; a
+ * thread context to read; arm64, where skip_unsampled cannot mark the
+ * call).
  */
 __subprog int session_samples(struct pt_regs *ctx, const struct site *s)
 {
@@ -2791,8 +2851,9 @@ __subprog int session_samples(struct pt_regs *ctx, const struct site *s)
 			return 0;
 		if (bpf_get_prandom_u32() < s->sample_threshold)
 			return CHECKED_SAMPLED;
-		if (bpf_probe_read_user(&ret, sizeof(ret), (const void *)ts->pos))
-			return 0;
+		if (bpf_probe_read_user(&ret, sizeof(ret), (const void *)ts->pos) ||
+		    !called_directly(ts, ret, reg_at(ctx, REG_X86_IP)))
+			return CHECKED_UNSAMPLED; /* left out, with its return */
 		ts->unsampled_pos = ts->pos;
 		ts->unsampled_ret = ret;
 		ts->unsampled_span = s->entry_span;

@@ -731,3 +731,46 @@ func TestUSDTPairOnThePlainProgram(t *testing.T) {
 		})
 	}
 }
+
+// A call that head sampling leaves out through an indirect call (a
+// dispatcher calling handlers through one function pointer) cannot skip
+// its return: a call the same instruction makes next, to another function,
+// finds the same return address at the same stack position, and a mark of
+// the call left out would take it, and what it calls, to be inside it.
+// free_leaf, called by via() through that call right after sroot(), has a
+// sample_ratio of 1: every one of its spans is recorded. (Before, about
+// half were left out with sroot's calls.)
+func TestIndirectCallAfterAnUnsampledCall(t *testing.T) {
+	const n = 20_000
+	for _, mode := range attachModes {
+		t.Run(mode.name, func(t *testing.T) {
+			r := 0.5
+			e := openExactness(t, []config.Span{
+				{Name: "sroot", Function: "sroot", SampleRatio: &r},
+				{Name: "free_leaf", Function: "free_leaf"},
+			}, nil, mode.perLocation, 1<<23)
+			e.prog.Ask(fmt.Sprintf("disp %d", n), "disp")
+			st, err := e.tr.Stats()
+			require.NoError(t, err)
+			sroot, free := spanIndex(t, e.pl, "sroot"), spanIndex(t, e.pl, "free_leaf")
+			assert.Equal(t, uint64(n/2), st.Spans[sroot].Count+st.Spans[sroot].Unsampled)
+			def := e.pl.Spans[sroot]
+			assert.Equal(t, uint64(n/2), st.Probes[def.Entry].Hits)
+			assert.Equal(t, uint64(n/2), st.Probes[def.Exit].Hits)
+			if e.tr.session {
+				assert.Equal(t, uint64(n), runs(t, e.tr.sessionProg.Load()), "every call of sroot runs its return: none is skipped")
+			}
+			assert.Equal(t, uint64(n/2), st.Spans[free].Count, "free_leaf is recorded at every call")
+			assert.Zero(t, st.Spans[free].Unsampled)
+			recs := drainAll(t, e.tr)
+			frees := 0
+			for _, s := range recs {
+				if int(s.Def) == free {
+					assert.Zero(t, s.Depth)
+					frees++
+				}
+			}
+			assert.Equal(t, n/2, frees)
+		})
+	}
+}

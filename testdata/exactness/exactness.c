@@ -12,6 +12,9 @@
  *   roots N      for i in 0..N-1 calls sroot(i), which calls leaf(i) and
  *                leaf(i+1), then free_leaf(i) from the same loop;
  *                prints "roots N"
+ *   disp N       for i in 0..N-1 calls handlers[i & 1](i) through one
+ *                indirect call: sroot(i) for even i, via(i), which calls
+ *                free_leaf(i), for odd i; prints "disp N"
  *   jump N       N times: ja(i) fires jop__start and calls jb(i), which
  *                calls jc(i), which longjmps back here (jop__done and
  *                the three returns never come); then after(i) calls
@@ -91,6 +94,15 @@ __attribute__((noinline)) void sroot(int i)
 	leaf(i + 1);
 	checksum++;
 }
+
+/* via is called through the same indirect call as sroot (disp). */
+__attribute__((noinline)) void via(int i)
+{
+	free_leaf(i);
+	checksum++;
+}
+
+void (*handlers[2])(int) = {sroot, via};
 
 static jmp_buf jump_back;
 
@@ -187,6 +199,10 @@ int main(void)
 				free_leaf(i);
 			}
 			printf("roots %d\n", n);
+		} else if (sscanf(line, "disp %d", &n) == 1) {
+			for (int i = 0; i < n; i++)
+				handlers[i & 1](i);
+			printf("disp %d\n", n);
 		} else if (sscanf(line, "jumpu %d", &n) == 1) {
 			for (volatile int i = 0; i < n; i++) {
 				if (setjmp(jump_back) == 0)
