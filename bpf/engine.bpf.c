@@ -1980,14 +1980,13 @@ struct call_rel32 {
  * with the same return address, which the mark of a call left out would
  * take to be inside it (in_unsampled_call). The answer for the last
  * return address that passed is kept in ts->direct_ret: a loop calling
- * the function from one place reads the code once.
+ * the function from one place reads the code once (its callers look at
+ * ts->direct_ret before they call).
  */
 __subprog int called_directly(struct task_state *ts, __u64 ret, __u64 ip)
 {
 	struct call_rel32 c;
 
-	if (ret == ts->direct_ret)
-		return 1;
 	if (bpf_probe_read_user(&c, sizeof(c), (const void *)(ret - sizeof(c))) || c.op != 0xe8)
 		return 0;
 	__u64 target = ret + c.rel;
@@ -2025,7 +2024,7 @@ __subprog int skip_unsampled(const struct site *s, struct task_state *ts, __u32 
 #if defined(__TARGET_ARCH_x86)
 		__u64 ret = 0;
 		if (bpf_probe_read_user(&ret, sizeof(ret), (const void *)ts->pos) ||
-		    !called_directly(ts, ret, reg_at(regs, REG_X86_IP)))
+		    (ret != ts->direct_ret && !called_directly(ts, ret, reg_at(regs, REG_X86_IP))))
 			return 0;
 		ts->unsampled_pos = ts->pos;
 		ts->unsampled_ret = ret;
@@ -2852,7 +2851,7 @@ __subprog int session_samples(struct pt_regs *ctx, const struct site *s)
 		if (bpf_get_prandom_u32() < s->sample_threshold)
 			return CHECKED_SAMPLED;
 		if (bpf_probe_read_user(&ret, sizeof(ret), (const void *)ts->pos) ||
-		    !called_directly(ts, ret, reg_at(ctx, REG_X86_IP)))
+		    (ret != ts->direct_ret && !called_directly(ts, ret, reg_at(ctx, REG_X86_IP))))
 			return CHECKED_UNSAMPLED; /* left out, with its return */
 		ts->unsampled_pos = ts->pos;
 		ts->unsampled_ret = ret;
