@@ -774,3 +774,75 @@ func TestIndirectCallAfterAnUnsampledCall(t *testing.T) {
 		})
 	}
 }
+
+// Head sampling in a pid: target (kernel-scoped where uprobe_multi links
+// take a pid, Linux 6.11): another process running the same file counts
+// nothing, and the chosen one's roots at sample_ratio 0.5 have exactly two
+// children each when recorded and none when left out (the session entry
+// skips the return of a call left out or of a process not chosen).
+func TestPIDScopedSampledRootsAreExact(t *testing.T) {
+	testutil.RequireRoot(t)
+	n := testutil.Scaled(20_000, 2_000)
+	for _, mode := range attachModes {
+		t.Run(mode.name, func(t *testing.T) {
+			bin := testutil.BuildC(t, "exactness", "-pthread")
+			chosen := testutil.StartProgram(t, bin, "ready")
+			other := testutil.StartProgram(t, bin, "ready")
+			r := 0.5
+			i := map[string]string{"i": "arg0:s32"}
+			targets := []config.Target{{Path: bin, PID: chosen.PID, Spans: []config.Span{
+				{Name: "sroot", Function: "sroot", SampleRatio: &r, Attributes: i},
+				{Name: "leaf", Function: "leaf", Attributes: i},
+			}}}
+			require.NoError(t, config.Validate(targets))
+			res, err := planner.Resolve(targets)
+			require.NoError(t, err)
+			pl := res.Plan
+			tr, err := Open(pl, Options{RingBufferSize: 1 << 24, PerLocation: mode.perLocation})
+			require.NoError(t, err)
+			defer func() { assert.NoError(t, tr.Close()) }()
+			choose(t, tr, pl, chosen.PID)
+
+			other.Ask(fmt.Sprintf("roots %d", n), "roots")
+			chosen.Ask(fmt.Sprintf("roots %d", n), "roots")
+			st, err := tr.Stats()
+			require.NoError(t, err)
+			sroot, leaf := spanIndex(t, pl, "sroot"), spanIndex(t, pl, "leaf")
+			def := pl.Spans[sroot]
+			kept, left := st.Spans[sroot].Count, st.Spans[sroot].Unsampled
+			assert.Equal(t, uint64(n), kept+left, "the chosen process's calls only")
+			assert.InDelta(t, float64(n)/2, float64(kept), 3*math.Sqrt(float64(n)))
+			assert.Equal(t, uint64(n), st.Probes[def.Entry].Hits)
+			assert.Equal(t, uint64(n), st.Probes[def.Exit].Hits, "returns: every call of the chosen process, skipped ones included")
+			assert.Equal(t, 2*kept, st.Spans[leaf].Count)
+			assert.Equal(t, 2*left, st.Spans[leaf].Unsampled)
+			assert.Equal(t, uint64(2*n), st.Probes[pl.Spans[leaf].Entry].Hits)
+			for s, sc := range st.Spans {
+				for _, v := range []uint64{sc.Unmatched, sc.Abandoned, sc.Lost} {
+					assert.Zero(t, v, pl.Spans[s].Name)
+				}
+			}
+			recs := drainAll(t, tr)
+			require.Equal(t, int(3*kept), len(recs), "records")
+			roots := map[uint64]int64{}
+			for _, s := range recs {
+				assert.Equal(t, uint32(chosen.PID), s.PID)
+				if int(s.Def) == sroot {
+					roots[s.StartNs] = entryInt(t, s, 0)
+				}
+			}
+			children := map[uint64][]int64{}
+			for _, s := range recs {
+				if int(s.Def) == leaf {
+					ri, ok := roots[s.ParentStartNs]
+					if assert.True(t, ok, "a leaf's parent is a recorded sroot") {
+						children[s.ParentStartNs] = append(children[s.ParentStartNs], entryInt(t, s, 0)-ri)
+					}
+				}
+			}
+			for start := range roots {
+				assert.ElementsMatch(t, []int64{0, 1}, children[start])
+			}
+		})
+	}
+}
