@@ -189,7 +189,7 @@ func TestPlainRecursionIsExact(t *testing.T) {
 				}
 				var keptShallow, keptDeep, keptKernel uint64
 				for root, n := range roots {
-					s, ok := byStart[threadStart{spans[0].TID, root}]
+					s, ok := byStart[threadStart{spans[0].TID, root}] // one thread: roots exist only with spans
 					require.True(t, ok, "the root of every recursion is recorded")
 					switch {
 					case int(s.Def) == recU:
@@ -678,7 +678,7 @@ func TestThreadsOfPlainSpansDeliveredOrLost(t *testing.T) {
 // its entry and exit arguments, and the function span nested in it has it
 // as its parent.
 func TestUSDTPairOnThePlainProgram(t *testing.T) {
-	const n = 10_000
+	n := testutil.Scaled(10_000, 1_000)
 	for _, mode := range attachModes {
 		t.Run(mode.name, func(t *testing.T) {
 			e := openExactness(t, []config.Span{
@@ -695,7 +695,7 @@ func TestUSDTPairOnThePlainProgram(t *testing.T) {
 			def := e.pl.Spans[op]
 			assert.Equal(t, uint64(n), st.Probes[def.Entry].Hits)
 			assert.Equal(t, uint64(n), st.Probes[def.Exit].Hits)
-			for s, want := range map[int]uint64{op: n, leaf: n} {
+			for s, want := range map[int]uint64{op: uint64(n), leaf: uint64(n)} {
 				sc := st.Spans[s]
 				assert.Equal(t, want, sc.Count, e.pl.Spans[s].Name)
 				for _, v := range []uint64{sc.Unmatched, sc.Abandoned, sc.Lost} {
