@@ -1972,8 +1972,9 @@ struct call_rel32 {
 
 /*
  * called_directly says whether the call of the function at ip whose return
- * address is ret came from a call rel32 at ret - 5 that calls ip, or calls
- * a PLT stub (a jmp through the GOT, after an endbr64 with IBT, and a bnd
+ * address is ret came from a call rel32 at ret - 5 that calls ip (or the
+ * endbr64 right before it: an entry probe goes after it, see
+ * insn.CheapEntry), or calls a PLT stub (a jmp through the GOT, after an endbr64 with IBT, and a bnd
  * prefix with MPX: a stub always jumps to one function). Only then does
  * every call made there enter this function: a call through a function
  * pointer may enter another one next time at the same stack position,
@@ -1995,13 +1996,17 @@ __subprog int called_directly(struct task_state *ts, __u64 ret, __u64 ip)
 		if (bpf_probe_read_user(stub, sizeof(stub), (const void *)target))
 			return 0;
 		__u32 at = 0;
-		if (stub[0] == 0xf3 && stub[1] == 0x0f && stub[2] == 0x1e && stub[3] == 0xfa)
+		if (stub[0] == 0xf3 && stub[1] == 0x0f && stub[2] == 0x1e && stub[3] == 0xfa) {
 			at = 4; /* endbr64 */
+			if (target + 4 == ip)
+				goto direct; /* the entry probe is after the function's endbr64 */
+		}
 		if (stub[at & 7] == 0xf2)
 			at++; /* bnd */
 		if (stub[at & 7] != 0xff || stub[(at + 1) & 7] != 0x25 || at > 5)
 			return 0;
 	}
+direct:
 	ts->direct_ret = ret;
 	return 1;
 }

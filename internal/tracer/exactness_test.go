@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"runtime"
 	"time"
 
 	"testing"
@@ -36,10 +37,10 @@ type exactness struct {
 
 // openExactness builds and starts testdata/exactness and traces it with
 // spans and counters, a ring of ring bytes (testRing when 0).
-func openExactness(t *testing.T, spans []config.Span, counters []config.Counter, perLocation bool, ring int) *exactness {
+func openExactness(t *testing.T, spans []config.Span, counters []config.Counter, perLocation bool, ring int, cflags ...string) *exactness {
 	t.Helper()
 	testutil.RequireRoot(t)
-	bin := testutil.BuildC(t, "exactness", "-pthread")
+	bin := testutil.BuildC(t, "exactness", append([]string{"-pthread"}, cflags...)...)
 	prog := testutil.StartProgram(t, bin, "ready")
 	targets := []config.Target{{Path: bin, Spans: spans, Counters: counters}}
 	require.NoError(t, config.Validate(targets))
@@ -477,13 +478,27 @@ func TestPlainAndNotPlainOnOneFunction(t *testing.T) {
 // stack position, decides afresh (its ratio is 1). Exactly 2 children per
 // recorded root, each with its root's argument; the hits of sroot's return
 // count every call, skipped or not. Per location (no sessions: every
-// return runs) 20,000 roots, to keep the test within seconds.
+// return runs) 20,000 roots, to keep the test within seconds. Built with
+// -fcf-protection (x86-64 IBT: functions start with endbr64, and the
+// entry probe goes after it), a call left out still skips its return.
 func TestHalfSampledRootsAreExact(t *testing.T) {
 	const ratio = 0.5
-	for _, mode := range attachModes {
+	modes := []struct {
+		name        string
+		perLocation bool
+		cflags      []string
+	}{{"multi", false, nil}, {"per-location", true, nil}}
+	if runtime.GOARCH == "amd64" && testutil.Prebuilt() == "" {
+		modes = append(modes, struct {
+			name        string
+			perLocation bool
+			cflags      []string
+		}{"multi-ibt", false, []string{"-fcf-protection=full", "-fno-omit-frame-pointer"}})
+	}
+	for _, mode := range modes {
 		t.Run(mode.name, func(t *testing.T) {
 			n := testutil.Scaled(100_000, 5_000)
-			if mode.perLocation {
+			if mode.perLocation || mode.cflags != nil {
 				n = testutil.Scaled(20_000, 5_000)
 			}
 			r := ratio
@@ -492,7 +507,16 @@ func TestHalfSampledRootsAreExact(t *testing.T) {
 				{Name: "sroot", Function: "sroot", SampleRatio: &r, Attributes: i},
 				{Name: "leaf", Function: "leaf", Attributes: i},
 				{Name: "free_leaf", Function: "free_leaf", Attributes: i},
-			}, nil, mode.perLocation, 1<<26)
+			}, nil, mode.perLocation, 1<<26, mode.cflags...)
+			if mode.cflags != nil {
+				a := e.pl.Attachments[0]
+				for _, x := range e.pl.Attachments {
+					if x.Probe == e.pl.Spans[spanIndex(t, e.pl, "sroot")].Entry {
+						a = x
+					}
+				}
+				require.Equal(t, uint64(4), a.Address%16, "sroot's entry probe is after its endbr64")
+			}
 			sroot, leaf, free := spanIndex(t, e.pl, "sroot"), spanIndex(t, e.pl, "leaf"), spanIndex(t, e.pl, "free_leaf")
 			assert.Equal(t, !mode.perLocation && HaveUprobeMulti() && HaveUprobeSession(), e.tr.session)
 			assertPlain(t, e.tr, e.pl, leaf, e.tr.plain)
@@ -844,5 +868,38 @@ func TestPIDScopedSampledRootsAreExact(t *testing.T) {
 				assert.ElementsMatch(t, []int64{0, 1}, children[start])
 			}
 		})
+	}
+}
+
+// A call left out through a PLT stub (the demo calls libdemo.so's
+// lib_call through its PLT) is a direct call: every call made there
+// enters lib_call, so its return is skipped (the session program runs at
+// every entry and at the returns of the calls recorded only) and the
+// counts stay exact.
+func TestPLTCallLeftOutSkipsItsReturn(t *testing.T) {
+	testutil.RequireRoot(t)
+	const n = 20_000
+	b := testutil.BuildDemo(t, "-O2")
+	demo := testutil.StartDemo(t, b.Program)
+	r := 0.5
+	targets := []config.Target{{Path: b.Library, Spans: []config.Span{{Name: "lib_call", Function: "lib_call", SampleRatio: &r}}}}
+	require.NoError(t, config.Validate(targets))
+	res, err := planner.Resolve(targets)
+	require.NoError(t, err)
+	tr, err := Open(res.Plan, Options{RingBufferSize: 1 << 22, ProgramStats: true})
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, tr.Close()) }()
+	demo.Run(n)
+	st, err := tr.Stats()
+	require.NoError(t, err)
+	def := res.Plan.Spans[0]
+	sc := st.Spans[0]
+	assert.Equal(t, uint64(n), sc.Count+sc.Unsampled)
+	assert.InDelta(t, n/2, float64(sc.Count), 3*math.Sqrt(n))
+	assert.Equal(t, uint64(n), st.Probes[def.Entry].Hits)
+	assert.Equal(t, uint64(n), st.Probes[def.Exit].Hits)
+	assert.Len(t, drainAll(t, tr), int(sc.Count))
+	if tr.session {
+		assert.Equal(t, uint64(n)+sc.Count, runs(t, tr.sessionProg.Load()), "the returns of the calls left out are skipped")
 	}
 }
