@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"time"
-
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/stretchr/testify/assert"
@@ -56,7 +55,7 @@ func openExactness(t *testing.T, spans []config.Span, counters []config.Counter,
 	return &exactness{prog: prog, tr: tr, pl: pl.Plan}
 }
 
-// ask sends one command and waits for its answer.
+// ask sends one command and waits for its one-line answer.
 func (e *exactness) ask(format string, args ...any) {
 	cmd := fmt.Sprintf(format, args...)
 	e.prog.Ask(cmd, "")
@@ -88,12 +87,14 @@ func exitInt(t *testing.T, s event.SpanRecord, i int) int64 {
 	return int64(binary.LittleEndian.Uint64(s.Exit[8*i:]))
 }
 
-// byThreadStart indexes span records by thread and start.
+// threadStart names a span record by its thread and start.
 type threadStart struct {
 	tid   uint32
 	start uint64
 }
 
+// indexSpans indexes span records by thread and start, so that a record's
+// parent (ParentStartNs) is found on its own thread.
 func indexSpans(spans []event.SpanRecord) map[threadStart]event.SpanRecord {
 	out := make(map[threadStart]event.SpanRecord, len(spans))
 	for _, s := range spans {
