@@ -298,8 +298,10 @@ enum state_flag {
 
 /*
  * task_state holds the open spans of one thread or goroutine: at most
- * ABI_MAX_DEPTH frames of 32 bytes and a stack of their entry values.
- * About 26.8 KiB per thread that ever opened a span, freed with the thread
+ * ABI_MAX_DEPTH frames of 32 bytes, their return addresses and a stack of
+ * their entry values. About 30.7 KiB per thread that ever opened a span
+ * (31,392 bytes: below the 32 KiB of a per-CPU array value, which
+ * empty_state is), freed with the thread
  * (goroutines: when their outermost span closes).
  */
 struct task_state {
@@ -368,6 +370,11 @@ struct task_state {
 	 * as unwound read it (0 when unknown), for drop_stale's walk. */
 	__u64 call_ret;
 	struct frame frames[ABI_MAX_DEPTH];
+	/* rets[i] is the return address the call of frame i found, for a
+	 * function span closed at its RET instructions (ret_frame): a tail
+	 * call keeps it, a new call at the same position has its own (see
+	 * drop_stale). Meaningless for the other frames. */
+	__u64 rets[ABI_MAX_DEPTH];
 	__u8 stack[VALUE_BASE_MAX + VALUE_WINDOW + sizeof(struct span_record)];
 };
 
@@ -1280,6 +1287,11 @@ static __always_inline int find(struct task_state *ts, __u32 depth, __u32 span)
 	return find_below(ts, depth - 1, span);
 }
 
+/* ret_frame says whether a frame opened at site flags is a function
+ * span's closed at its RET instructions (not a kernel return probe's, not
+ * Go's): its return address is kept (ts->rets). */
+#define ret_frame(flags) (((flags) & (SITE_FUNCTION | SITE_KERNEL_RETURN | SITE_GO)) == SITE_FUNCTION)
+
 /* unwound_ctx is the state of unwound_one: how many frames from the top are
  * function spans whose activation is gone, and what is above them. */
 struct unwound_ctx {
@@ -1290,20 +1302,28 @@ struct unwound_ctx {
 };
 
 /* new_call says whether the call at c->pos (its return address in
- * c->ts->call_ret), which frame f of a function span saw at its entry
- * too, is a new call rather than a tail call: f
- * closes at a kernel return probe, and the call does not return to the
- * kernel's return probe trampoline, where f's entry made its return go
+ * c->ts->call_ret), which frame k (f) of a function span saw at its entry
+ * too, is a new call rather than a tail call: its return address is
+ * neither the one f's call found (ts->rets, for a span closed at its RET
+ * instructions) nor the kernel's return probe trampoline, where a kernel
+ * return probe of f, or of a function it tail-called, made the return go
  * (uprobe_get_trampoline_vaddr: a tail call inherits it). */
-static __always_inline int new_call(const struct unwound_ctx *c, const struct frame *f)
+static __always_inline int new_call(const struct unwound_ctx *c, const struct frame *f, __u32 k)
 {
+	__u64 ret = c->ts->call_ret;
 	__u32 key = f->entry_site;
 	const struct site *s = bpf_map_lookup_elem(&sites, &key);
 
-	if (!c->ts->call_ret || !s || !(s->flags & SITE_KERNEL_RETURN))
+	if (!ret || !s)
 		return 0;
+	if (ret_frame(s->flags)) {
+		if (ret == c->ts->rets[k & (ABI_MAX_DEPTH - 1)])
+			return 0;
+	} else if (!(s->flags & SITE_KERNEL_RETURN)) {
+		return 0;
+	}
 	struct xol_area *area = bpf_get_current_task_btf()->mm->uprobes_state.xol_area;
-	return area && c->ts->call_ret != area->vaddr;
+	return !area || ret != area->vaddr;
 }
 
 static long unwound_one(__u32 i, struct unwound_ctx *c)
@@ -1321,7 +1341,7 @@ static long unwound_one(__u32 i, struct unwound_ctx *c)
 		return 1;
 	/* At the same position: a tail call, unless the call there does not
 	 * return where the kernel's return probe of this function put it. */
-	if (f->pos == c->pos && !new_call(c, f))
+	if (f->pos == c->pos && !new_call(c, f, k))
 		return 1;
 	c->keep = k;
 	return 0;
@@ -1740,6 +1760,23 @@ static __always_inline __u32 thread_ctx_copy(struct task_state *ts, struct value
 	return end + 8 * words;
 }
 
+/* frame_ret keeps the return address of the call that entered the
+ * innermost frame of ts (just opened) at ts->pos, for drop_stale: at the
+ * stack pointer on x86-64, in the link register on arm64. A call: RET
+ * probes are single-stepped, it is little beside them. */
+__subprog void frame_ret(struct task_state *ts, struct pt_regs *regs)
+{
+	__u32 k = frame_index(ts->depth - 1);
+
+#if defined(__TARGET_ARCH_x86)
+	(void)regs;
+	if (bpf_probe_read_user(&ts->rets[k], sizeof(ts->rets[k]), (const void *)ts->pos))
+		ts->rets[k] = 0;
+#else
+	ts->rets[k] = reg_value(regs, REG_ARM64_X30);
+#endif
+}
+
 /*
  * open_frame opens the next frame of ts for site s (its id in the high 32
  * bits of at, RECORD_PENDING and RECORD_FILTERED in the low ones, and for
@@ -1800,6 +1837,8 @@ static __always_inline void open_frame(const struct site *s, struct pt_regs *reg
 	ts->top = base + len;
 	f->start_ns = bpf_ktime_get_ns();
 	ts->depth = depth + 1;
+	if (ret_frame(s->flags))
+		frame_ret(ts, regs);
 }
 
 /* not_recorded counts a completed span of definition span that is not

@@ -267,11 +267,14 @@ func TestPlainRecursionIsExact(t *testing.T) {
 // it as their parent. A span opened in between that is not a function's
 // (a USDT pair whose end never comes) goes with the function span it
 // opened in: it was opened inside that activation, which is gone; so does
-// one opened last, right before the longjmp (ju).
+// one opened last, right before the longjmp (ju). For function spans
+// closed at their RET instructions (functions-ret) the engine keeps the
+// return address each call found: a new call at the same position has
+// another.
 func TestLongjmpOutOfPlainSpans(t *testing.T) {
 	const n = 5
 	for _, mode := range attachModes {
-		for _, variant := range []string{"functions", "usdt-between", "usdt-last"} {
+		for _, variant := range []string{"functions", "functions-ret", "usdt-between", "usdt-last"} {
 			t.Run(mode.name+"/"+variant, func(t *testing.T) {
 				spans := []config.Span{
 					{Name: "after", Function: "after", Attributes: map[string]string{"i": "arg0:s32"}},
@@ -290,7 +293,11 @@ func TestLongjmpOutOfPlainSpans(t *testing.T) {
 				}
 				for _, f := range unwound {
 					if f == "ja" || f == "jb" || f == "jc" || f == "ju" {
-						spans = append(spans, config.Span{Name: f, Function: f})
+						sp := config.Span{Name: f, Function: f}
+						if variant == "functions-ret" {
+							sp.Returns = config.ReturnsRet // closed at its RET instructions: no trampoline
+						}
+						spans = append(spans, sp)
 					}
 				}
 				e := openExactness(t, spans, nil, mode.perLocation, 0)
