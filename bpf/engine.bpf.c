@@ -1317,8 +1317,9 @@ static __always_inline int new_call(const struct unwound_ctx *c, const struct fr
 	if (!ret || !s)
 		return 0;
 	if (ret_frame(s->flags)) {
-		if (ret == c->ts->rets[k & (ABI_MAX_DEPTH - 1)])
-			return 0;
+		__u64 own = c->ts->rets[k & (ABI_MAX_DEPTH - 1)];
+		if (!own || ret == own)
+			return 0; /* unknown (unreadable at entry), or a tail call */
 	} else if (!(s->flags & SITE_KERNEL_RETURN)) {
 		return 0;
 	}
