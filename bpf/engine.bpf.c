@@ -73,11 +73,22 @@ struct file {
 	struct inode *f_inode;
 } __attribute__((preserve_access_index));
 
+/* The process's uprobe area: the kernel's return probe trampoline is at
+ * its vaddr (uprobe_get_trampoline_vaddr). */
+struct xol_area {
+	unsigned long vaddr;
+} __attribute__((preserve_access_index));
+
+struct uprobes_state {
+	struct xol_area *xol_area;
+} __attribute__((preserve_access_index));
+
 struct mm_struct {
 	unsigned long arg_start;
 	unsigned long arg_end;
 	struct file *exe_file;
 	int map_count; /* the process's mappings (VMAs) */
+	struct uprobes_state uprobes_state;
 } __attribute__((preserve_access_index));
 
 struct kernfs_node {
@@ -287,8 +298,10 @@ enum state_flag {
 
 /*
  * task_state holds the open spans of one thread or goroutine: at most
- * ABI_MAX_DEPTH frames of 32 bytes and a stack of their entry values.
- * About 26.8 KiB per thread that ever opened a span, freed with the thread
+ * ABI_MAX_DEPTH frames of 32 bytes, their return addresses and a stack of
+ * their entry values. About 30.7 KiB per thread that ever opened a span
+ * (31,392 bytes: below the 32 KiB of a per-CPU array value, which
+ * empty_state is), freed with the thread
  * (goroutines: when their outermost span closes).
  */
 struct task_state {
@@ -342,6 +355,10 @@ struct task_state {
 	__u64 unsampled_ret;
 	__u32 unsampled_span;
 	__u32 unsampled_pad;
+	/* direct_ret is the last return address that called_directly found
+	 * to follow a direct call of the function entered: a call there
+	 * calls that function every time. 0 for none. */
+	__u64 direct_ret;
 	/* sent counts the span records of this state, so that only every
 	 * FILL_CHECK_EVERY-th of them looks at how full the ring is. */
 	__u32 sent;
@@ -349,7 +366,15 @@ struct task_state {
 	/* pos is the stack position of the hit being handled (see struct
 	 * frame), set by state(): kept here, not on the callers' stacks. */
 	__u64 pos;
+	/* call_ret is the return address of the call being entered at pos,
+	 * as unwound read it (0 when unknown), for drop_stale's walk. */
+	__u64 call_ret;
 	struct frame frames[ABI_MAX_DEPTH];
+	/* rets[i] is the return address the call of frame i found, for a
+	 * function span closed at its RET instructions (ret_frame): a tail
+	 * call keeps it, a new call at the same position has its own (see
+	 * drop_stale). Meaningless for the other frames. */
+	__u64 rets[ABI_MAX_DEPTH];
 	__u8 stack[VALUE_BASE_MAX + VALUE_WINDOW + sizeof(struct span_record)];
 };
 
@@ -1262,14 +1287,45 @@ static __always_inline int find(struct task_state *ts, __u32 depth, __u32 span)
 	return find_below(ts, depth - 1, span);
 }
 
+/* ret_frame says whether a frame opened at site flags is a function
+ * span's closed at its RET instructions (not a kernel return probe's, not
+ * Go's): its return address is kept (ts->rets). */
+#define ret_frame(flags) (((flags) & (SITE_FUNCTION | SITE_KERNEL_RETURN | SITE_GO)) == SITE_FUNCTION)
+
 /* unwound_ctx is the state of unwound_one: how many frames from the top are
- * function spans whose activation is gone. */
+ * function spans whose activation is gone, and what is above them. */
 struct unwound_ctx {
 	struct task_state *ts;
 	__u64 pos;
 	__u32 depth;
 	__u32 keep;
 };
+
+/* new_call says whether the call at c->pos (its return address in
+ * c->ts->call_ret), which frame k (f) of a function span saw at its entry
+ * too, is a new call rather than a tail call: its return address is
+ * neither the one f's call found (ts->rets, for a span closed at its RET
+ * instructions) nor the kernel's return probe trampoline, where a kernel
+ * return probe of f, or of a function it tail-called, made the return go
+ * (uprobe_get_trampoline_vaddr: a tail call inherits it). */
+static __always_inline int new_call(const struct unwound_ctx *c, const struct frame *f, __u32 k)
+{
+	__u64 ret = c->ts->call_ret;
+	__u32 key = f->entry_site;
+	const struct site *s = bpf_map_lookup_elem(&sites, &key);
+
+	if (!ret || !s)
+		return 0;
+	if (ret_frame(s->flags)) {
+		__u64 own = c->ts->rets[k & (ABI_MAX_DEPTH - 1)];
+		if (!own || ret == own)
+			return 0; /* unknown (unreadable at entry), or a tail call */
+	} else if (!(s->flags & SITE_KERNEL_RETURN)) {
+		return 0;
+	}
+	struct xol_area *area = bpf_get_current_task_btf()->mm->uprobes_state.xol_area;
+	return !area || ret != area->vaddr;
+}
 
 static long unwound_one(__u32 i, struct unwound_ctx *c)
 {
@@ -1278,18 +1334,37 @@ static long unwound_one(__u32 i, struct unwound_ctx *c)
 	if (k >= ABI_MAX_DEPTH)
 		return 1;
 	struct frame *f = &c->ts->frames[k];
-	if (!(f->flags & RECORD_FUNCTION) || !f->pos || f->pos >= c->pos)
+	/* A span that is not a function's opened inside the activation of
+	 * the function span below it, or before it: that one decides. */
+	if (!(f->flags & RECORD_FUNCTION))
+		return 0;
+	if (!f->pos || f->pos > c->pos)
+		return 1;
+	/* At the same position: a tail call, unless the call there does not
+	 * return where the kernel's return probe of this function put it. */
+	if (f->pos == c->pos && !new_call(c, f, k))
 		return 1;
 	c->keep = k;
 	return 0;
 }
 
 /* unwound returns how many of the depth innermost frames stay: the
- * function spans above stack position pos are gone (see drop_stale). */
-__subprog __u32 unwound(struct task_state *ts, __u32 depth, __u64 pos)
+ * function spans whose activation is gone, and every span opened after
+ * them, go (see drop_stale). The hit at pos is a call (regs its
+ * registers at entry). */
+__subprog __u32 unwound(struct task_state *ts, __u32 depth, __u64 pos, struct pt_regs *regs)
 {
 	struct unwound_ctx u = {.ts = ts, .depth = depth, .pos = pos, .keep = depth};
 
+	/* The return address, in the state: the context stays within 24
+	 * bytes (bpf_loop's inlining adds 24 to the frame). */
+#if defined(__TARGET_ARCH_x86)
+	(void)regs; /* at the stack pointer */
+	if (bpf_probe_read_user(&ts->call_ret, sizeof(ts->call_ret), (const void *)pos))
+		ts->call_ret = 0;
+#else
+	ts->call_ret = reg_value(regs, REG_ARM64_X30); /* in the link register */
+#endif
 	bpf_loop(depth, unwound_one, &u, 0);
 	return u.keep;
 }
@@ -1299,14 +1374,20 @@ __subprog __u32 unwound(struct task_state *ts, __u32 depth, __u64 pos)
  * stack was unwound past them (longjmp, exceptions, Go panics), so that they
  * do not become the parents of everything after them:
  *  - a function span is dead once a probe fires at a stack position above
- *    the one its entry saw (its activation is gone; equal is a tail call);
+ *    the one its entry saw (its activation is gone), or at the same one for
+ *    a call that does not return to the kernel's return probe trampoline
+ *    where the span closes at a kernel return probe (its return would have
+ *    closed it; a tail call returns there); at the same position otherwise
+ *    it is a tail call;
+ *  - the spans opened after a dead function span (above it), functions'
+ *    or not, are dead too;
  *  - when a span opens again while one of its definition is open, at a stack
  *    position at or above the one that open span's entry saw, the open one is
  *    dead (a span can only nest in itself deeper in the stack), with
  *    everything opened after it: "start, error, start again".
  * Dropped spans count as abandoned, and so do entries lost to overflow.
  */
-static __always_inline void drop_stale(struct task_state *ts, __u32 span, __u64 pos)
+static __always_inline void drop_stale(struct task_state *ts, __u32 span, __u64 pos, struct pt_regs *regs)
 {
 	__u32 depth = ts->depth;
 
@@ -1314,8 +1395,12 @@ static __always_inline void drop_stale(struct task_state *ts, __u32 span, __u64 
 		depth = ABI_MAX_DEPTH;
 	__u32 keep = depth;
 	struct frame *top = frame_at(ts, depth - 1);
-	if ((top->flags & RECORD_FUNCTION) && top->pos && top->pos < pos)
-		keep = unwound(ts, depth, pos); /* the usual case skips this: the innermost span is still live */
+	/* The innermost function span decides; one that is not a function's
+	 * above it (a USDT pair opened last) is looked past, one deep. */
+	if (!(top->flags & RECORD_FUNCTION) && depth > 1)
+		top = frame_at(ts, depth - 2);
+	if ((top->flags & RECORD_FUNCTION) && top->pos && top->pos <= pos)
+		keep = unwound(ts, depth, pos, regs); /* the usual case skips this: the innermost span is still live */
 	int k = find(ts, keep, span);
 	if (k >= 0) {
 		__u64 at = frame_at(ts, k)->pos;
@@ -1676,6 +1761,23 @@ static __always_inline __u32 thread_ctx_copy(struct task_state *ts, struct value
 	return end + 8 * words;
 }
 
+/* frame_ret keeps the return address of the call that entered the
+ * innermost frame of ts (just opened) at ts->pos, for drop_stale: at the
+ * stack pointer on x86-64, in the link register on arm64. A call: RET
+ * probes are single-stepped, it is little beside them. */
+__subprog void frame_ret(struct task_state *ts, struct pt_regs *regs)
+{
+	__u32 k = frame_index(ts->depth - 1);
+
+#if defined(__TARGET_ARCH_x86)
+	(void)regs;
+	if (bpf_probe_read_user(&ts->rets[k], sizeof(ts->rets[k]), (const void *)ts->pos))
+		ts->rets[k] = 0;
+#else
+	ts->rets[k] = reg_value(regs, REG_ARM64_X30);
+#endif
+}
+
 /*
  * open_frame opens the next frame of ts for site s (its id in the high 32
  * bits of at, RECORD_PENDING and RECORD_FILTERED in the low ones, and for
@@ -1736,6 +1838,8 @@ static __always_inline void open_frame(const struct site *s, struct pt_regs *reg
 	ts->top = base + len;
 	f->start_ns = bpf_ktime_get_ns();
 	ts->depth = depth + 1;
+	if (ret_frame(s->flags))
+		frame_ret(ts, regs);
 }
 
 /* not_recorded counts a completed span of definition span that is not
@@ -1898,6 +2002,56 @@ static __always_inline int left_out(struct task_state *ts, __u64 at)
 	return at & RECORD_UNSAMPLED;
 }
 
+#if defined(__TARGET_ARCH_x86)
+/* call_rel32 is a call rel32 instruction (x86-64): e8 and a displacement
+ * from the next instruction. */
+struct call_rel32 {
+	__u8 op;
+	__s32 rel;
+} __attribute__((packed));
+
+/*
+ * called_directly says whether the call of the function at ip whose return
+ * address is ret came from a call rel32 at ret - 5 that calls ip (or the
+ * endbr64 right before it: an entry probe goes after it, see
+ * insn.CheapEntry), or calls a PLT stub (a jmp through the GOT, after an endbr64 with IBT, and a bnd
+ * prefix with MPX: a stub always jumps to one function). Only then does
+ * every call made there enter this function: a call through a function
+ * pointer may enter another one next time at the same stack position,
+ * with the same return address, which the mark of a call left out would
+ * take to be inside it (in_unsampled_call). The answer for the last
+ * return address that passed is kept in ts->direct_ret: a loop calling
+ * the function from one place reads the code once (its callers look at
+ * ts->direct_ret before they call).
+ */
+__subprog int called_directly(struct task_state *ts, __u64 ret, __u64 ip)
+{
+	struct call_rel32 c;
+
+	if (bpf_probe_read_user(&c, sizeof(c), (const void *)(ret - sizeof(c))) || c.op != 0xe8)
+		return 0;
+	__u64 target = ret + c.rel;
+	if (target != ip) {
+		__u8 stub[8];
+		if (bpf_probe_read_user(stub, sizeof(stub), (const void *)target))
+			return 0;
+		__u32 at = 0;
+		if (stub[0] == 0xf3 && stub[1] == 0x0f && stub[2] == 0x1e && stub[3] == 0xfa) {
+			at = 4; /* endbr64 */
+			if (target + 4 == ip)
+				goto direct; /* the entry probe is after the function's endbr64 */
+		}
+		if (stub[at & 7] == 0xf2)
+			at++; /* bnd */
+		if (stub[at & 7] != 0xff || stub[(at + 1) & 7] != 0x25 || at > 5)
+			return 0;
+	}
+direct:
+	ts->direct_ret = ret;
+	return 1;
+}
+#endif
+
 /*
  * skip_unsampled handles a call at session entry s that head sampling
  * leaves out, without a frame: it counts it as unsampled and the hit its
@@ -1909,17 +2063,19 @@ static __always_inline int left_out(struct task_state *ts, __u64 at)
  * mark cannot be had (arm64, the stack unreadable) it returns 0 and the
  * span opens, left out, as without sessions.
  */
-__subprog int skip_unsampled(const struct site *s, struct task_state *ts, __u32 pending)
+__subprog int skip_unsampled(const struct site *s, struct task_state *ts, __u32 pending, struct pt_regs *regs)
 {
 	if (!ts->depth && !ts->unsampled_pos) {
 #if defined(__TARGET_ARCH_x86)
 		__u64 ret = 0;
-		if (bpf_probe_read_user(&ret, sizeof(ret), (const void *)ts->pos))
+		if (bpf_probe_read_user(&ret, sizeof(ret), (const void *)ts->pos) ||
+		    (ret != ts->direct_ret && !called_directly(ts, ret, reg_at(regs, REG_X86_IP))))
 			return 0;
 		ts->unsampled_pos = ts->pos;
 		ts->unsampled_ret = ret;
 		ts->unsampled_span = s->entry_span;
 #else
+		(void)regs;
 		return 0;
 #endif
 	}
@@ -1991,7 +2147,7 @@ static __always_inline int span_entry_task(const struct site *s, __u32 site_id, 
 	if ((s->flags & SITE_THREAD_CONTEXT) && !(s->flags & SITE_GO) && ts->tctx_none != tctx_none_key(task))
 		at |= TCTX_ASK;
 	if (ts->depth && !(ts->flags & STATE_NO_POS))
-		drop_stale(ts, s->entry_span, ts->pos);
+		drop_stale(ts, s->entry_span, ts->pos, regs);
 	if (ts->overflow || ts->depth >= ABI_MAX_DEPTH) {
 		ts->overflow++;
 		count(s->entry_span, overflow);
@@ -1999,7 +2155,7 @@ static __always_inline int span_entry_task(const struct site *s, __u32 site_id, 
 	}
 	if (!ts->depth && !(at & ROOT_DECIDED))
 		at |= root_sampling(s, ts, at);
-	if ((s->flags & SITE_SESSION) && left_out(ts, at) && skip_unsampled(s, ts, at & RECORD_PENDING))
+	if ((s->flags & SITE_SESSION) && left_out(ts, at) && skip_unsampled(s, ts, at & RECORD_PENDING, regs))
 		return 1;
 	open_frame(s, regs, ts, at);
 	return 0;
@@ -2428,6 +2584,9 @@ static __always_inline int count_hit_impl(struct pt_regs *ctx, int per_process)
 enum checked {
 	CHECKED_FILTERS = 1, /* the site's conditions at entry hold */
 	CHECKED_SAMPLED = 2, /* the call opens its thread's outermost span, sampled (session_samples) */
+	/* the call opens its thread's outermost span, left out, but cannot
+	 * skip its return (session_samples): it opens a frame */
+	CHECKED_UNSAMPLED = 4,
 };
 
 /* site_hist adds the value of site s's counter to its histogram: what
@@ -2472,6 +2631,8 @@ static __always_inline int site_hit_at(struct pt_regs *ctx, __u32 site_id, int c
 	/* The flags of a span opening here, in one value kept across the
 	 * calls below (the frame stays within 48 bytes). */
 	__u32 entry_flags = checked & CHECKED_SAMPLED ? ROOT_DECIDED : 0;
+	if (checked & CHECKED_UNSAMPLED)
+		entry_flags = ROOT_DECIDED | RECORD_UNSAMPLED;
 	if (!(checked & CHECKED_FILTERS) && s->filter_count && !filters_hold(ctx, s, 0)) {
 		if (s->flags & SITE_FILTERED_HITS)
 			return 0; /* a filtered counter counts what passes */
@@ -2709,9 +2870,12 @@ static __always_inline int samples_only(const struct site *s)
  * and skip_unsampled would, without site_hit_at's and span_entry's calls:
  * for a call left out it counts what they would (the hits of the entry
  * and of the skipped return, an unsampled span) and returns 1; a sampled
- * call returns CHECKED_SAMPLED. It returns 0 where span_entry is to
- * decide (spans open on the thread; a thread context to read; arm64,
- * where skip_unsampled cannot mark the call).
+ * call returns CHECKED_SAMPLED, and a call left out that cannot be
+ * marked (the stack unreadable, or not a direct call: called_directly)
+ * CHECKED_UNSAMPLED: it opens a frame, left out, and its return runs.
+ * It returns 0 where span_entry is to decide (spans open on the thread; a
+ * thread context to read; arm64, where skip_unsampled cannot mark the
+ * call).
  */
 __subprog int session_samples(struct pt_regs *ctx, const struct site *s)
 {
@@ -2730,8 +2894,9 @@ __subprog int session_samples(struct pt_regs *ctx, const struct site *s)
 			return 0;
 		if (bpf_get_prandom_u32() < s->sample_threshold)
 			return CHECKED_SAMPLED;
-		if (bpf_probe_read_user(&ret, sizeof(ret), (const void *)ts->pos))
-			return 0;
+		if (bpf_probe_read_user(&ret, sizeof(ret), (const void *)ts->pos) ||
+		    (ret != ts->direct_ret && !called_directly(ts, ret, reg_at(ctx, REG_X86_IP))))
+			return CHECKED_UNSAMPLED; /* left out, with its return */
 		ts->unsampled_pos = ts->pos;
 		ts->unsampled_ret = ret;
 		ts->unsampled_span = s->entry_span;

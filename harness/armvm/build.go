@@ -175,6 +175,7 @@ var cPrograms = []struct {
 	name  string
 	flags []string
 }{
+	{"exactness", []string{"-pthread"}},
 	{"hardening", []string{"-pthread"}},
 	{"pidscope", []string{"-pthread"}},
 	{"refuse", nil},
