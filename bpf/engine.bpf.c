@@ -355,10 +355,6 @@ struct task_state {
 	__u64 unsampled_ret;
 	__u32 unsampled_span;
 	__u32 unsampled_pad;
-	/* direct_ret is the last return address that called_directly found
-	 * to follow a direct call of the function entered: a call there
-	 * calls that function every time. 0 for none. */
-	__u64 direct_ret;
 	/* sent counts the span records of this state, so that only every
 	 * FILL_CHECK_EVERY-th of them looks at how full the ring is. */
 	__u32 sent;
@@ -366,16 +362,22 @@ struct task_state {
 	/* pos is the stack position of the hit being handled (see struct
 	 * frame), set by state(): kept here, not on the callers' stacks. */
 	__u64 pos;
+	struct frame frames[ABI_MAX_DEPTH];
+	__u8 stack[VALUE_BASE_MAX + VALUE_WINDOW + sizeof(struct span_record)];
+	/* What only drop_stale and called_directly use, after what every
+	 * span uses: the hot fields keep their cache lines. */
+	/* direct_ret is the last return address that called_directly found
+	 * to follow a direct call of the function entered: a call there
+	 * calls that function every time. 0 for none. */
+	__u64 direct_ret;
 	/* call_ret is the return address of the call being entered at pos,
 	 * as unwound read it (0 when unknown), for drop_stale's walk. */
 	__u64 call_ret;
-	struct frame frames[ABI_MAX_DEPTH];
 	/* rets[i] is the return address the call of frame i found, for a
 	 * function span closed at its RET instructions (ret_frame): a tail
 	 * call keeps it, a new call at the same position has its own (see
 	 * drop_stale). Meaningless for the other frames. */
 	__u64 rets[ABI_MAX_DEPTH];
-	__u8 stack[VALUE_BASE_MAX + VALUE_WINDOW + sizeof(struct span_record)];
 };
 
 struct {
