@@ -124,7 +124,7 @@ static void ctxrun(long n, int with)
 }
 #endif
 
-static void measure(long n, int rounds, long (*probed)(long, long), long (*twin)(long, long))
+static inline __attribute__((always_inline)) void measure(long n, int rounds, long (*probed)(long, long), long (*twin)(long, long))
 {
 	double *p = calloc(rounds, sizeof(double)), *t = calloc(rounds, sizeof(double));
 	for (int r = 0; r < rounds; r++) {
@@ -201,8 +201,12 @@ long pt_0(long a, long b) __attribute__((weak));
 long tt_0(long a, long b) __attribute__((weak));
 long tt2_0(long a, long b) __attribute__((weak));
 
-static void measure3(int kind, long n, int rounds, long (*probed)(long, long), long (*twin)(long, long),
-		     long (*twin2)(long, long))
+/* measure3 is inlined where it is called with its functions, so that it
+ * calls them directly, as most calls are: a call through a function
+ * pointer changes what a call left out by head sampling costs (it keeps
+ * its return, see called_directly in bpf/engine.bpf.c). */
+static inline __attribute__((always_inline)) void measure3(int kind, long n, int rounds, long (*probed)(long, long),
+							  long (*twin)(long, long), long (*twin2)(long, long))
 {
 	double *p = calloc(rounds, sizeof(double)), *t = calloc(rounds, sizeof(double)),
 	       *t2 = calloc(rounds, sizeof(double));
