@@ -315,3 +315,45 @@ func TestSiteClassesReported(t *testing.T) {
 	}, metricdatatest.IgnoreTimestamp())
 	require.NoError(t, s.rcv.Shutdown(context.Background()))
 }
+
+// explainFailure logs, when t has failed by the end of the test, what the
+// receiver of s says of itself: its self-telemetry, the chooser's count of
+// processes whose mask could not be set, the process records the engine
+// lost, and the probe hits of each metrics snapshot it emitted. A failure
+// on a CI machine then says where the counts went.
+func explainFailure(t *testing.T, s started) {
+	t.Helper()
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		var rm metricdata.ResourceMetrics
+		if err := s.telemetry.Reader.Collect(context.Background(), &rm); err != nil {
+			t.Logf("self-telemetry: %v", err)
+		}
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				switch d := m.Data.(type) {
+				case metricdata.Sum[int64]:
+					for _, dp := range d.DataPoints {
+						t.Logf("self-telemetry %s{%s} = %d", m.Name, dp.Attributes.Encoded(attribute.DefaultEncoder()), dp.Value)
+					}
+				case metricdata.Gauge[int64]:
+					for _, dp := range d.DataPoints {
+						t.Logf("self-telemetry %s{%s} = %d", m.Name, dp.Attributes.Encoded(attribute.DefaultEncoder()), dp.Value)
+					}
+				}
+			}
+		}
+		if s.rcv.chooser != nil {
+			t.Logf("chooser: %d processes undecided", s.rcv.chooser.undecided)
+		}
+		for i, md := range s.metrics.AllMetrics() {
+			var total int64
+			for _, n := range sumPoints(md, "uprobe.probe.hits") {
+				total += n
+			}
+			t.Logf("metrics snapshot %d of %d: %d resources, %d probe hits", i+1, len(s.metrics.AllMetrics()), md.ResourceMetrics().Len(), total)
+		}
+	})
+}

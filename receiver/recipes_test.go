@@ -681,7 +681,22 @@ func TestRecipeJVM(t *testing.T) {
 	unloaded := config.Counter{Probe: "usdt:hotspot:class__unloaded", Filter: []string{`arg0:string prefix "RecipeJvm$Known"`}}
 	s := startReceiver(t, []config.Target{{Recipe: "jvm", Process: sel, Counters: []config.Counter{known, workers, ended, unloaded}}})
 	t.Logf("site classes: %s", strings.Join(siteClasses(s), "; "))
+	explainFailure(t, s)
 	java()
+	// The engine's own counters before Shutdown (the pending counters of
+	// chosen processes not added), said when the counts below are wrong.
+	engine, err := s.rcv.tracer.Stats()
+	require.NoError(t, err)
+	lost := s.rcv.tracer.ProcessRecordsLost()
+	var engineHits []string
+	for pi, p := range s.rcv.plan.Probes {
+		engineHits = append(engineHits, fmt.Sprintf("%s=%d", p.Ref, engine.Probes[pi].Hits))
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("engine's own counters before Shutdown: %s; process records lost: %d", strings.Join(engineHits, ", "), lost)
+		}
+	})
 	require.NoError(t, s.rcv.Shutdown(context.Background()))
 
 	spans := allSpans(s.traces)
