@@ -398,6 +398,19 @@ enum wake_mode {
 };
 
 /*
+ * wake_level says how a process record wakes the reader: not at all (read
+ * with the next records), as the reader asked (wake_mode), or at once,
+ * setting reader_urgent, for a record user space is to act on before its
+ * flush timer ends (an exec, a pending process's fork, a thread-context
+ * question).
+ */
+enum wake_level {
+	WAKE_NONE = 0,
+	WAKE_ASKED = 1,
+	WAKE_URGENT = 2,
+};
+
+/*
  * record_kind is the last byte of every ring-buffer record: it says which
  * trailer ends the record.
  */

@@ -438,6 +438,11 @@ __u32 reader_wake = WAKE_FILL;
  * drains on a timer (a quarter of it). Set by the loader. */
 volatile const __u64 wake_bytes = 1 << 20;
 
+/* reader_urgent is set by a record user space is to act on at once (enum
+ * wake_level): the reader, sleeping on its flush timer, drains when it is
+ * set rather than when the timer ends. User space clears it as it reads. */
+__u32 reader_urgent = 0;
+
 /* wake_flags returns the flags to write a record with: a wakeup only when
  * the reader asked for one. A record whose program read the request just
  * before the reader made it goes without: the reader's sleep is bounded
@@ -462,6 +467,30 @@ static __always_inline __u64 wake_flags(void)
  * ring holds wake_bytes at most that many records of each writer late: a
  * few KiB of a ring of MiBs. */
 #define FILL_CHECK_EVERY 32
+
+/* urgent_wake_flags returns the flags to write a record with that user
+ * space is to act on at once: it sets reader_urgent, and wakes the reader
+ * in either mode it sleeps in unless a wakeup is already on its way (the
+ * reader then sees reader_urgent before it sleeps again). */
+static __always_inline __u64 urgent_wake_flags(void)
+{
+	*(volatile __u32 *)&reader_urgent = 1;
+	if (*(volatile __u32 *)&reader_wake == WAKE_SENT)
+		return BPF_RB_NO_WAKEUP;
+	*(volatile __u32 *)&reader_wake = WAKE_SENT;
+	return BPF_RB_FORCE_WAKEUP;
+}
+
+/* record_wake_flags returns the flags to write a record with at a level of
+ * enum wake_level. */
+static __always_inline __u64 record_wake_flags(int level)
+{
+	if (level == WAKE_URGENT)
+		return urgent_wake_flags();
+	if (level == WAKE_ASKED)
+		return wake_flags();
+	return BPF_RB_NO_WAKEUP;
+}
 
 /* span_wake_flags is wake_flags for a span record of the state ts. */
 static __always_inline __u64 span_wake_flags(struct task_state *ts)
@@ -1604,7 +1633,7 @@ static __always_inline void send_process(struct task_struct *task, __u8 event, _
  * thread_ctx_ask asks user space how to reach the current process's
  * otel_thread_ctx_v1: it makes its thread_ctx_procs entry (p, 0 for none)
  * THREAD_CTX_ASKED for its image, at now, and sends a
- * PROCESS_THREAD_CONTEXT record that wakes the reader.
+ * PROCESS_THREAD_CONTEXT record that the reader acts on at once.
  */
 __subprog void thread_ctx_ask(struct task_struct *task, struct thread_ctx_proc *p, __u64 now)
 {
@@ -1631,7 +1660,7 @@ __subprog void thread_ctx_ask(struct task_struct *task, struct thread_ctx_proc *
 	p->exec_id = task->self_exec_id;
 	p->map_count = task->mm->map_count;
 	thread_ctx_count(THREAD_CTX_ASKED_COUNT);
-	send_process(task, PROCESS_THREAD_CONTEXT, pid, 0, 0, 1);
+	send_process(task, PROCESS_THREAD_CONTEXT, pid, 0, 0, WAKE_URGENT);
 }
 
 /*
@@ -3059,10 +3088,11 @@ static __always_inline void process_header(struct process_record *rec, struct ta
 	process_facts_of(rec, task);
 }
 
-/* send_process sends a process record of task, a trailer alone; a lost one
- * is counted in process_lost. Only records user space acts on (a pending
- * process's) wake it: the others are read with the next span record, which
- * they precede in the ring, or when the reader's sleep ends. */
+/* send_process sends a process record of task, a trailer alone, woken as
+ * wake (enum wake_level) says; a lost one is counted in process_lost. Only
+ * records user space acts on wake it: the others are read with the next
+ * span record, which they precede in the ring, or when the reader's sleep
+ * ends. */
 static __always_inline void send_process(struct task_struct *task, __u8 event, __u32 pid, __u32 parent,
 					 __u64 parent_start_ns, int wake)
 {
@@ -3073,12 +3103,14 @@ static __always_inline void send_process(struct task_struct *task, __u8 event, _
 		return;
 	}
 	process_header(rec, task, event, pid, parent, parent_start_ns);
-	bpf_ringbuf_submit(rec, wake ? wake_flags() : BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(rec, record_wake_flags(wake));
 }
 
 /* send_exec sends the exec record of task (the current process), with the
- * executable's name and the command line of its new image. It wakes the
- * reader (as send_process) when selectors or send_execs want it. */
+ * executable's name and the command line of its new image. User space acts
+ * on it at once (WAKE_URGENT) when selectors or send_execs want it: a
+ * pending process's hits are counted apart until it is decided, and a new
+ * program's files are found from its exec. */
 static __always_inline void send_exec(struct task_struct *task, __u32 pid, struct linux_binprm *bprm)
 {
 	struct process_buf *b = bpf_ringbuf_reserve(&records, sizeof(*b), 0);
@@ -3098,7 +3130,7 @@ static __always_inline void send_exec(struct task_struct *task, __u32 pid, struc
 		len = sizeof(b->args);
 	if (len && bpf_probe_read_user(b->args, len, (const void *)start) == 0)
 		b->rec.args_len = len;
-	bpf_ringbuf_submit(b, selector_bits || send_execs ? wake_flags() : BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(b, record_wake_flags(selector_bits || send_execs ? WAKE_URGENT : WAKE_NONE));
 }
 
 SEC("tp_btf/sched_process_exec")
@@ -3145,7 +3177,7 @@ int on_fork(__u64 *ctx)
 		pending = bpf_map_update_elem(&procs, &pid, &e, BPF_ANY) == 0 && (e.mask & (1ULL << PROC_PENDING_BIT));
 	}
 	if (pending || process_facts)
-		send_process(child, PROCESS_FORK, pid, ppid, parent->group_leader->start_time, pending);
+		send_process(child, PROCESS_FORK, pid, ppid, parent->group_leader->start_time, pending ? WAKE_URGENT : WAKE_NONE);
 	/* The same image, the same thread-local variables: the child's
 	 * threads reach the context as the parent's did. */
 	struct thread_ctx_proc *tc = bpf_map_lookup_elem(&thread_ctx_procs, &ppid);
@@ -3170,7 +3202,7 @@ int on_exit(__u64 *ctx)
 	bpf_map_delete_elem(&thread_ctx_procs, &pid);
 	int chosen_exit = bpf_map_delete_elem(&procs, &pid) == 0 && selector_bits;
 	if (chosen_exit || process_facts)
-		send_process(task, PROCESS_EXIT, pid, 0, 0, chosen_exit);
+		send_process(task, PROCESS_EXIT, pid, 0, 0, chosen_exit ? WAKE_ASKED : WAKE_NONE);
 	return 0;
 }
 
@@ -3187,7 +3219,7 @@ int on_cgroup_attach(__u64 *ctx)
 	if (!process_facts || !task)
 		return 0;
 	task = task->group_leader;
-	send_process(task, PROCESS_CGROUP, task->tgid, 0, 0, 0);
+	send_process(task, PROCESS_CGROUP, task->tgid, 0, 0, WAKE_NONE);
 	return 0;
 }
 

@@ -27,7 +27,8 @@ type Config struct {
 	// buffer before it is handed to the pipeline: the receiver drains the
 	// ring this long after the previous drain (or after the first record
 	// that comes while it sleeps), or sooner when the ring is a quarter
-	// full. With nothing to read it sleeps, looking once a second.
+	// full or holds a record to act on at once (an exec). With nothing to
+	// read it sleeps, looking once a second.
 	FlushInterval time.Duration `mapstructure:"flush_interval"`
 	// CollectionInterval is how often the kernel's counters and histograms
 	// are read and emitted as metrics; a final snapshot is emitted at shutdown.

@@ -561,11 +561,14 @@ const idleWait = time.Second
 // the engine says the ring buffer is a quarter full. With nothing in the
 // ring it sleeps until the engine writes a record, and drains
 // flush_interval after it; it also wakes when a span waiting for a trace
-// context is due and when the file watcher has a file for it. No timer
-// wakes it while nothing happens.
+// context is due and when the file watcher has a file for it. A record to
+// act on at once (an exec, a pending process's fork, a thread-context
+// question) is drained at once, at most every urgentGap. No timer wakes it
+// while nothing happens.
 func (r *uprobeReceiver) drainLoop(ctx context.Context) {
 	defer r.wg.Done()
 	begun := time.Now()
+	var lastDrain time.Time
 	for ctx.Err() == nil {
 		r.wakeups++
 		if r.tracer.Buffered() == 0 && len(r.watcher.changes) == 0 {
@@ -578,7 +581,11 @@ func (r *uprobeReceiver) drainLoop(ctx context.Context) {
 				return
 			}
 			if r.tracer.Buffered() == 0 {
-				r.drain(ctx) // a waiting span is due, or a file is to be attached
+				// A waiting span is due, or a file is to be attached
+				// (or an urgent record was read before it was flagged:
+				// the flag is dropped, lest the next wait end at once).
+				r.tracer.TakeUrgent()
+				r.drain(ctx)
 				continue
 			}
 			begun = time.Now() // the first record: others may join it
@@ -587,10 +594,24 @@ func (r *uprobeReceiver) drainLoop(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		if r.tracer.TakeUrgent() {
+			// An exec or a pending process's fork: decided and its
+			// files looked for now, not at the flush timer (a pending
+			// process's hits are counted apart until then), but at
+			// most one drain per urgentGap in an exec storm.
+			if d := time.Until(lastDrain.Add(urgentGap)); d > 0 {
+				time.Sleep(d)
+			}
+		}
 		begun = time.Now()
+		lastDrain = begun
 		r.drain(ctx)
 	}
 }
+
+// urgentGap is the shortest time between two drains that records to act
+// on at once (execs) start: at most 500 a second in an exec storm.
+const urgentGap = 2 * time.Millisecond
 
 // wait sleeps until the engine has records (see tracer.WaitRecords).
 func (r *uprobeReceiver) wait(deadline time.Time, first bool) {

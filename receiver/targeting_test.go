@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
+	"github.com/otel-uprobe/uprobereceiver/internal/bpfobj"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
 	"github.com/otel-uprobe/uprobereceiver/internal/procfs"
@@ -488,4 +489,57 @@ func TestSelfExecChainByExecutable(t *testing.T) {
 	assert.Equal(t, images, s.traces.SpanCount(), "one span per image")
 	last := s.metrics.AllMetrics()[len(s.metrics.AllMetrics())-1]
 	assert.Equal(t, int64(images), sumPoints(last, "uprobe.probe.hits")["uprobe:four"], "one hit per image")
+}
+
+// A process a selector chooses is decided as soon as its exec record is
+// written, not at the drain's flush timer: with flush_interval at its
+// longest (1 s), the engine has the process's mask within a few
+// milliseconds of its exec and counts its calls itself, none of them as
+// pending (counted apart until a decision folds them), five times over.
+func TestSelectorDecidesAtExec(t *testing.T) {
+	testutil.RequireRoot(t)
+	bin := buildHardening(t)
+	cfg := createDefaultConfig()
+	cfg.FlushInterval = time.Second
+	cfg.Targets = []config.Target{{
+		Path: bin, Process: &procfs.Selector{Executable: filepath.Base(bin)},
+		Counters: []config.Counter{{Probe: "uprobe:four"}},
+	}}
+	s := startReceiverConfig(t, cfg)
+	started := time.Now()
+	for round := range 5 {
+		begun := time.Now()
+		p := testutil.StartProgram(t, bin, "ready ")
+		var decided time.Duration
+		require.Eventually(t, func() bool {
+			mask, _, ok := s.rcv.tracer.ProcessMask(uint32(p.PID))
+			decided = time.Since(begun)
+			return ok && mask != 0 && mask&(1<<bpfobj.ProcPendingBit) == 0
+		}, 5*time.Second, time.Millisecond, "round %d: the process is never decided", round)
+		t.Logf("round %d: decided %v after the program was started", round, decided.Round(time.Microsecond))
+		assert.Less(t, decided, 300*time.Millisecond, "round %d: decided long before flush_interval (1 s) ends", round)
+
+		before, err := s.rcv.tracer.Stats()
+		require.NoError(t, err)
+		require.Equal(t, "four 100", p.Ask("four 100", "four "))
+		after, err := s.rcv.tracer.Stats()
+		require.NoError(t, err)
+		assert.Equal(t, uint64(100), after.Probes[0].Hits-before.Probes[0].Hits, "round %d: the engine counted every call itself", round)
+		pids, err := s.rcv.tracer.PendingPIDs()
+		require.NoError(t, err)
+		assert.NotContains(t, pids, uint32(p.PID), "round %d: nothing counted as pending after the decision", round)
+		p.Stop()
+	}
+	// An exec storm of processes the selector does not choose, then a
+	// quiet time: the drain goroutine woke for the execs at most every
+	// urgentGap (two wakeups each: the record, and the drain), and never
+	// spun on a flag whose record it had read already.
+	for range 300 {
+		require.NoError(t, exec.Command("/bin/true").Run())
+	}
+	time.Sleep(200 * time.Millisecond) // the quiet time measured, not a wait for an event
+	elapsed := time.Since(started)
+	require.NoError(t, s.rcv.Shutdown(context.Background()))
+	t.Logf("%d wakeups in %v", s.rcv.wakeups, elapsed)
+	assert.LessOrEqual(t, s.rcv.wakeups, 2*int(elapsed/urgentGap)+100, "wakeups in %v", elapsed)
 }

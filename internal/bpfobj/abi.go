@@ -273,6 +273,7 @@ const (
 	VarSendExecs             = engineX86VarSendExecs
 	VarEmitRecords           = engineX86VarEmitRecords
 	VarReaderWake            = engineX86VarReaderWake
+	VarReaderUrgent          = engineX86VarReaderUrgent
 	VarWakeBytes             = engineX86VarWakeBytes
 )
 

@@ -50,6 +50,7 @@ const (
 	engineArm64VarPlainRefused       = "plain_refused"
 	engineArm64VarProcessFacts       = "process_facts"
 	engineArm64VarProcessLost        = "process_lost"
+	engineArm64VarReaderUrgent       = "reader_urgent"
 	engineArm64VarReaderWake         = "reader_wake"
 	engineArm64VarSelectorBits       = "selector_bits"
 	engineArm64VarSendExecs          = "send_execs"
@@ -145,6 +146,7 @@ type engineArm64VariableSpecs struct {
 	PlainRefused   *ebpf.VariableSpec `ebpf:"plain_refused"`
 	ProcessFacts   *ebpf.VariableSpec `ebpf:"process_facts"`
 	ProcessLost    *ebpf.VariableSpec `ebpf:"process_lost"`
+	ReaderUrgent   *ebpf.VariableSpec `ebpf:"reader_urgent"`
 	ReaderWake     *ebpf.VariableSpec `ebpf:"reader_wake"`
 	SelectorBits   *ebpf.VariableSpec `ebpf:"selector_bits"`
 	SendExecs      *ebpf.VariableSpec `ebpf:"send_execs"`
@@ -220,6 +222,7 @@ type engineArm64Variables struct {
 	PlainRefused   *ebpf.Variable `ebpf:"plain_refused"`
 	ProcessFacts   *ebpf.Variable `ebpf:"process_facts"`
 	ProcessLost    *ebpf.Variable `ebpf:"process_lost"`
+	ReaderUrgent   *ebpf.Variable `ebpf:"reader_urgent"`
 	ReaderWake     *ebpf.Variable `ebpf:"reader_wake"`
 	SelectorBits   *ebpf.Variable `ebpf:"selector_bits"`
 	SendExecs      *ebpf.Variable `ebpf:"send_execs"`

@@ -385,6 +385,7 @@ const (
 	engineX86VarPlainRefused       = "plain_refused"
 	engineX86VarProcessFacts       = "process_facts"
 	engineX86VarProcessLost        = "process_lost"
+	engineX86VarReaderUrgent       = "reader_urgent"
 	engineX86VarReaderWake         = "reader_wake"
 	engineX86VarSelectorBits       = "selector_bits"
 	engineX86VarSendExecs          = "send_execs"
@@ -480,6 +481,7 @@ type engineX86VariableSpecs struct {
 	PlainRefused   *ebpf.VariableSpec `ebpf:"plain_refused"`
 	ProcessFacts   *ebpf.VariableSpec `ebpf:"process_facts"`
 	ProcessLost    *ebpf.VariableSpec `ebpf:"process_lost"`
+	ReaderUrgent   *ebpf.VariableSpec `ebpf:"reader_urgent"`
 	ReaderWake     *ebpf.VariableSpec `ebpf:"reader_wake"`
 	SelectorBits   *ebpf.VariableSpec `ebpf:"selector_bits"`
 	SendExecs      *ebpf.VariableSpec `ebpf:"send_execs"`
@@ -555,6 +557,7 @@ type engineX86Variables struct {
 	PlainRefused   *ebpf.Variable `ebpf:"plain_refused"`
 	ProcessFacts   *ebpf.Variable `ebpf:"process_facts"`
 	ProcessLost    *ebpf.Variable `ebpf:"process_lost"`
+	ReaderUrgent   *ebpf.Variable `ebpf:"reader_urgent"`
 	ReaderWake     *ebpf.Variable `ebpf:"reader_wake"`
 	SelectorBits   *ebpf.Variable `ebpf:"selector_bits"`
 	SendExecs      *ebpf.Variable `ebpf:"send_execs"`

@@ -1374,7 +1374,8 @@ const wakeFraction = 4
 
 // WaitRecords sleeps until the ring buffer holds records worth reading:
 // with first set, until the engine writes one; otherwise until a quarter
-// of the ring is full. It returns then, when deadline passes (zero: no
+// of the ring is full or a record to act on at once is written (see
+// TakeUrgent). It returns then, when deadline passes (zero: no
 // deadline) or when Interrupt is called, whichever comes first, and at
 // once when that is already so. The engine writes records without waking
 // anybody unless a WaitRecords asked it to; a record written just as the
@@ -1383,6 +1384,13 @@ const wakeFraction = 4
 func (t *Tracer) WaitRecords(deadline time.Time, first bool) error {
 	return t.waker.wait(t.ring, deadline, first)
 }
+
+// TakeUrgent says whether the engine wrote a record to act on at once (an
+// exec, a pending process's fork, a thread-context question) since the
+// last call, and clears that. WaitRecords returns while it is so; the
+// reader calls it just before it reads, so that such a record written
+// after the read sets it again.
+func (t *Tracer) TakeUrgent() bool { return t.waker.takeUrgent() }
 
 // Interrupt ends a WaitRecords in progress, or the next one. Any goroutine
 // may call it until Close.

@@ -24,6 +24,7 @@ import (
 type waker struct {
 	global      []byte  // the engine's .bss, mapped read-write
 	want        *uint32 // reader_wake in it
+	urgent      *uint32 // reader_urgent in it
 	file        *os.File
 	conn        syscall.RawConn
 	fillBytes   int
@@ -44,7 +45,13 @@ func newWaker(coll *ebpf.Collection, spec *ebpf.CollectionSpec, ring *ebpf.Map, 
 	if err != nil {
 		return nil, fmt.Errorf("mapping the engine's %s: %w", v.SectionName, err)
 	}
-	w := &waker{global: global, want: (*uint32)(unsafe.Pointer(&global[v.Offset])), fillBytes: fillBytes}
+	u := spec.Variables[bpfobj.VarReaderUrgent]
+	if u == nil || u.SectionName != v.SectionName {
+		_ = unix.Munmap(global)
+		return nil, errors.New("the BPF engine has no reader_urgent beside reader_wake")
+	}
+	w := &waker{global: global, want: (*uint32)(unsafe.Pointer(&global[v.Offset])),
+		urgent: (*uint32)(unsafe.Pointer(&global[u.Offset])), fillBytes: fillBytes}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, w.close())
@@ -88,12 +95,20 @@ func (w *waker) wait(r *ringReader, deadline time.Time, first bool) error {
 		return err
 	}
 	err := w.conn.Read(func(uintptr) bool {
-		return w.interrupted.Swap(false) || r.buffered() >= need
+		return w.interrupted.Swap(false) || r.buffered() >= need || atomic.LoadUint32(w.urgent) != 0
 	})
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return nil
 	}
 	return err
+}
+
+// takeUrgent says whether the engine wrote a record to act on at once
+// (reader_urgent) since the last call, and clears the flag: the reader
+// calls it before it reads the ring, so that such a record written after
+// the read sets it again.
+func (w *waker) takeUrgent() bool {
+	return atomic.SwapUint32(w.urgent, 0) != 0
 }
 
 // interrupt makes a wait in progress, or the next one, return at once.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/otel-uprobe/uprobereceiver/harness/testutil"
 	"github.com/otel-uprobe/uprobereceiver/internal/config"
+	"github.com/otel-uprobe/uprobereceiver/internal/event"
 )
 
 // waitDone runs WaitRecords in the background and returns when it ended.
@@ -55,6 +56,12 @@ func TestWaitRecordsFill(t *testing.T) {
 	demo := testutil.StartDemo(t, b.Program)
 	tr, _ := openDemo(t, []config.Target{{Path: b.Program, Spans: []config.Span{{Name: "outer", Function: "outer"}}}})
 
+	// The process's first span asks where its thread context is, a
+	// record to act on at once (TestWaitRecordsUrgent): asked and read
+	// before what is measured.
+	demo.Run(1)
+	assert.Len(t, drainAll(t, tr), 1)
+	tr.TakeUrgent()
 	demo.Run(3)
 	start := time.Now()
 	require.NoError(t, tr.WaitRecords(start.Add(200*time.Millisecond), false))
@@ -75,6 +82,39 @@ func TestWaitRecordsFill(t *testing.T) {
 	}
 	assert.GreaterOrEqual(t, tr.ring.buffered(), testRing/wakeFraction)
 	assert.Len(t, drainAll(t, tr), n)
+}
+
+// A record to act on at once (here a process's question of where its
+// thread context is, sent at its first span) ends a wait on the timer at
+// once, far from a quarter of the ring; TakeUrgent says so once, and a
+// wait after the record was read sleeps again.
+func TestWaitRecordsUrgent(t *testing.T) {
+	b := testutil.BuildDemo(t, "-O2")
+	demo := testutil.StartDemo(t, b.Program)
+	tr, _ := openDemo(t, []config.Target{{Path: b.Program, Spans: []config.Span{{Name: "outer", Function: "outer"}}}})
+
+	const never = time.Minute
+	require.False(t, tr.TakeUrgent())
+	done := waitDone(tr, time.Now().Add(never), false)
+	demo.Run(1)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(never / 2):
+		t.Fatal("the engine did not wake the reader at the thread-context question")
+	}
+	assert.Less(t, tr.ring.buffered(), testRing/wakeFraction)
+	assert.True(t, tr.TakeUrgent())
+	assert.False(t, tr.TakeUrgent(), "said once")
+	var batch testutil.Batch
+	tr.Read(1000, &batch)
+	require.Len(t, batch.Spans, 1)
+	require.Len(t, batch.Processes, 1)
+	assert.Equal(t, event.ProcessThreadContext, batch.Processes[0].Event)
+
+	start := time.Now()
+	require.NoError(t, tr.WaitRecords(start.Add(200*time.Millisecond), false))
+	assert.GreaterOrEqual(t, time.Since(start), 200*time.Millisecond, "nothing to act on: it slept until the deadline")
 }
 
 // Interrupt ends a wait that has no deadline, from another goroutine.
