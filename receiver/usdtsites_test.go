@@ -102,3 +102,47 @@ func TestCorruptUSDTNotesAreRefused(t *testing.T) {
 		assert.Equal(t, "corrupt 10 rax=0x9090909090909091", p.Ask("corrupt 10", "corrupt "), "the program runs as built")
 	}
 }
+
+// A function whose first instruction is a USDT probe's nop shares one
+// kernel uprobe with the probe, and the kernel refuses (EINVAL) a second
+// uprobe at one file offset with another semaphore, or none: the function's
+// entry and return carry the probe's semaphore, so that a span on the
+// function and a counter on the probe attach together (Start failed
+// before), each exact, with the semaphore up while they are attached and
+// down after.
+func TestFunctionOnUSDTProbeWithSemaphore(t *testing.T) {
+	testutil.RequireRoot(t)
+	bin := testutil.BuildC(t, "usdtentry", "-fcf-protection=none")
+	p := testutil.StartProgram(t, bin, "ready")
+	require.Equal(t, "semaphore 0", p.Ask("semaphore", "semaphore "))
+	s := startReceiver(t, []config.Target{{
+		Path:     bin,
+		Spans:    []config.Span{{Name: "entered", Function: "entered"}, {Name: "other", Function: "other"}},
+		Counters: []config.Counter{{Probe: "usdt:app:start"}},
+	}})
+
+	// The premise: the probe's nop is the function's first instruction,
+	// and every attachment there has the probe's semaphore.
+	byRef := map[string][]uint64{} // probe → file offset, semaphore of each attachment
+	for _, a := range s.rcv.plan.Attachments {
+		ref := s.rcv.plan.Probes[a.Probe].Ref
+		byRef[ref] = append(byRef[ref], a.FileOffset, a.RefCtrOffset)
+	}
+	usdt := byRef["usdt:app:start"]
+	require.Len(t, usdt, 2, "one location: %v", byRef)
+	require.NotZero(t, usdt[1], "the probe has a semaphore")
+	assert.Equal(t, usdt, byRef["uprobe:entered"], "the function's entry: the probe's file offset and semaphore")
+	assert.Equal(t, usdt, byRef["uretprobe:entered"], "its return, attached at its entry")
+	require.Len(t, byRef["uprobe:other"], 2)
+	assert.Zero(t, byRef["uprobe:other"][1], "another function has no semaphore")
+
+	require.Equal(t, "semaphore 1", p.Ask("semaphore", "semaphore "), "raised once, however many attach at the probe")
+	require.Equal(t, "ran 100", p.Ask("run 100", "ran "))
+	require.NoError(t, s.rcv.Shutdown(context.Background()))
+	assert.Equal(t, "semaphore 0", p.Ask("semaphore", "semaphore "), "lowered at Shutdown")
+
+	spans := allSpans(s.traces)
+	assert.Len(t, spansNamed(spans, "entered"), 100)
+	assert.Len(t, spansNamed(spans, "other"), 100)
+	assert.Equal(t, int64(100), sumPoints(lastMetrics(t, s), "uprobe.probe.hits")["usdt:app:start"])
+}

@@ -120,10 +120,14 @@ func (plan *Plan) Append(spec *FileSpec) int {
 		s.File = fi
 		plan.Sites = append(plan.Sites, s)
 	}
+	semaphores := plan.semaphores(f.ID.FileID, spec.Attachments)
 	for _, a := range spec.Attachments {
 		a.File = fi
 		if a.Program == ProgramSite {
 			a.Cookie += uint64(f.Sites.Start)
+		}
+		if a.RefCtrOffset == 0 {
+			a.RefCtrOffset = semaphores[a.FileOffset]
 		}
 		plan.Attachments = append(plan.Attachments, a)
 	}
@@ -132,6 +136,44 @@ func (plan *Plan) Append(spec *FileSpec) int {
 	}
 	plan.Files = append(plan.Files, f)
 	return fi
+}
+
+// semaphores returns, by file offset, the USDT semaphore (its file offset)
+// of the attachments to one file, those of a file being appended and the
+// plan's to the same file (device and inode; id zero: the new ones only),
+// where one has a semaphore; nil when none has. The kernel keeps one uprobe
+// per file offset and refuses (EINVAL) a second with another semaphore,
+// as a function's entry or return on the nop of a USDT probe with a
+// semaphore would be: Append gives every attachment at such an offset the
+// semaphore. That adds nothing to the semaphore's count while the USDT
+// probe is attached (the kernel counts a uprobe once per process, however
+// many attach to it), and keeps it up while the other attachment stays,
+// the USDT probe left out by the overhead budget.
+func (plan *Plan) semaphores(id procfs.FileID, attachments []Attachment) map[uint64]uint64 {
+	var out map[uint64]uint64
+	add := func(as []Attachment) {
+		for _, a := range as {
+			if a.RefCtrOffset == 0 {
+				continue
+			}
+			if out == nil {
+				out = map[uint64]uint64{}
+			}
+			if _, ok := out[a.FileOffset]; !ok {
+				out[a.FileOffset] = a.RefCtrOffset
+			}
+		}
+	}
+	add(attachments)
+	if id == (procfs.FileID{}) {
+		return out
+	}
+	for _, f := range plan.Files {
+		if f.ID.FileID == id {
+			add(plan.Attachments[f.Attachments.Start:f.Attachments.End])
+		}
+	}
+	return out
 }
 
 // FileOf returns the file of a site.

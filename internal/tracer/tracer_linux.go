@@ -924,6 +924,11 @@ func (t *Tracer) failure(fl *fileLinks, a plan.Attachment, err error) AttachFail
 	if errors.Is(err, os.ErrPermission) {
 		err = fmt.Errorf("%w (%w)", ErrPermission, err)
 	}
+	if errors.Is(err, unix.EINVAL) {
+		// The kernel says why in its log only; the reason a node's other
+		// tools can cause is one uprobe per file offset, one semaphore.
+		err = fmt.Errorf("%w (or another uprobe, of any tool, is at this file offset with another USDT semaphore: the kernel then logs ref_ctr_offset mismatch)", err)
+	}
 	return AttachFailure{Attachment: a, Probe: t.plan.Probes[a.Probe].Ref, Path: fl.path, Err: err}
 }
 
