@@ -101,7 +101,7 @@ func main() {
 		}
 		return
 	}
-	s.cycles, s.calls, s.rounds, s.paceSeconds, s.memSeconds, s.sites = 9, 100_000, 5, 2, 30, 1000
+	s.cycles, s.calls, s.rounds, s.paceSeconds, s.memSeconds, s.sites = 9, 100_000, 6, 2, 30, 1000
 	s.floorSeconds, s.idleSeconds, s.floodSeconds, s.collectorRounds, s.profileSeconds = 1, 5, 4, 7, 30
 	if s.smoke {
 		s.cycles, s.calls, s.rounds, s.paceSeconds, s.memSeconds, s.sites = 1, 20_000, 3, 0.3, 3, 200

@@ -124,19 +124,32 @@ static void ctxrun(long n, int with)
 }
 #endif
 
+/* TIMED times n calls of fn in round r, with the arguments ARG(i) gives,
+ * into out[r]: nanoseconds of the thread's CPU time per call. */
+#define TIMED(fn, ARG, out)                                     \
+	do {                                                    \
+		long long t0_ = thread_ns();                    \
+		for (long i = 0; i < n; i++)                    \
+			sink = fn(ARG(i), r);                   \
+		out[r] = (double)(thread_ns() - t0_) / n;       \
+	} while (0)
+#define PLAIN_ARG(i) (i)
+
+/* measure and measure3 take turns at which function a round times first,
+ * so that none of them is always the one after the others (the caches and
+ * branch predictors a probed function's traps leave behind; the A/A row of
+ * the benchmark read 1.02 when probed() always came first). */
 static inline __attribute__((always_inline)) void measure(long n, int rounds, long (*probed)(long, long), long (*twin)(long, long))
 {
 	double *p = calloc(rounds, sizeof(double)), *t = calloc(rounds, sizeof(double));
 	for (int r = 0; r < rounds; r++) {
-		long long t0 = thread_ns();
-		for (long i = 0; i < n; i++)
-			sink = probed(i, r);
-		long long t1 = thread_ns();
-		for (long i = 0; i < n; i++)
-			sink = twin(i, r);
-		long long t2 = thread_ns();
-		p[r] = (double)(t1 - t0) / n;
-		t[r] = (double)(t2 - t1) / n;
+		if (r % 2 == 0) {
+			TIMED(probed, PLAIN_ARG, p);
+			TIMED(twin, PLAIN_ARG, t);
+		} else {
+			TIMED(twin, PLAIN_ARG, t);
+			TIMED(probed, PLAIN_ARG, p);
+		}
 	}
 	qsort(p, rounds, sizeof(double), cmp);
 	qsort(t, rounds, sizeof(double), cmp);
@@ -210,21 +223,26 @@ static inline __attribute__((always_inline)) void measure3(int kind, long n, int
 {
 	double *p = calloc(rounds, sizeof(double)), *t = calloc(rounds, sizeof(double)),
 	       *t2 = calloc(rounds, sizeof(double));
+#define KIND_ARG(i) arg_of(kind, i)
 	for (int r = 0; r < rounds; r++) {
-		long long t0 = thread_ns();
-		for (long i = 0; i < n; i++)
-			sink = probed(arg_of(kind, i), r);
-		long long t1 = thread_ns();
-		for (long i = 0; i < n; i++)
-			sink = twin(arg_of(kind, i), r);
-		long long t2_ = thread_ns();
-		for (long i = 0; i < n; i++)
-			sink = twin2(arg_of(kind, i), r);
-		long long t3 = thread_ns();
-		p[r] = (double)(t1 - t0) / n;
-		t[r] = (double)(t2_ - t1) / n;
-		t2[r] = (double)(t3 - t2_) / n;
+		switch (r % 3) {
+		case 0:
+			TIMED(probed, KIND_ARG, p);
+			TIMED(twin, KIND_ARG, t);
+			TIMED(twin2, KIND_ARG, t2);
+			break;
+		case 1:
+			TIMED(twin, KIND_ARG, t);
+			TIMED(twin2, KIND_ARG, t2);
+			TIMED(probed, KIND_ARG, p);
+			break;
+		default:
+			TIMED(twin2, KIND_ARG, t2);
+			TIMED(probed, KIND_ARG, p);
+			TIMED(twin, KIND_ARG, t);
+		}
 	}
+#undef KIND_ARG
 	qsort(p, rounds, sizeof(double), cmp);
 	qsort(t, rounds, sizeof(double), cmp);
 	qsort(t2, rounds, sizeof(double), cmp);
