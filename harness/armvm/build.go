@@ -179,6 +179,7 @@ var cPrograms = []struct {
 	{"hardening", []string{"-pthread"}},
 	{"pidscope", []string{"-pthread"}},
 	{"refuse", nil},
+	{"usdtentry", nil},
 }
 
 // goPrograms are the Go programs of testutil.BuildGo (testdata/NAME).

@@ -14,14 +14,23 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/planner"
 )
 
-// Another tool's uprobe on a function whose first instruction is a USDT
-// probe's nop, without the probe's semaphore, holds the kernel's one
-// uprobe at that file offset: the kernel refuses the probe with its
-// semaphore there (EINVAL), in both attach modes, and the error says why
-// beside what the kernel's code says.
+// Another tool's uprobe at the file offset of a USDT probe with a
+// semaphore, without the semaphore (a function probe, where the probe's
+// nop is the function's first instruction), holds the kernel's one uprobe
+// at that offset: the kernel refuses the probe with its semaphore there
+// (EINVAL), in both attach modes, and the error says why beside what the
+// kernel's code says.
 func TestSemaphoreTakenByAnotherTool(t *testing.T) {
 	testutil.RequireRoot(t)
 	bin := testutil.BuildC(t, "usdtentry", "-fcf-protection=none")
+	targets := []config.Target{{Path: bin, Counters: []config.Counter{{Probe: "usdt:app:start"}}}}
+	require.NoError(t, config.Validate(targets))
+	pl, err := planner.Resolve(targets)
+	require.NoError(t, err)
+	require.NoError(t, pl.Plan.Close())
+	probe := pl.Plan.Attachments[0]
+	require.NotZero(t, probe.RefCtrOffset, "the probe has a semaphore")
+
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
 		Type:         ebpf.Kprobe,
 		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()},
@@ -31,18 +40,15 @@ func TestSemaphoreTakenByAnotherTool(t *testing.T) {
 	defer prog.Close()
 	ex, err := link.OpenExecutable(bin)
 	require.NoError(t, err)
-	other, err := ex.Uprobe("entered", prog, nil)
+	other, err := ex.Uprobe("entered", prog, &link.UprobeOptions{Address: probe.FileOffset})
 	require.NoError(t, err)
 	defer other.Close()
 
-	targets := []config.Target{{Path: bin, Counters: []config.Counter{{Probe: "usdt:app:start"}}}}
-	require.NoError(t, config.Validate(targets))
 	for _, mode := range attachModes {
 		t.Run(mode.name, func(t *testing.T) {
 			pl, err := planner.Resolve(targets)
 			require.NoError(t, err)
 			defer pl.Plan.Close()
-			require.NotZero(t, pl.Plan.Attachments[0].RefCtrOffset, "the probe has a semaphore")
 			tr, err := Open(pl.Plan, Options{RingBufferSize: testRing, PerLocation: mode.perLocation})
 			if tr != nil {
 				_ = tr.Close()
