@@ -306,10 +306,33 @@ func TestOutcomeString(t *testing.T) {
 	}())
 }
 
-// traceparentRE is an independent statement of what parseTraceparent finds:
-// the leftmost lowercase VV-32-16-2 run not touching other lowercase hex
-// digits.
-var traceparentRE = regexp.MustCompile(`(?:^|[^0-9a-f])([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(?:[^0-9a-f]|$)`)
+// traceparentRE is the shape parseTraceparent looks for, stated apart: a
+// lowercase VV-32-16-2 run not followed by another lowercase hex digit.
+var traceparentRE = regexp.MustCompile(`^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(?:[^0-9a-f]|$)`)
+
+// traceparentAt returns the submatch indexes (into s) of the traceparent
+// candidate that starts at i: one of traceparentRE's shape whose first
+// byte does not continue a lowercase hex run (a percent-encoded "=" before
+// it, "%3d", does not count as one); nil when none starts there.
+func traceparentAt(s string, i int) []int {
+	m := traceparentRE.FindStringSubmatchIndex(s[i:])
+	if m == nil {
+		return nil
+	}
+	if i > 0 && strings.ContainsRune("0123456789abcdef", rune(s[i-1])) && !strings.HasSuffix(strings.ToLower(s[:i]), "%3d") {
+		return nil
+	}
+	for k := range m {
+		m[k] += i
+	}
+	return m
+}
+
+// invalidTraceparent says whether a candidate's fields make it invalid
+// (W3C: version ff, an all-zero trace or parent id).
+func invalidTraceparent(version, trace, parent string) bool {
+	return version == "ff" || trace == strings.Repeat("0", 32) || parent == strings.Repeat("0", 16)
+}
 
 func FuzzParseTraceparent(f *testing.F) {
 	for _, s := range []string{
@@ -324,25 +347,42 @@ func FuzzParseTraceparent(f *testing.F) {
 		"a" + tpValid, tpValid + "a", tpValid + " " + tpValid,
 		tpValid[:30], "日本" + tpValid + "\xff",
 		tp("ff", tpTraceHex, tpParentHex, "01") + tpValid,
+		// An invalid one, then a valid one: the valid one is found.
+		tp("ff", strings.Repeat("0", 32), strings.Repeat("0", 16), "00") + "-" + tp("00", strings.Repeat("0", 31)+"1", strings.Repeat("0", 15)+"1", "00"),
+		"traceparent%3d" + tpValid, "traceparent%3D" + tpValid,
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		tc, o := parseTraceparent(s)
-		m := traceparentRE.FindStringSubmatchIndex(s)
+		// What it finds: the leftmost valid candidate; else invalid when
+		// there was an invalid one; else missing.
+		var m []int
+		invalidAt := -1
+		for i := 0; i < len(s) && m == nil; i++ {
+			c := traceparentAt(s, i)
+			if c == nil {
+				continue
+			}
+			if invalidTraceparent(s[c[2]:c[3]], s[c[4]:c[5]], s[c[6]:c[7]]) {
+				if invalidAt < 0 {
+					invalidAt = i
+				}
+				continue
+			}
+			m = c
+		}
 		if m == nil {
-			if o != ContextMissing || tc != (traceContext{}) {
-				t.Fatalf("%q: no traceparent, got %v %+v", s, o, tc)
+			want := ContextMissing
+			if invalidAt >= 0 {
+				want = ContextInvalid
+			}
+			if o != want || tc != (traceContext{}) {
+				t.Fatalf("%q: want %v (an invalid traceparent at %d), got %v %+v", s, want, invalidAt, o, tc)
 			}
 			return
 		}
 		version, trace, parent, flags := s[m[2]:m[3]], s[m[4]:m[5]], s[m[6]:m[7]], s[m[8]:m[9]]
-		if version == "ff" || trace == strings.Repeat("0", 32) || parent == strings.Repeat("0", 16) {
-			if o != ContextInvalid || tc != (traceContext{}) {
-				t.Fatalf("%q: invalid traceparent at %d, got %v %+v", s, m[2], o, tc)
-			}
-			return
-		}
 		if o != ContextFound {
 			t.Fatalf("%q: traceparent at %d, got %v", s, m[2], o)
 		}
