@@ -175,6 +175,15 @@ enum site_flag {
 	 * not hold, its process is not chosen) makes the kernel skip the
 	 * return: the call pays only its entry. Set by the loader. */
 	SITE_SESSION = 8192,
+	/* The entry of a function span whose function is a leaf (x86-64): it
+	 * makes no call and leaves its own code only by returning (no jump
+	 * out of it, no indirect jump), as decoded from its code. Nothing runs
+	 * inside one of its calls but its own instructions, and the thread's
+	 * signal handlers. A call of it that head sampling leaves out is marked
+	 * by its code's addresses (leaf_bytes from the entry site's), not by
+	 * the return address the call left on the stack: no read of user
+	 * memory. Set by the loader from the plan. */
+	SITE_LEAF = 16384,
 };
 
 /* filter_op is how a condition compares a fetched value with its constant. */
@@ -330,7 +339,9 @@ struct site {
 	__u8 hist_signed; /* the hist_value integer is signed */
 	/* SITE_SESSION: the site the call's return is (the span's exit site). */
 	__u32 return_site;
-	__u32 pad;
+	/* SITE_LEAF: the bytes of the function's code from this (entry) site's
+	 * address to the function's end. */
+	__u32 leaf_bytes;
 	/* Head sampling of entry_span when it opens a thread's outermost span:
 	 * recorded when a random u32 is below this; 1 << 32 records all. Nested
 	 * spans follow the outermost span's decision. */

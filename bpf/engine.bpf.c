@@ -350,15 +350,21 @@ struct task_state {
 	 * the return address the call found at unsampled_pos, unsampled_span
 	 * its span. While they still hold, an entry deeper in the stack with
 	 * no frame open is inside that call and follows its decision (see
-	 * in_unsampled_call); 0 for none. */
+	 * in_unsampled_call); 0 for none. For a call of a leaf function
+	 * (SITE_LEAF), unsampled_leaf_bytes is not 0, and unsampled_ret is
+	 * the address of the call's entry site instead: a hit is inside the
+	 * call when its address is within unsampled_leaf_bytes of it. */
 	__u64 unsampled_pos;
 	__u64 unsampled_ret;
 	__u32 unsampled_span;
-	__u32 unsampled_pad;
+	__u32 unsampled_leaf_bytes;
 	/* sent counts the span records of this state, so that only every
 	 * FILL_CHECK_EVERY-th of them looks at how full the ring is. */
 	__u32 sent;
-	__u32 sent_pad;
+	/* rng is the state of the thread's head-sampling draws (xorshift32,
+	 * thread_random), seeded from the kernel's generator; 0 until the
+	 * first draw. */
+	__u32 rng;
 	/* pos is the stack position of the hit being handled (see struct
 	 * frame), set by state(): kept here, not on the callers' stacks. */
 	__u64 pos;
@@ -1951,6 +1957,23 @@ __subprog void return_hit(const struct site *s, __u32 pending)
  * across calls. Internal to the engine. */
 #define TCTX_ASK 0x200
 
+/* thread_random returns the next draw of the thread's head sampling: a
+ * xorshift32 sequence (period 2^32 - 1) in its task state, seeded from
+ * bpf_get_prandom_u32 at its first draw. Inline, it costs a few
+ * instructions where the helper costs a call. */
+static __always_inline __u32 thread_random(struct task_state *ts)
+{
+	__u32 x = ts->rng;
+
+	if (!x)
+		x = bpf_get_prandom_u32() | 1;
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	ts->rng = x;
+	return x;
+}
+
 /* unsampled_ret_holds says whether the return address of the call
  * ts->unsampled_pos marks is still in its slot, and forgets the mark when
  * it is not. */
@@ -1965,21 +1988,29 @@ __subprog int unsampled_ret_holds(struct task_state *ts)
 }
 
 /*
- * in_unsampled_call says whether a hit of span at ts->pos, with no frame
- * open on the thread, is inside the call that ts->unsampled_pos marks (see
- * struct task_state): deeper in the stack, or at the same position in
- * another span (a tail call: as drop_stale has it, the same span there is
- * a new call), and the call's return address still in its slot. A hit
- * above the mark, or one that finds another return address there (the
- * call returned and its caller made another that went deeper), forgets
- * the mark. The usual hit, the next call of the span left out, reads
- * nothing.
+ * in_unsampled_call says whether a hit of span at ts->pos and address ip,
+ * with no frame open on the thread, is inside the call that
+ * ts->unsampled_pos marks (see struct task_state): deeper in the stack, or
+ * at the same position in another span (a tail call: as drop_stale has
+ * it, the same span there is a new call), and the call's return address
+ * still in its slot, or, for a leaf function's call, the hit in the
+ * function's code (nothing else runs inside such a call: the call
+ * returned if the hit is elsewhere). A hit above the mark, or one that
+ * finds another return address there (the call returned and its caller
+ * made another that went deeper), forgets the mark. The usual hit, the
+ * next call of the span left out, reads nothing.
  */
-static __always_inline int in_unsampled_call(struct task_state *ts, __u32 span)
+static __always_inline int in_unsampled_call(struct task_state *ts, __u32 span, __u64 ip)
 {
 	__u64 at = ts->unsampled_pos;
 
 	if (ts->pos > at || (ts->pos == at && span == ts->unsampled_span)) {
+		ts->unsampled_pos = 0;
+		return 0;
+	}
+	if (ts->unsampled_leaf_bytes) {
+		if (ip - ts->unsampled_ret < ts->unsampled_leaf_bytes)
+			return 1;
 		ts->unsampled_pos = 0;
 		return 0;
 	}
@@ -1994,19 +2025,19 @@ static __always_inline int in_unsampled_call(struct task_state *ts, __u32 span)
  * thread's context says its trace is not sampled; a random draw against
  * sample_threshold), and RECORD_THREAD_CONTEXT as thread_ctx_read says.
  */
-__subprog __u32 root_sampling_slow(const struct site *s, struct task_state *ts, __u32 ask)
+__subprog __u32 root_sampling_slow(const struct site *s, struct task_state *ts, __u32 ask, __u64 ip)
 {
 	__u32 flags = ROOT_DECIDED;
 
 	if (!emit_records)
 		return flags | RECORD_UNSAMPLED;
-	if (ts->unsampled_pos && in_unsampled_call(ts, s->entry_span))
+	if (ts->unsampled_pos && in_unsampled_call(ts, s->entry_span, ip))
 		return flags | RECORD_UNSAMPLED;
 	/* The thread's outermost span joins the trace the thread published. */
 	if (ask)
 		flags |= thread_ctx_read(s, ts);
 	if (!(flags & RECORD_THREAD_CONTEXT) && s->sample_threshold <= 0xffffffffULL &&
-	    bpf_get_prandom_u32() >= s->sample_threshold)
+	    thread_random(ts) >= s->sample_threshold)
 		flags |= RECORD_UNSAMPLED;
 	return flags;
 }
@@ -2015,11 +2046,11 @@ __subprog __u32 root_sampling_slow(const struct site *s, struct task_state *ts, 
  * span recorded whole (sample_ratio 1), no call left out on the thread,
  * and no thread context to read (none configured, or the process is known
  * to publish none) take no call. */
-static __always_inline __u32 root_sampling(const struct site *s, struct task_state *ts, __u64 at)
+static __always_inline __u32 root_sampling(const struct site *s, struct task_state *ts, __u64 at, struct pt_regs *regs)
 {
 	if (emit_records && !ts->unsampled_pos && s->sample_threshold > 0xffffffffULL && !(at & TCTX_ASK))
 		return ROOT_DECIDED;
-	return root_sampling_slow(s, ts, at & TCTX_ASK);
+	return root_sampling_slow(s, ts, at & TCTX_ASK, reg_at(regs, REG_SLOT_IP));
 }
 
 /* left_out says whether the span about to open in ts (the root's decision
@@ -2083,6 +2114,18 @@ direct:
 }
 #endif
 
+#if defined(__TARGET_ARCH_x86)
+/* mark_leaf marks in ts the call of leaf function s (SITE_LEAF) entered
+ * at ip that head sampling leaves out (see struct task_state). */
+static __always_inline void mark_leaf(struct task_state *ts, const struct site *s, __u64 ip)
+{
+	ts->unsampled_pos = ts->pos;
+	ts->unsampled_ret = ip;
+	ts->unsampled_leaf_bytes = s->leaf_bytes;
+	ts->unsampled_span = s->entry_span;
+}
+#endif
+
 /*
  * skip_unsampled handles a call at session entry s that head sampling
  * leaves out, without a frame: it counts it as unsampled and the hit its
@@ -2090,21 +2133,28 @@ direct:
  * outermost span of a thread marks the call in ts first, so that the
  * spans nested in it follow (in_unsampled_call): from the return address
  * the call finds at the stack pointer, which x86-64 has and arm64 keeps in
- * a register until the callee stores it anywhere in its frame. Where the
- * mark cannot be had (arm64, the stack unreadable) it returns 0 and the
- * span opens, left out, as without sessions.
+ * a register until the callee stores it anywhere in its frame, or, for a
+ * leaf function, from its code's addresses. Where the mark cannot be had
+ * (arm64, the stack unreadable) it returns 0 and the span opens, left
+ * out, as without sessions.
  */
 __subprog int skip_unsampled(const struct site *s, struct task_state *ts, __u32 pending, struct pt_regs *regs)
 {
 	if (!ts->depth && !ts->unsampled_pos) {
 #if defined(__TARGET_ARCH_x86)
 		__u64 ret = 0;
+		if (s->flags & SITE_LEAF && s->leaf_bytes) {
+			mark_leaf(ts, s, reg_at(regs, REG_X86_IP));
+			goto marked;
+		}
 		if (bpf_probe_read_user(&ret, sizeof(ret), (const void *)ts->pos) ||
 		    (ret != ts->direct_ret && !called_directly(ts, ret, reg_at(regs, REG_X86_IP))))
 			return 0;
 		ts->unsampled_pos = ts->pos;
 		ts->unsampled_ret = ret;
+		ts->unsampled_leaf_bytes = 0;
 		ts->unsampled_span = s->entry_span;
+	marked:;
 #else
 		(void)regs;
 		return 0;
@@ -2185,7 +2235,7 @@ static __always_inline int span_entry_task(const struct site *s, __u32 site_id, 
 		return 0;
 	}
 	if (!ts->depth && !(at & ROOT_DECIDED))
-		at |= root_sampling(s, ts, at);
+		at |= root_sampling(s, ts, at, regs);
 	if ((s->flags & SITE_SESSION) && left_out(ts, at) && skip_unsampled(s, ts, at & RECORD_PENDING, regs))
 		return 1;
 	open_frame(s, regs, ts, at);
@@ -2908,29 +2958,34 @@ static __always_inline int samples_only(const struct site *s)
  * thread context to read; arm64, where skip_unsampled cannot mark the
  * call).
  */
-__subprog int session_samples(struct pt_regs *ctx, const struct site *s)
+static __always_inline int session_samples(struct pt_regs *ctx, const struct site *s, struct task_struct *task)
 {
 #if defined(__TARGET_ARCH_x86)
-	struct task_struct *task = bpf_get_current_task_btf();
 	struct task_state *ts = bpf_task_storage_get(&task_states, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	__u64 ret = 0;
 
 	if (!ts || ts->depth || ts->overflow)
 		return 0;
 	ts->pos = reg_at(ctx, REG_SLOT_SP);
-	if (!ts->unsampled_pos || !in_unsampled_call(ts, s->entry_span)) {
+	if (!ts->unsampled_pos || !in_unsampled_call(ts, s->entry_span, reg_at(ctx, REG_X86_IP))) {
 		/* The thread context decides where the process may publish
 		 * one (root_sampling). */
 		if ((s->flags & SITE_THREAD_CONTEXT) && ts->tctx_none != tctx_none_key(task))
 			return 0;
-		if (bpf_get_prandom_u32() < s->sample_threshold)
+		if (thread_random(ts) < s->sample_threshold)
 			return CHECKED_SAMPLED;
-		if (bpf_probe_read_user(&ret, sizeof(ret), (const void *)ts->pos) ||
-		    (ret != ts->direct_ret && !called_directly(ts, ret, reg_at(ctx, REG_X86_IP))))
-			return CHECKED_UNSAMPLED; /* left out, with its return */
-		ts->unsampled_pos = ts->pos;
-		ts->unsampled_ret = ret;
-		ts->unsampled_span = s->entry_span;
+		if (s->flags & SITE_LEAF && s->leaf_bytes) {
+			/* Nothing runs inside the call but its own code: no read. */
+			mark_leaf(ts, s, reg_at(ctx, REG_X86_IP));
+		} else {
+			if (bpf_probe_read_user(&ret, sizeof(ret), (const void *)ts->pos) ||
+			    (ret != ts->direct_ret && !called_directly(ts, ret, reg_at(ctx, REG_X86_IP))))
+				return CHECKED_UNSAMPLED; /* left out, with its return */
+			ts->unsampled_pos = ts->pos;
+			ts->unsampled_ret = ret;
+			ts->unsampled_leaf_bytes = 0;
+			ts->unsampled_span = s->entry_span;
+		}
 	}
 	struct probe_stats *ps = bpf_map_lookup_elem(&probes, &s->probe_id);
 	if (ps)
@@ -2961,6 +3016,7 @@ int site_hit_session(struct pt_regs *ctx)
 {
 	__u32 site_id;
 	int at_return, checked = 0;
+	struct task_struct *task = bpf_get_current_task_btf();
 
 	if (bpf_core_field_exists(struct bpf_uprobe_multi_run_ctx, uprobe) &&
 	    bpf_core_field_exists(struct bpf_uprobe, cookie) &&
@@ -2969,8 +3025,7 @@ int site_hit_session(struct pt_regs *ctx)
 		 * without their two calls: one call for the current task, and
 		 * loads (a rejected call's every nanosecond counts). */
 		struct bpf_uprobe_multi_run_ctx *rc =
-			bpf_rdonly_cast(bpf_get_current_task_btf()->bpf_ctx,
-					bpf_core_type_id_kernel(struct bpf_uprobe_multi_run_ctx));
+			bpf_rdonly_cast(task->bpf_ctx, bpf_core_type_id_kernel(struct bpf_uprobe_multi_run_ctx));
 		site_id = rc->uprobe->cookie;
 		at_return = rc->session_ctx.is_return;
 	} else {
@@ -2985,7 +3040,7 @@ int site_hit_session(struct pt_regs *ctx)
 		site_id = s->return_site;
 	else if (session_rejects(ctx, s, &checked))
 		return 1; /* the usual rejected call: no more calls than the conditions' */
-	else if (samples_only(s) && (checked = session_samples(ctx, s)) == 1)
+	else if (samples_only(s) && (checked = session_samples(ctx, s, task)) == 1)
 		return 1; /* the usual call left out: one call */
 	/* A session program returns 0 or 1. */
 	return session_hit(ctx, site_id, checked) && !at_return ? 1 : 0;

@@ -47,6 +47,7 @@ struct pt_regs {
 
 #define REG_SLOT_COUNT REG_X86_SLOT_COUNT
 #define REG_SLOT_SP REG_X86_SP
+#define REG_SLOT_IP REG_X86_IP
 #define REG_SLOT_GO_G REG_X86_R14
 
 _Static_assert(__builtin_offsetof(struct pt_regs, sp) == REG_X86_SP * 8, "sp is slot REG_X86_SP");
@@ -69,6 +70,7 @@ struct pt_regs {
 
 #define REG_SLOT_COUNT REG_ARM64_SLOT_COUNT
 #define REG_SLOT_SP REG_ARM64_SP
+#define REG_SLOT_IP REG_ARM64_PC
 #define REG_SLOT_GO_G REG_ARM64_X28
 
 _Static_assert(__builtin_offsetof(struct pt_regs, regs[28]) == REG_ARM64_X28 * 8, "x28 is slot REG_ARM64_X28");

@@ -56,7 +56,7 @@ func featureSetups(s settings, res *Result, plain *fnSet) ([]setup, error) {
 			goal: "span with a 99%-rejecting string filter vs bare counting uprobe", goalRatio: 1.10},
 		{name: "receiver: span, sample_ratio 0.01", set: plain, args: "ints",
 			floors: []string{floorCount, floorSpan}, attach: recv(spanWith(ints, func(sp *config.Span) { sp.SampleRatio = &ratio })),
-			feature: "sample_ratio 0.01", dominates: "the entry trap, then marking the call left out: its task-local storage and one read of the return address at the stack pointer (bpf_probe_read_user, ~100 ns here), so that spans nested in it follow; a call left out skips the return trap where the kernel has session uprobes (Linux 6.12, x86-64)",
+			feature: "sample_ratio 0.01", dominates: "the entry trap, then marking the call left out so that spans nested in it follow: its task-local storage, and for a leaf function (probed() makes no call) its code's addresses; a call left out skips the return trap where the kernel has session uprobes (Linux 6.12, x86-64)",
 			goal: "span with sample_ratio 0.01 vs bare counting uprobe", goalRatio: 1.10},
 	}
 	add := func(make func() ([]setup, error), what string) {
@@ -68,11 +68,31 @@ func featureSetups(s settings, res *Result, plain *fnSet) ([]setup, error) {
 		}
 		setups = append(setups, more...)
 	}
+	add(func() ([]setup, error) { return callingSetups(plain, ratio) }, "sample_ratio on a function that calls another")
 	add(func() ([]setup, error) { return lineSetups(plain) }, "line probe")
 	add(func() ([]setup, error) { return treeSetups(plain) }, "call-tree pattern")
 	add(func() ([]setup, error) { return goSetups(s) }, "Go function span")
 	add(func() ([]setup, error) { return containerSetups(plain) }, "container")
 	return setups, nil
+}
+
+// callingSetups is the sample_ratio row of a function that is not a leaf
+// (calling_probed() calls callee()): a call left out is marked by the
+// return address it left on the stack, one read of user memory, against
+// the bare counter on calling_twin().
+func callingSetups(plain *fnSet, ratio float64) ([]setup, error) {
+	set := &fnSet{name: "calling", w: plain.w, path: plain.path, floorPath: plain.path, set: "calling",
+		fns: [3]string{"calling_probed", "calling_twin", "calling_twin2"}, perCall: 1, callsDiv: 1}
+	if err := set.entryFloors(); err != nil {
+		return nil, err
+	}
+	return []setup{{name: "receiver: span, sample_ratio 0.01, a function that calls another", set: set, args: "ints",
+		floors: []string{floorCount, floorSpan},
+		attach: receiverAttacher(set, func(fn string) config.Target {
+			return config.Target{Path: plain.path, Spans: []config.Span{{Name: fn, Function: fn, SampleRatio: &ratio,
+				Attributes: map[string]string{"a": "arg0"}, ExitAttributes: map[string]string{"ret": "retval"}}}}
+		}),
+		feature: "sample_ratio 0.01, not a leaf", dominates: "the entry trap, then marking the call left out: its task-local storage and one read of the return address at the stack pointer (bpf_probe_read_user, ~65 ns here), so that spans nested in it follow; a call left out skips the return trap where the kernel has session uprobes (Linux 6.12, x86-64)"}}, nil
 }
 
 // lineSetups is the line probe row: a counter on a marked line of

@@ -141,6 +141,21 @@ func plannedOffsets(t config.Target) ([]uint64, error) {
 	return out, nil
 }
 
+// entryFloors gives set the standard floors at its three functions'
+// entries, as the planner places an entry probe.
+func (set *fnSet) entryFloors() error {
+	var offsets [3][]uint64
+	for role, fn := range set.fns {
+		off, err := plannedOffsets(config.Target{Path: set.path, Counters: config.CountersOf("uprobe:" + fn)})
+		if err != nil {
+			return err
+		}
+		offsets[role] = off
+	}
+	set.floors = standardFloors(set.floorPath, offsets, offsets)
+	return nil
+}
+
 // standardFloors returns the floors of a set whose three functions are
 // attached at the offsets of the same role: the bare counter (and pair) at
 // the sites offsets[role] and the delivered-span floor at the functions
@@ -181,16 +196,10 @@ func receiverAttacher(set *fnSet, t func(fn string) config.Target) attacher {
 }
 
 func perHit(s settings, res *Result, w *workload, path string) error {
-	var offsets [3][]uint64
 	plain := &fnSet{name: "asm", w: w, path: path, floorPath: path, fns: [3]string{"probed", "twin", "twin2"}, perCall: 1, callsDiv: 1}
-	for role, fn := range plain.fns {
-		off, err := plannedOffsets(config.Target{Path: path, Counters: config.CountersOf("uprobe:" + fn)})
-		if err != nil {
-			return err
-		}
-		offsets[role] = off
+	if err := plain.entryFloors(); err != nil {
+		return err
 	}
-	plain.floors = standardFloors(path, offsets, offsets)
 	recv := func(t func(fn string) config.Target) attacher { return receiverAttacher(plain, t) }
 	counter := func(fn string) config.Target {
 		return config.Target{Path: path, Counters: config.CountersOf("uprobe:" + fn)}

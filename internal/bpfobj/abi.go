@@ -172,6 +172,11 @@ const (
 	// SiteSession marks the entry of a function span attached as a session
 	// uprobe (ProgramSiteHitSession): Site.ReturnSite is its return.
 	SiteSession = uint16(engineX86SiteFlagSITE_SESSION)
+	// SiteLeaf marks the entry of a function span whose function is a
+	// leaf (x86-64; plan.Site.LeafBytes): a call head sampling leaves out
+	// is marked by the function's code addresses, Site.LeafBytes from the
+	// entry site's, without a read of user memory.
+	SiteLeaf = uint16(engineX86SiteFlagSITE_LEAF)
 )
 
 // Record flags (enum record_flag).

@@ -209,7 +209,7 @@ type engineX86Site struct {
 	HistSize        uint8
 	HistSigned      uint8
 	ReturnSite      uint32
-	Pad             uint32
+	LeafBytes       uint32
 	SampleThreshold uint64
 	MinDurationNs   uint64
 	Entry           [8]engineX86FetchOp
@@ -235,6 +235,7 @@ const (
 	engineX86SiteFlagSITE_ENTRY_REGS     engineX86SiteFlag = 2048
 	engineX86SiteFlagSITE_EXIT_REGS      engineX86SiteFlag = 4096
 	engineX86SiteFlagSITE_SESSION        engineX86SiteFlag = 8192
+	engineX86SiteFlagSITE_LEAF           engineX86SiteFlag = 16384
 )
 
 type engineX86SpanRecord struct {

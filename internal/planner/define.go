@@ -818,7 +818,7 @@ func (pl *Planner) place(ti int, path string, fl *file, spec *plan.FileSpec) err
 				spec.Attachments = append(spec.Attachments, a)
 				continue
 			}
-			site := plan.Site{Probe: pd.id, EntrySpan: pd.entrySpan, ExitSpan: pd.exitSpan, PerProcess: spec.File.ThroughRoot}
+			site := plan.Site{Probe: pd.id, EntrySpan: pd.entrySpan, ExitSpan: pd.exitSpan, PerProcess: spec.File.ThroughRoot, LeafBytes: loc.LeafBytes}
 			cc := compiler{file: fl, probe: pd.probe, loc: loc}
 			if pd.entrySpan >= 0 {
 				cc.role, cc.lenient, cc.span = atEntry, pd.entryLenient, pl.Spans[pd.entrySpan].Name

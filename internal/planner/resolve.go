@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"sort"
 	"strings"
@@ -342,7 +343,11 @@ type location struct {
 	AtEntry bool
 	// Return makes it a uretprobe.
 	Return bool
-	file   *file
+	// LeafBytes is, at the entry of a leaf function (x86-64; see
+	// plan.Site.LeafBytes), the bytes from the location to the
+	// function's end; 0 otherwise.
+	LeafBytes uint32
+	file      *file
 }
 
 // fetchSpec is one value to fetch at one end of a span, before compiling.
@@ -629,6 +634,9 @@ func (fl *file) functionSites(p config.ProbeRef, fn function, offset uint64) ([]
 			off = 0 // a 5-byte nop after endbr64 the kernel would rewrite: the entry itself
 		}
 		l, err := site(off, p.Kind == config.KindUretprobe)
+		if _, calls := insn.FirstCall(insts); err == nil && !calls && !l.Return && fl.arch == regs.ArchAMD64 && fn.Size > off && fn.Size-off <= math.MaxUint32 {
+			l.LeafBytes = uint32(fn.Size - off)
+		}
 		return []location{l}, err
 	}
 }

@@ -34,6 +34,10 @@ func encodeSite(s plan.Site, pl *plan.Plan) (bpfobj.Site, error) {
 		}
 		if spans[s.EntrySpan].Function {
 			out.Flags |= bpfobj.SiteFunction
+			if s.LeafBytes > 0 {
+				out.Flags |= bpfobj.SiteLeaf
+				out.LeafBytes = s.LeafBytes
+			}
 		}
 		if pl.Probes[spans[s.EntrySpan].Exit].Kind == config.KindUretprobe && !pl.Files[s.File].Go {
 			out.Flags |= bpfobj.SiteKernelReturn

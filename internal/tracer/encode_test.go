@@ -170,3 +170,24 @@ func TestPlainSite(t *testing.T) {
 		})
 	}
 }
+
+// The entry of a function span on a leaf function carries SiteLeaf and
+// its bytes; another function's entry, and the site that closes the span,
+// do not.
+func TestEncodeLeaf(t *testing.T) {
+	pl := sessionPlan()
+	pl.Files[0].Arch = bpfobj.Arch()
+	pl.Sites[0].LeafBytes = 12
+	pl.Sites[0].Filters = nil
+	for i, want := range []uint32{12, 0, 0, 0} {
+		enc, err := encodeSite(pl.Sites[i], pl)
+		require.NoError(t, err)
+		assert.Equal(t, want, enc.LeafBytes, "site %d", i)
+		assert.Equal(t, want != 0, enc.Flags&bpfobj.SiteLeaf != 0, "site %d", i)
+	}
+	pl.Spans[0].Function = false // a USDT pair's entry is no function's
+	enc, err := encodeSite(pl.Sites[0], pl)
+	require.NoError(t, err)
+	assert.Zero(t, enc.Flags&bpfobj.SiteLeaf)
+	assert.Zero(t, enc.LeafBytes)
+}

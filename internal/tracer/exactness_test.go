@@ -18,6 +18,7 @@ import (
 	"github.com/otel-uprobe/uprobereceiver/internal/event"
 	"github.com/otel-uprobe/uprobereceiver/internal/plan"
 	"github.com/otel-uprobe/uprobereceiver/internal/planner"
+	"github.com/otel-uprobe/uprobereceiver/internal/regs"
 )
 
 // The exactness tests of the engine's fast paths (issue 21): the plain
@@ -909,5 +910,86 @@ func TestPLTCallLeftOutSkipsItsReturn(t *testing.T) {
 	assert.Len(t, drainAll(t, tr), int(sc.Count))
 	if tr.session {
 		assert.Equal(t, uint64(n)+sc.Count, runs(t, tr.sessionProg.Load()), "the returns of the calls left out are skipped")
+	}
+}
+
+// A call of a leaf function (lu: no call, no jump out of it) that head
+// sampling leaves out is marked by the function's code addresses
+// (SITE_LEAF, x86-64), not by a read of the return address it left on the
+// stack: the spans the USDT pair inside it opens follow its decision
+// exactly, and after(), which its caller calls next at the same stack
+// position at ratio 1, is not taken to be inside it.
+func TestLeafCallLeftOut(t *testing.T) {
+	n := testutil.Scaled(20_000, 2_000)
+	for _, mode := range attachModes {
+		t.Run(mode.name, func(t *testing.T) {
+			r := 0.5
+			e := openExactness(t, []config.Span{
+				{Name: "lu", Function: "lu", SampleRatio: &r, Attributes: map[string]string{"i": "arg0:s32"}},
+				{Name: "inner", Entry: "usdt:exactness:lu__start", Exit: "usdt:exactness:lu__done",
+					Attributes: map[string]string{"i": "arg0:s32"}},
+				{Name: "after", Function: "after", Attributes: map[string]string{"i": "arg0:s32"}},
+			}, nil, mode.perLocation, 1<<23)
+			lu, inner, after := spanIndex(t, e.pl, "lu"), spanIndex(t, e.pl, "inner"), spanIndex(t, e.pl, "after")
+			leafBytes := map[int]uint32{}
+			for _, s := range e.pl.Sites {
+				if s.EntrySpan >= 0 {
+					leafBytes[s.EntrySpan] = s.LeafBytes
+				}
+			}
+			if bpfobj.Arch() == regs.ArchAMD64 {
+				assert.NotZero(t, leafBytes[lu], "lu is a leaf")
+			} else {
+				assert.Zero(t, leafBytes[lu], "leaves are found in x86-64 code only")
+			}
+			assert.Zero(t, leafBytes[after], "after calls leaf()")
+			assert.Zero(t, leafBytes[inner], "a USDT probe's site is no function's entry")
+			sessionBefore := runs(t, e.tr.sessionProg.Load())
+			e.ask("lus %d", n)
+			st, err := e.tr.Stats()
+			require.NoError(t, err)
+
+			kept, left := st.Spans[lu].Count, st.Spans[lu].Unsampled
+			assert.Equal(t, uint64(n), kept+left)
+			assert.InDelta(t, float64(n)/2, float64(kept), 6*0.5*math.Sqrt(float64(n)))
+			def := e.pl.Spans[lu]
+			assert.Equal(t, uint64(n), st.Probes[def.Entry].Hits, "lu's entries")
+			assert.Equal(t, uint64(n), st.Probes[def.Exit].Hits, "lu's returns, skipped ones included")
+			assert.Equal(t, kept, st.Spans[inner].Count, "the USDT pair inside lu is recorded with it")
+			assert.Equal(t, left, st.Spans[inner].Unsampled, "and left out with it")
+			assert.Equal(t, uint64(n), st.Spans[after].Count, "after decides afresh, at ratio 1")
+			assert.Zero(t, st.Spans[after].Unsampled)
+			for s, sc := range st.Spans {
+				for _, v := range []uint64{sc.Unmatched, sc.Abandoned, sc.Lost, sc.Overflow, sc.ReturnLimit} {
+					assert.Zero(t, v, e.pl.Spans[s].Name)
+				}
+			}
+			if e.tr.session {
+				assert.Equal(t, uint64(n)+kept, runs(t, e.tr.sessionProg.Load())-sessionBefore,
+					"the session program runs at every entry of lu and at the returns of the calls recorded")
+			}
+
+			recs := drainAll(t, e.tr)
+			require.Equal(t, int(2*kept)+n, len(recs), "records")
+			byStart := indexSpans(recs)
+			afters := 0
+			for _, s := range recs {
+				switch int(s.Def) {
+				case lu:
+					assert.Zero(t, s.Depth)
+				case inner:
+					p, ok := byStart[threadStart{s.TID, s.ParentStartNs}]
+					if assert.True(t, ok, "inner's parent is recorded") {
+						assert.Equal(t, lu, int(p.Def))
+						assert.Equal(t, entryInt(t, p, 0), entryInt(t, s, 0))
+						assert.Equal(t, uint16(1), s.Depth)
+					}
+				case after:
+					assert.Zero(t, s.Depth, "after is a root: lu's call had returned")
+					afters++
+				}
+			}
+			assert.Equal(t, n, afters)
+		})
 	}
 }

@@ -16,7 +16,10 @@
  *                   in 1 call of 100, "no" in the others, round). SET
  *                   picks other triples of identical functions: "line"
  *                   (line_probed, line_twin, line_twin2: C functions whose
- *                   marked lines a line probe takes), "tree" (pt_0, tt_0,
+ *                   marked lines a line probe takes), "calling"
+ *                   (calling_probed, calling_twin, calling_twin2: the
+ *                   same as probed, twin and twin2 but for a call of
+ *                   callee() instead of their own xor), "tree" (pt_0, tt_0,
  *                   tt2_0: the roots of three identical call trees of 100
  *                   functions, which the benchmark assembles beside this
  *                   file; N calls of a root are 100 * N calls)
@@ -61,6 +64,27 @@ __asm__(".text\n"
 	".globl twin2\n.type twin2, @function\n"
 	"twin2:\n\tpush %rbp\n\tmov %rsp, %rbp\n\tmov %rdi, %rax\n\txor %rsi, %rax\n\tpop %rbp\n\tret\n"
 	".size twin2, .-twin2\n");
+
+/* The calling set: probed(), twin() and twin2() as functions that call
+ * another (callee, unprobed) instead of being leaves, so that a call left
+ * out by head sampling is marked by the return address it left on the
+ * stack (a read of user memory), not by the function's code (SITE_LEAF). */
+long calling_probed(long a, long b);
+long calling_twin(long a, long b);
+long calling_twin2(long a, long b);
+__asm__(".text\n"
+	".globl callee\n.type callee, @function\n"
+	"callee:\n\tmov %rdi, %rax\n\txor %rsi, %rax\n\tret\n"
+	".size callee, .-callee\n"
+	".globl calling_probed\n.type calling_probed, @function\n"
+	"calling_probed:\n\tpush %rbp\n\tmov %rsp, %rbp\n\tcall callee\n\tpop %rbp\n\tret\n"
+	".size calling_probed, .-calling_probed\n"
+	".globl calling_twin\n.type calling_twin, @function\n"
+	"calling_twin:\n\tpush %rbp\n\tmov %rsp, %rbp\n\tcall callee\n\tpop %rbp\n\tret\n"
+	".size calling_twin, .-calling_twin\n"
+	".globl calling_twin2\n.type calling_twin2, @function\n"
+	"calling_twin2:\n\tpush %rbp\n\tmov %rsp, %rbp\n\tcall callee\n\tpop %rbp\n\tret\n"
+	".size calling_twin2, .-calling_twin2\n");
 
 __attribute__((noinline)) void ping(void)
 {
@@ -287,6 +311,8 @@ int main(void)
 			int kind = strcmp(args, "names") == 0 ? 1 : strcmp(args, "yes1") == 0 ? 2 : 0;
 			if (strstr(line, " line"))
 				measure3(kind, n, r, line_probed, line_twin, line_twin2);
+			else if (strstr(line, " calling"))
+				measure3(kind, n, r, calling_probed, calling_twin, calling_twin2);
 			else if (strstr(line, " tree") && pt_0 && tt_0 && tt2_0)
 				measure3(kind, n, r, pt_0, tt_0, tt2_0);
 			else if (strstr(line, " tree")) {

@@ -28,6 +28,9 @@
  *                leaf(i), op__done(i, 3*i+1); prints "ops N"
  *   mixed N      for i in 0..N-1 calls both(i): ph__a(i), leaf(i),
  *                ph__b(i), leaf(i+1), ph__c(i); prints "mixed N"
+ *   lus N        for i in 0..N-1 calls lu(i), a leaf function (no call)
+ *                with the USDT pair lu__start(i) and lu__done(i) inside
+ *                it, then after(i) from the same loop; prints "lus N"
  *   exit         exits
  */
 #define _SDT_HAS_SEMAPHORES 1
@@ -47,6 +50,8 @@ unsigned short exactness_ju__done_semaphore __attribute__((unused)) __attribute_
 unsigned short exactness_ph__a_semaphore __attribute__((unused)) __attribute__((section(".probes")));
 unsigned short exactness_ph__b_semaphore __attribute__((unused)) __attribute__((section(".probes")));
 unsigned short exactness_ph__c_semaphore __attribute__((unused)) __attribute__((section(".probes")));
+unsigned short exactness_lu__start_semaphore __attribute__((unused)) __attribute__((section(".probes")));
+unsigned short exactness_lu__done_semaphore __attribute__((unused)) __attribute__((section(".probes")));
 
 /* checksum keeps the compiler from folding the calls away, and the
  * accesses after calls keep it from turning them into tail calls. */
@@ -142,6 +147,16 @@ __attribute__((noinline)) void after(int i)
 	checksum++;
 }
 
+/* lu makes no call: a leaf, whose entry the planner marks so (SITE_LEAF),
+ * with a USDT pair inside it. */
+__attribute__((noinline)) void lu(int i)
+{
+	checksum++; /* the USDT probe is not at the function's first instruction */
+	DTRACE_PROBE1(exactness, lu__start, i);
+	checksum += i;
+	DTRACE_PROBE1(exactness, lu__done, i);
+}
+
 __attribute__((noinline)) void tw(int i)
 {
 	leaf(i);
@@ -235,6 +250,12 @@ int main(void)
 			for (int i = 0; i < n; i++)
 				both(i);
 			printf("mixed %d\n", n);
+		} else if (sscanf(line, "lus %d", &n) == 1) {
+			for (int i = 0; i < n; i++) {
+				lu(i);
+				after(i);
+			}
+			printf("lus %d\n", n);
 		} else if (strncmp(line, "exit", 4) == 0) {
 			break;
 		}
