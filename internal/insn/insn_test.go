@@ -415,6 +415,9 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("return %#x is no boundary", off)
 			}
 		}
+		if _, calls := FirstCall(insts); calls && Leaf(insts) {
+			t.Fatal("a leaf with a call")
+		}
 	})
 }
 
@@ -452,4 +455,37 @@ func TestFirstCall(t *testing.T) {
 	}
 	_, ok := FirstCall(nil)
 	assert.False(t, ok)
+}
+
+// TestLeaf takes a function for a leaf when nothing leaves its code but a
+// return (FirstCall finds nothing) and its code cannot run on past its
+// end: its last instruction before padding stops the flow.
+func TestLeaf(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		code []byte
+		want bool
+	}{
+		{"lea; ret", []byte{0x48, 0x8d, 0x44, 0x7f, 0x01, 0xc3}, true},
+		{"a loop inside, then ret", []byte{0x31, 0xc0, 0xff, 0xc0, 0x75, 0xfc, 0xc3}, true},
+		{"ret, then padding", []byte{0x31, 0xc0, 0xc3, 0xcc, 0xcc, 0x90, 0x0f, 0x1f, 0x00}, true},
+		{"syscall; ret", []byte{0x0f, 0x05, 0xc3}, true},
+		{"an endless loop", []byte{0x90, 0xeb, 0xfd}, true},
+		{"ud2 at the end", []byte{0x31, 0xc0, 0x0f, 0x0b}, true},
+		{"a direct call", []byte{0x48, 0x83, 0xec, 0x08, 0xe8, 0xf0, 0xff, 0xff, 0xff, 0x48, 0x83, 0xc4, 0x08, 0xc3}, false},
+		{"an indirect call", []byte{0x90, 0xff, 0xd0, 0xc3}, false},
+		{"a tail call", []byte{0x48, 0x83, 0xc7, 0x01, 0xe9, 0x10, 0x00, 0x00, 0x00}, false},
+		{"a jcc to a cold part", []byte{0x48, 0x85, 0xff, 0x0f, 0x84, 0x00, 0x01, 0x00, 0x00, 0xc3}, false},
+		{"a jump table", []byte{0x3e, 0xff, 0xe0}, false},
+		{"runs on past its end", []byte{0x31, 0xc0, 0xff, 0xc0}, false},
+		{"runs on past its end, padding after", []byte{0x31, 0xc0, 0x90, 0x90}, false},
+		{"padding only", []byte{0x90, 0x90}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			insts, err := Decode(c.code)
+			require.NoError(t, err)
+			assert.Equal(t, c.want, Leaf(insts))
+		})
+	}
+	assert.False(t, Leaf(nil))
 }

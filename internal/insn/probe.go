@@ -133,6 +133,24 @@ func CallsSelf(insts []Inst) bool {
 	return false
 }
 
+// Leaf reports whether a function is a leaf: FirstCall finds nothing in
+// it, and its last instruction before any padding stops the flow (a
+// return, a jump inside it, a trap), so that control cannot run on past
+// the code insts cover (a symbol size shorter than the code). Nothing but
+// its own instructions then runs while one of its calls is on the stack,
+// but the thread's signal handlers. insts must be all of the function.
+func Leaf(insts []Inst) bool {
+	if _, calls := FirstCall(insts); calls {
+		return false
+	}
+	for i := len(insts) - 1; i >= 0; i-- {
+		if !Padding(insts[i]) {
+			return StopsFlow(insts[i])
+		}
+	}
+	return false
+}
+
 // FirstCall returns the first instruction of a function through which it
 // runs other code while its frame is live, or hands its frame to other
 // code: a call, direct or indirect (call; on arm64 bl, blr and the

@@ -414,7 +414,7 @@ type Site struct {
 	HistValue *Fetch
 	// LeafBytes is, for the entry site of a C function on x86-64 that is
 	// a leaf (it makes no call and leaves its own code only by returning:
-	// insn.FirstCall finds nothing), the bytes of its code from the site's
+	// insn.Leaf), the bytes of its code from the site's
 	// address to the function's end; 0 otherwise. Nothing runs inside a
 	// call of a leaf but its own code (and signal handlers), which lets
 	// the engine mark a call head sampling leaves out without reading its

@@ -634,7 +634,7 @@ func (fl *file) functionSites(p config.ProbeRef, fn function, offset uint64) ([]
 			off = 0 // a 5-byte nop after endbr64 the kernel would rewrite: the entry itself
 		}
 		l, err := site(off, p.Kind == config.KindUretprobe)
-		if _, calls := insn.FirstCall(insts); err == nil && !calls && !l.Return && fl.arch == regs.ArchAMD64 && fn.Size > off && fn.Size-off <= math.MaxUint32 {
+		if err == nil && !l.Return && fl.arch == regs.ArchAMD64 && insn.Leaf(insts) && fn.Size > off && fn.Size-off <= math.MaxUint32 {
 			l.LeafBytes = uint32(fn.Size - off)
 		}
 		return []location{l}, err
