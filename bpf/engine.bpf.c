@@ -3041,7 +3041,7 @@ int site_hit_session(struct pt_regs *ctx)
 	else if (session_rejects(ctx, s, &checked))
 		return 1; /* the usual rejected call: no more calls than the conditions' */
 	else if (samples_only(s) && (checked = session_samples(ctx, s, task)) == 1)
-		return 1; /* the usual call left out: one call */
+		return 1; /* the usual call left out: decided inline, no call */
 	/* A session program returns 0 or 1. */
 	return session_hit(ctx, site_id, checked) && !at_return ? 1 : 0;
 }
