@@ -213,17 +213,26 @@ func FuzzRedZone(f *testing.F) {
 	})
 }
 
-// TestRedZoneOnLibc runs the analysis over every function of the system's
-// C library: none makes it fail or take long, and most are proven to keep
-// nothing below %rsp (measured: 2,071 of 2,152 in Debian 12's libc; bash
-// 1,628 of 1,670; postgres 15, built with frame pointers, 8,934 of 9,552).
-// The library is x86-64 code: a host of another architecture (the arm64
-// VM of make test-arm64) has none, and the test is for x86-64 hosts.
-func TestRedZoneOnLibc(t *testing.T) {
-	const libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+// libc is the system's C library, which TestRedZoneOnLibc and
+// TestLeafOnLibc read.
+const libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+
+// libcFunction is one function of libc, decoded.
+type libcFunction struct {
+	sym   elf.Symbol
+	code  []byte
+	insts []Inst
+}
+
+// libcFunctions decodes every function of libc's dynamic symbol table in
+// .text (each address once; those Decode refuses are left out). The
+// library is x86-64 code: on a host of another architecture (the arm64 VM
+// of make test-arm64) the test that asks (for what) is skipped.
+func libcFunctions(t *testing.T, what string) []libcFunction {
+	t.Helper()
 	f, err := elf.Open(libc)
 	if err != nil && runtime.GOARCH != "amd64" {
-		t.Skipf("an x86-64 C library is what the red zone analysis reads; a %s host has none (%v)", runtime.GOARCH, err)
+		t.Skipf("an x86-64 C library is what %s; a %s host has none (%v)", what, runtime.GOARCH, err)
 	}
 	if err != nil {
 		testutil.SkipOrFail(t, "%s: %v", libc, err)
@@ -236,27 +245,39 @@ func TestRedZoneOnLibc(t *testing.T) {
 	data, err := text.Data()
 	require.NoError(t, err)
 	seen := map[uint64]bool{}
-	n, free := 0, 0
+	var out []libcFunction
 	for _, s := range syms {
 		if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Size == 0 || seen[s.Value] || s.Value < text.Addr || s.Value+s.Size > text.Addr+text.Size {
 			continue
 		}
 		seen[s.Value] = true
 		code := data[s.Value-text.Addr : s.Value-text.Addr+s.Size]
-		insts, err := Decode(code)
-		if err != nil {
-			continue
+		if insts, err := Decode(code); err == nil {
+			out = append(out, libcFunction{sym: s, code: code, insts: insts})
 		}
+	}
+	require.Greater(t, len(out), 1000)
+	return out
+}
+
+// TestRedZoneOnLibc runs the analysis over every function of the system's
+// C library: none makes it fail or take long, and most are proven to keep
+// nothing below %rsp (measured: 2,071 of 2,152 in Debian 12's libc; bash
+// 1,628 of 1,670; postgres 15, built with frame pointers, 8,934 of 9,552).
+// x86-64 hosts only.
+func TestRedZoneOnLibc(t *testing.T) {
+	fns := libcFunctions(t, "the red zone analysis reads")
+	free := 0
+	for _, fn := range fns {
 		start := time.Now()
-		u := RedZone([]Piece{{Address: s.Value, Code: code, Insts: insts}}, func(uint64) bool { return true })
-		require.Less(t, time.Since(start), 2*time.Second, s.Name)
-		require.True(t, u.SafeAt(s.Value), s.Name)
-		n++
+		u := RedZone([]Piece{{Address: fn.sym.Value, Code: fn.code, Insts: fn.insts}}, func(uint64) bool { return true })
+		require.Less(t, time.Since(start), 2*time.Second, fn.sym.Name)
+		require.True(t, u.SafeAt(fn.sym.Value), fn.sym.Name)
 		if !u.Below {
 			free++
 		}
 	}
-	require.Greater(t, n, 1000)
+	n := len(fns)
 	t.Logf("%d of %d functions keep nothing below %%rsp", free, n)
 	assert.Greater(t, free*10, n*8, "most functions are proven free of the red zone")
 }
@@ -265,45 +286,22 @@ func TestRedZoneOnLibc(t *testing.T) {
 // library: no function Leaf takes for a leaf has, in objdump's listing of
 // its bytes, a call, an indirect jump or a direct jump out of it, and
 // many are leaves (measured: 602 of 2,152 in Debian 12's libc). x86-64
-// hosts only, as TestRedZoneOnLibc.
+// hosts only.
 func TestLeafOnLibc(t *testing.T) {
-	const libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
-	f, err := elf.Open(libc)
-	if err != nil && runtime.GOARCH != "amd64" {
-		t.Skipf("an x86-64 C library is what Leaf is checked on; a %s host has none (%v)", runtime.GOARCH, err)
-	}
-	if err != nil {
-		testutil.SkipOrFail(t, "%s: %v", libc, err)
-	}
-	defer f.Close()
-	syms, err := f.DynamicSymbols()
-	require.NoError(t, err)
-	text := f.Section(".text")
-	require.NotNil(t, text)
-	data, err := text.Data()
-	require.NoError(t, err)
+	fns := libcFunctions(t, "Leaf is checked on")
 	var listed []odInst
 	for _, insts := range objdump(t, libc) {
 		listed = append(listed, insts...)
 	}
 	sort.Slice(listed, func(i, j int) bool { return listed[i].addr < listed[j].addr })
 
-	seen := map[uint64]bool{}
-	n, leaves := 0, 0
-	for _, s := range syms {
-		if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Size == 0 || seen[s.Value] || s.Value < text.Addr || s.Value+s.Size > text.Addr+text.Size {
-			continue
-		}
-		seen[s.Value] = true
-		insts, err := Decode(data[s.Value-text.Addr : s.Value-text.Addr+s.Size])
-		if err != nil {
-			continue
-		}
-		n++
-		if !Leaf(insts) {
+	leaves := 0
+	for _, fn := range fns {
+		if !Leaf(fn.insts) {
 			continue
 		}
 		leaves++
+		s := fn.sym
 		from := sort.Search(len(listed), func(i int) bool { return listed[i].addr >= s.Value })
 		for _, in := range listed[from:] {
 			if in.addr >= s.Value+s.Size {
@@ -322,7 +320,7 @@ func TestLeafOnLibc(t *testing.T) {
 			require.True(t, target >= s.Value && target < s.Value+s.Size, "%s is no leaf: %#x %s", s.Name, in.addr, in.text)
 		}
 	}
-	require.Greater(t, n, 1000)
+	n := len(fns)
 	t.Logf("%d of %d functions are leaves", leaves, n)
 	assert.Greater(t, leaves*10, n, "leaves are common: at least one function in ten")
 }
